@@ -1,0 +1,42 @@
+# Two entry points (see README): `make run` brings the system up locally, `make test` checks everything.
+# Both install what they need: a virtualenv from the pinned lock file and the Go-built control plane
+# binaries (cached in .cache/bin, so only the first run builds them).
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit integration binaries bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+binaries: $(STAMP)
+	$(PY) -m tests.controlplane.binaries
+
+run: binaries
+	$(PY) -m tests.controlplane.localrun
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+test: binaries lint typecheck
+	test ! -e operator/__init__.py
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -q tests/unit
+
+bench: binaries
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

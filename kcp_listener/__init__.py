@@ -1,0 +1,1 @@
+"""KCP event intake: the wire contract shared with the agent, and the authenticated listener app."""

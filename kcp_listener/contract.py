@@ -1,0 +1,100 @@
+"""The wire contract between the runtime agent and the KCP listener: paths, limits and the event body.
+
+One definition, imported by both sides (``skr_watcher`` sends what ``kcp_listener`` parses). The body
+is a superset of the upstream runtime-watcher v2 body, so the upstream Go agent's events parse here
+(``"Namespace"``/``"Name"`` keys) and our agent's events would parse in the upstream listener.
+"""
+
+from __future__ import annotations
+
+import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+CONTRACT_VERSION = "v2"
+MAX_BODY_BYTES = 16 * 1024
+"""Upstream's ``http.MaxBytesHandler(16384)``; larger bodies get 413 and are never parsed."""
+
+RUNTIME_ID_LABEL = "kyma-project.io/runtime-id"
+OWNED_BY_ANNOTATION = "deprecated-operator.kyma-project.io/owned-by"
+
+
+def event_path(manager: str) -> str:
+    """``/v2/<manager>/event``: where agents post watch events (and upstream's only route)."""
+    return f"/{CONTRACT_VERSION}/{manager}/event"
+
+
+def heartbeat_path(manager: str) -> str:
+    """``/v2/<manager>/heartbeat``: our extension; proves the agent is alive while nothing changes."""
+    return f"/{CONTRACT_VERSION}/{manager}/heartbeat"
+
+
+_Name = Annotated[str, Field(max_length=253)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="ignore")
+
+
+class ObjectKey(_Wire):
+    """A namespaced name; accepts upstream's Go ``types.NamespacedName`` keys ``Namespace``/``Name``."""
+
+    namespace: _Name = Field(default="", validation_alias=AliasChoices("namespace", "Namespace"))
+    name: Annotated[_Name, Field(min_length=1)] = Field(validation_alias=AliasChoices("name", "Name"))
+
+
+class GroupVersionKind(_Wire):
+    group: Annotated[str, Field(max_length=253)] = ""
+    version: Annotated[str, Field(min_length=1, max_length=63)]
+    kind: Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class Operation(StrEnum):
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    RESYNC = "RESYNC"
+    """Ours: the agent lost or dropped events (KCP unreachable, queue overflow); reconcile everything
+    of this runtime (its Kyma and all its Manifests)."""
+
+
+class WatchEvent(_Wire):
+    """What the agent posts to ``event_path``. ``operation``, ``owner`` and ``observedAt`` are ours."""
+
+    watched: ObjectKey
+    watched_gvk: GroupVersionKind = Field(
+        serialization_alias="watchedGvk", validation_alias=AliasChoices("watchedGvk", "watched_gvk")
+    )
+    operation: Operation | None = None
+    owner: ObjectKey | None = None
+    """The Manifest owning the watched object (from the ``owned-by`` annotation), if any."""
+    observed_at: datetime.datetime | None = Field(
+        default=None,
+        serialization_alias="observedAt",
+        validation_alias=AliasChoices("observedAt", "observed_at"),
+    )
+
+    def to_wire(self) -> bytes:
+        """The JSON body the agent sends (aliases, no nulls, lower-case keys)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class Heartbeat(_Wire):
+    """What the agent posts to ``heartbeat_path``: proof of life plus its own delivery view."""
+
+    sent_at: datetime.datetime = Field(
+        serialization_alias="sentAt", validation_alias=AliasChoices("sentAt", "sent_at")
+    )
+    queue_depth: Annotated[int, Field(ge=0)] = Field(
+        default=0, serialization_alias="queueDepth", validation_alias=AliasChoices("queueDepth", "queue_depth")
+    )
+    agent_version: Annotated[str, Field(max_length=64)] = Field(
+        default="",
+        serialization_alias="agentVersion",
+        validation_alias=AliasChoices("agentVersion", "agent_version"),
+    )
+
+    def to_wire(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode()

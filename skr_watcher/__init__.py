@@ -1,0 +1,1 @@
+"""Runtime agent: observes admission reviews in an SKR and delivers signed events to KCP."""

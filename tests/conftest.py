@@ -1,0 +1,53 @@
+"""Shared pytest fixtures: one real control plane (etcd + KCP + two SKR API servers) per session.
+
+The control plane starts lazily, only when an integration test asks for it, so unit-only runs stay
+fast. Tests isolate themselves with unique namespaces/names instead of restarting API servers.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.controlplane.cluster import APIServer, ControlPlane
+
+CLUSTER_NAMES = ("kcp", "skr-a", "skr-b")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CRD_DIR = REPO_ROOT / "manifests" / "crds"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/integration/" in str(item.path).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    with ControlPlane(CLUSTER_NAMES) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kcp(control_plane: ControlPlane) -> APIServer:
+    return control_plane["kcp"]
+
+
+@pytest.fixture(scope="session")
+def skr(control_plane: ControlPlane) -> APIServer:
+    return control_plane["skr-a"]
+
+
+@pytest.fixture(scope="session")
+def skr_b(control_plane: ControlPlane) -> APIServer:
+    return control_plane["skr-b"]
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A DNS-1123 name unique to this test, for namespaces and objects."""
+    return f"t-{uuid.uuid4().hex[:10]}"
