@@ -88,7 +88,9 @@ class Heartbeat(_Wire):
         serialization_alias="sentAt", validation_alias=AliasChoices("sentAt", "sent_at")
     )
     queue_depth: Annotated[int, Field(ge=0)] = Field(
-        default=0, serialization_alias="queueDepth", validation_alias=AliasChoices("queueDepth", "queue_depth")
+        default=0,
+        serialization_alias="queueDepth",
+        validation_alias=AliasChoices("queueDepth", "queue_depth"),
     )
     agent_version: Annotated[str, Field(max_length=64)] = Field(
         default="",
