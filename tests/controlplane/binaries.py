@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +45,11 @@ def _module_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _from_environment() -> Binaries | None:
-    etcd = os.environ.get("TEST_ASSET_ETCD")
-    apiserver = os.environ.get("TEST_ASSET_KUBE_APISERVER")
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
+def from_environment(env: Mapping[str, str]) -> Binaries | None:
+    """Binaries named by envtest's variables, or None when none is set."""
+    etcd = env.get("TEST_ASSET_ETCD")
+    apiserver = env.get("TEST_ASSET_KUBE_APISERVER")
+    assets = env.get("KUBEBUILDER_ASSETS")
     if assets:
         etcd = etcd or str(Path(assets) / "etcd")
         apiserver = apiserver or str(Path(assets) / "kube-apiserver")
@@ -96,8 +98,8 @@ def build(cache_dir: Path = DEFAULT_CACHE, *, log: bool = True) -> Binaries:
     return binaries
 
 
-def find_or_build() -> Binaries:
-    return _from_environment() or build()
+def find_or_build(env: Mapping[str, str] | None = None) -> Binaries:
+    return from_environment(os.environ if env is None else env) or build()
 
 
 if __name__ == "__main__":
