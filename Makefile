@@ -3,6 +3,7 @@
 # binaries (cached in .cache/bin, so only the first run builds them).
 
 PYTHON ?= python3.11
+RUN_ARGS ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -19,7 +20,7 @@ binaries: $(STAMP)
 	$(PY) -m tests.controlplane.binaries
 
 run: binaries
-	$(PY) -m tests.controlplane.localrun
+	$(PY) -m tests.controlplane.localrun $(RUN_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
