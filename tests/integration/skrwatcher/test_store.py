@@ -1,0 +1,109 @@
+"""The identity store against a real KCP API server: Secrets, steady state, rotation, bad input."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import SECRETS
+from kyma_operator.skrwatcher import secrets as layout
+from kyma_operator.skrwatcher.bundle import RotationPolicy
+from kyma_operator.skrwatcher.ca import issued_by, subject_alt_names, subject_common_name
+from kyma_operator.skrwatcher.signing_keys import SigningPolicy
+from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore
+from tests.integration.skrwatcher.helpers import WallClock
+
+T0 = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)
+DAY = datetime.timedelta(days=1)
+
+
+def _store(client: KubeClient, namespace: str, clock: WallClock) -> IdentityStore:
+    return IdentityStore(
+        client,
+        config=IdentityConfig(namespace=namespace, server_names=("listener.test",)),
+        policy=RotationPolicy(),
+        signing_policy=SigningPolicy(),
+        wall_clock=clock,
+    )
+
+
+async def _secret_versions(client: KubeClient, namespace: str) -> dict[str, str]:
+    listed = await client.list(SECRETS, namespace)
+    return {s["metadata"]["name"]: s["metadata"]["resourceVersion"] for s in listed.items}
+
+
+async def test_bootstrap_then_steady_state_writes_nothing(kcp_client: KubeClient, kcp_namespace: str) -> None:
+    clock = WallClock(T0)
+    store = _store(kcp_client, kcp_namespace, clock)
+    identity = await store.ensure_runtime(kyma_name="kyma-a", runtime_id="rt-a", skr_domain="a.example.com")
+    assert subject_common_name(identity.leaf.certificate) == "rt-a"
+    assert "a.example.com" in subject_alt_names(identity.leaf.certificate)
+    assert identity.key_id == "rt-a:v1"
+    versions = await _secret_versions(kcp_client, kcp_namespace)
+    assert set(versions) == {
+        "klm-watcher",
+        "klm-istio-gateway",
+        "kyma-a-webhook-tls",
+        "kyma-a-watcher-signing",
+    }
+    gateway = await kcp_client.get(SECRETS, "klm-istio-gateway", kcp_namespace)
+    assert gateway["metadata"]["annotations"][layout.CA_ADDED_TO_BUNDLE_AT] == "2026-06-01T00:00:00Z"
+
+    # A fresh store (e.g. after a restart or leader change) reads the same state and writes nothing.
+    writes_before = store.writes
+    clock.advance(DAY)
+    again = await _store(kcp_client, kcp_namespace, clock).ensure_runtime(
+        kyma_name="kyma-a", runtime_id="rt-a", skr_domain="a.example.com"
+    )
+    await store.ensure_runtime(kyma_name="kyma-a", runtime_id="rt-a", skr_domain="a.example.com")
+    assert again.leaf == identity.leaf
+    assert again.signing_key == identity.signing_key
+    assert store.writes == writes_before
+    assert await _secret_versions(kcp_client, kcp_namespace) == versions
+
+
+async def test_ca_rotation_reaches_the_runtime_certificate(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = WallClock(T0)
+    store = _store(kcp_client, kcp_namespace, clock)
+    first = await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    old_root = (await store.ensure_trust()).root
+
+    clock.advance(29 * DAY)  # the CA enters its renew-before window
+    second = await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    state = await store.ensure_trust()
+    assert state.root != old_root
+    assert second.renewed == "issued before the current CA was added to the trust bundle"
+    assert issued_by(second.leaf.certificate, state.root.certificate)
+    # both CAs are trusted; the server still presents the old one during the grace period
+    assert state.trust.contains(old_root.certificate) and state.trust.contains(state.root.certificate)
+    assert issued_by(state.trust.server.certificate, old_root.certificate)
+    assert second.bundle_pem != first.bundle_pem
+
+    clock.advance(RotationPolicy().server_switch_grace)
+    switched = await store.ensure_trust()
+    assert issued_by(switched.trust.server.certificate, switched.root.certificate)
+
+
+async def test_broken_ca_secret_is_reported_not_replaced(kcp_client: KubeClient, kcp_namespace: str) -> None:
+    await kcp_client.create(
+        SECRETS,
+        layout.secret_body(
+            name="klm-watcher", namespace=kcp_namespace, data={"tls.crt": b"nonsense", "tls.key": b"x"}
+        ),
+    )
+    store = _store(kcp_client, kcp_namespace, WallClock(T0))
+    with pytest.raises(layout.SecretFormatError, match="klm-watcher"):
+        await store.ensure_trust()
+    kept = await kcp_client.get(SECRETS, "klm-watcher", kcp_namespace)
+    assert layout.decode(kept)["tls.crt"] == b"nonsense"
+
+
+async def test_missing_domain_writes_nothing(kcp_client: KubeClient, kcp_namespace: str) -> None:
+    store = _store(kcp_client, kcp_namespace, WallClock(T0))
+    with pytest.raises(ValueError, match="skr-domain"):
+        await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="")
+    assert await _secret_versions(kcp_client, kcp_namespace) == {}
