@@ -1,0 +1,388 @@
+"""The process shell around informers, controllers and other long-running parts.
+
+A manager starts informers, waits until their caches are filled, takes part in leader election
+(if configured) and runs the controllers and leader-only runnables (such as the listener's HTTP
+server) only while it leads. It serves ``/healthz``, ``/readyz`` (ready = caches synced and leading,
+or no leader election) and Prometheus ``/metrics`` on 127.0.0.1, and shuts everything down in
+order: leader work first (in-flight reconciles finish), then the Lease is released, then informers
+and servers. Signal handlers are installed only by ``run_until_signal``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.leader import LeaderElectionConfig, LeaderElector
+from kyma_operator.runtime.metrics import RuntimeMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Runnable(Protocol):
+    """Anything with ``async run()`` that runs until cancelled."""
+
+    async def run(self) -> None: ...
+
+
+RunnableLike = Runnable | Callable[[], Awaitable[None]]
+
+
+class LeaderElectionLost(RuntimeError):
+    """The manager could not renew its Lease; the process should exit (and be restarted)."""
+
+
+class ManagerFailed(RuntimeError):
+    """A component of the manager crashed; the original error is the ``__cause__``."""
+
+
+class Manager:
+    """Runs informers, controllers and runnables; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        name: str,
+        namespace: str,
+        leader_election: LeaderElectionConfig | None = None,
+        health_port: int | None = 0,
+        metrics_port: int | None = None,
+        host: str = "127.0.0.1",
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        graceful_shutdown_timeout: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.clock = clock or RealClock()
+        self.metrics = RuntimeMetrics(registry)
+        self.registry = self.metrics.registry
+        self.leader_election = leader_election
+        self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self._host = host
+        self._health_port_request = health_port
+        self._metrics_port_request = metrics_port
+        self.health_port: int | None = None
+        self.metrics_port: int | None = None
+        self._informers: list[Informer] = []
+        self._controllers: list[Controller] = []
+        self._runnables: list[tuple[RunnableLike, bool]] = []
+        self.elector: LeaderElector | None = None
+        if leader_election is not None:
+            self.elector = LeaderElector(
+                client,
+                leader_election,
+                clock=self.clock,
+                on_started_leading=self._start_leader_work,
+                on_stopped_leading=self._stop_leader_work_now,
+                metrics=self.metrics,
+            )
+        self.started = asyncio.Event()
+        self._stop: asyncio.Event | None = None
+        self._done: asyncio.Event | None = None
+        self._failure: BaseException | None = None
+        self._leader_tasks: list[asyncio.Task[Any]] = []
+        self._background: list[asyncio.Task[Any]] = []
+        self._elector_task: asyncio.Task[None] | None = None
+        self._servers: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
+        self._running = False
+        self._stopping = False
+
+    # -- registration --------------------------------------------------------------------------
+
+    def add_informer(self, informer: Informer) -> Informer:
+        """Run ``informer``; readiness and controller start wait for its first list."""
+        if informer not in self._informers:
+            informer.set_metrics(self.metrics)
+            self._informers.append(informer)
+        return informer
+
+    def add_controller(self, controller: Controller) -> Controller:
+        """Run ``controller`` while leading (its informers are added too)."""
+        if not controller.has_metrics:
+            controller.set_metrics(self.metrics)
+        self._controllers.append(controller)
+        for informer in controller.informers:
+            self.add_informer(informer)
+        return controller
+
+    def add_runnable(self, runnable: RunnableLike, leader_only: bool = True) -> None:
+        """Run ``runnable`` (``obj.run()`` or an async callable): while leading, or always."""
+        self._runnables.append((runnable, leader_only))
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """True while leading; always True (once started) without leader election."""
+        if self.elector is None:
+            return self._running and not self._stopping
+        return self.elector.is_leader
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self._informers)
+
+    @property
+    def ready(self) -> bool:
+        return self._running and not self._stopping and self.synced and self.is_leader
+
+    @property
+    def healthy(self) -> bool:
+        return self._running and self._failure is None
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until ``shutdown()`` (returns) or a failure (raises, after shutting down)."""
+        if self._running:
+            raise RuntimeError("manager is already running")
+        self._running = True
+        self._stopping = False
+        self._failure = None
+        self._stop = asyncio.Event()
+        self._done = asyncio.Event()
+        try:
+            await self._start_servers()
+            for informer in self._informers:
+                self._spawn(self._background, informer.run(), f"informer {informer.name}")
+            for runnable, leader_only in self._runnables:
+                if not leader_only:
+                    self._spawn(self._background, _as_coroutine(runnable), f"runnable {runnable!r}")
+            self.started.set()
+            if await self._until_stopped(self._wait_synced()):
+                if self.elector is not None:
+                    self._elector_task = asyncio.create_task(self.elector.run(), name=f"{self.name}-elector")
+                    self._elector_task.add_done_callback(self._on_elector_done)
+                else:
+                    self._start_leader_work()
+                await self._stop.wait()
+        finally:
+            self._stopping = True
+            await self._teardown()
+            self._running = False
+            self.started.clear()
+            self._done.set()
+        if self._failure is not None:
+            if isinstance(self._failure, LeaderElectionLost):
+                raise self._failure
+            raise ManagerFailed(f"manager {self.name}: {self._failure}") from self._failure
+
+    async def shutdown(self) -> None:
+        """Stop gracefully and wait until ``run()`` has finished."""
+        if self._stop is None or self._done is None:
+            return
+        self._stop.set()
+        await self._done.wait()
+
+    async def run_until_signal(self) -> None:
+        """``run()`` with SIGTERM/SIGINT handlers that trigger a graceful shutdown."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for sig in signals:
+            loop.add_signal_handler(sig, self._request_stop, sig)
+        try:
+            await self.run()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def _request_stop(self, sig: int | None = None) -> None:
+        if sig is not None:
+            log.info("manager %s: received %s, shutting down", self.name, signal.Signals(sig).name)
+        if self._stop is not None:
+            self._stop.set()
+
+    async def _until_stopped(self, awaitable: Coroutine[Any, Any, None]) -> bool:
+        """Await ``awaitable`` unless a stop comes first; True if it completed."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, stop):
+                if not pending.done():
+                    pending.cancel()
+            await asyncio.gather(task, stop, return_exceptions=True)
+        return task.done() and not task.cancelled() and task.exception() is None
+
+    async def _wait_synced(self) -> None:
+        await asyncio.gather(*(informer.synced.wait() for informer in self._informers))
+
+    def _spawn(self, bucket: list[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any], what: str) -> None:
+        task = asyncio.create_task(coro, name=what)
+        bucket.append(task)
+
+        def finished(done: asyncio.Task[Any]) -> None:
+            if done.cancelled():
+                return
+            exc = done.exception()
+            if exc is not None and not self._stopping:
+                log.error("manager %s: %s failed: %r", self.name, what, exc)
+                self._fail(exc)
+
+        task.add_done_callback(finished)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        if self._stop is not None:
+            self._stop.set()
+
+    def _on_elector_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self._stopping:
+            return
+        exc = task.exception()
+        self._fail(exc if exc is not None else LeaderElectionLost(f"manager {self.name} lost its lease"))
+
+    def _start_leader_work(self) -> None:
+        if self._stopping or self._leader_tasks:
+            return
+        log.info("manager %s: starting controllers", self.name)
+        for controller in self._controllers:
+            self._spawn(self._leader_tasks, controller.run(), f"controller {controller.name}")
+        for runnable, leader_only in self._runnables:
+            if leader_only:
+                self._spawn(self._leader_tasks, _as_coroutine(runnable), f"runnable {runnable!r}")
+
+    def _stop_leader_work_now(self) -> None:
+        for task in self._leader_tasks:
+            task.cancel()
+
+    async def _teardown(self) -> None:
+        await _cancel_and_wait(self._leader_tasks, self.graceful_shutdown_timeout)
+        self._leader_tasks = []
+        if self._elector_task is not None:
+            await _cancel_and_wait([self._elector_task], self.graceful_shutdown_timeout)
+            self._elector_task = None
+        await _cancel_and_wait(self._background, self.graceful_shutdown_timeout)
+        self._background = []
+        for server, task in self._servers:
+            server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 5.0)
+        self._servers = []
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _start_servers(self) -> None:
+        if self._health_port_request is None:
+            return
+        separate = self._metrics_port_request is not None
+        self.health_port = await self._serve(
+            self._app(health=True, metrics=not separate), self._health_port_request
+        )
+        self.metrics_port = self.health_port
+        if separate:
+            assert self._metrics_port_request is not None
+            self.metrics_port = await self._serve(
+                self._app(health=False, metrics=True), self._metrics_port_request
+            )
+
+    async def _serve(self, app: Any, port: int) -> int:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, port))
+        sock.setblocking(False)
+        config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2
+        )
+        server = _QuietServer(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{self.name}-http")
+        self._servers.append((server, task))
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("HTTP server exited during startup")
+            await asyncio.sleep(0.005)
+        bound: int = sock.getsockname()[1]
+        return bound
+
+    def _app(self, *, health: bool, metrics: bool) -> Any:
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                return
+            path = scope["path"]
+            if scope["method"] not in ("GET", "HEAD"):
+                await _respond(send, 405, b"method not allowed\n")
+            elif health and path == "/healthz":
+                ok = self.healthy
+                await _respond(send, 200 if ok else 503, b"ok\n" if ok else b"failed\n")
+            elif health and path == "/readyz":
+                await _respond(send, 200 if self.ready else 503, self._readiness_text().encode())
+            elif metrics and path == "/metrics":
+                await _respond(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+            else:
+                await _respond(send, 404, b"not found\n")
+
+        return app
+
+    def _readiness_text(self) -> str:
+        synced = self.synced
+        leader = self.is_leader
+        state = "ok" if self.ready else "not ready"
+        return f"{state}: informers_synced={synced} leader={leader}\n"
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without signal handling: the manager owns shutdown."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+async def _respond(
+    send: Any, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _as_coroutine(runnable: RunnableLike) -> Coroutine[Any, Any, Any]:
+    run = getattr(runnable, "run", None)
+    target = run if callable(run) else runnable
+    if not callable(target):
+        raise TypeError(f"{runnable!r} is neither callable nor has run()")
+    result = target()
+    if not inspect.iscoroutine(result):
+        raise TypeError(f"{runnable!r} did not return a coroutine")
+    return result
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[Any]], grace: float) -> None:
+    for task in tasks:
+        task.cancel()
+    pending = [task for task in tasks if not task.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=grace)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                log.debug("task %s ended with %r during shutdown", task.get_name(), exc)

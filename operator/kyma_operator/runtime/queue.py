@@ -1,0 +1,284 @@
+"""A work queue with client-go semantics for asyncio workers.
+
+Why not ``asyncio.Queue``: a controller needs (1) dedup: a key added many times before a worker
+takes it is processed once, (2) exclusivity: a key re-added while a worker processes it waits in a
+dirty set and is queued again only when that worker calls ``done`` — so the same key is never in
+two workers at once, (3) delayed adds (one heap, one timer) and (4) per-key rate-limited retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from kyma_operator.runtime.clock import Clock, RealClock, TimerHandle
+from kyma_operator.runtime.metrics import QueueMetrics
+from kyma_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+
+K = TypeVar("K", bound=Hashable)
+
+
+class QueueShutDown(Exception):
+    """``get`` on a queue that was shut down and has nothing left to hand out."""
+
+
+class WorkQueue(Generic[K]):
+    """Dedup, exclusive-processing, delaying, rate-limited work queue.
+
+    Protocol for a worker: ``key = await queue.get()``, process it, then always ``queue.done(key)``;
+    on failure ``queue.add_rate_limited(key)``, on success ``queue.forget(key)``.
+    """
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        rate_limiter: RateLimiter | None = None,
+        clock: Clock | None = None,
+        metrics: QueueMetrics | None = None,
+    ) -> None:
+        self.name = name
+        self._clock = clock or RealClock()
+        self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter(self._clock)
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        # Delayed adds: heap of (ready_at, seq, key); _waiting holds the authoritative ready time.
+        self._delayed: list[tuple[float, int, K]] = []
+        self._waiting: dict[K, float] = {}
+        self._seq = itertools.count()
+        self._timer: TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._shutting_down = False
+        self._metrics: QueueMetrics | None = None
+        if metrics is not None:
+            self.set_metrics(metrics)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def set_metrics(self, metrics: QueueMetrics) -> None:
+        """Report into ``metrics`` from now on (the manager attaches its registry this way)."""
+        self._metrics = metrics
+        metrics.set_in_flight_provider(self._in_flight)
+        metrics.depth.set(len(self._queue))
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    # -- adding --------------------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` unless it is already queued; if it is being processed, queue it after ``done``."""
+        if self._shutting_down or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if self._metrics is not None:
+            self._metrics.adds.inc()
+        if key in self._processing:
+            return
+        self._push(key)
+
+    def _push(self, key: K) -> None:
+        self._queue.append(key)
+        self._added_at[key] = self._clock.now()
+        if self._metrics is not None:
+            self._metrics.depth.set(len(self._queue))
+        self._wake_one()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Add ``key`` after ``delay`` seconds; an earlier pending delayed add of the same key wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        ready_at = self._clock.now() + delay
+        current = self._waiting.get(key)
+        if current is not None and current <= ready_at:
+            return
+        self._waiting[key] = ready_at
+        heapq.heappush(self._delayed, (ready_at, next(self._seq), key))
+        if self._timer_at is None or ready_at < self._timer_at:
+            self._schedule(ready_at)
+
+    def add_rate_limited(self, key: K) -> None:
+        """Add ``key`` after the rate limiter's delay for it (counts as a retry)."""
+        if self._shutting_down:
+            return
+        if self._metrics is not None:
+            self._metrics.retries.inc()
+        self.add_after(key, self.rate_limiter.when(key))
+
+    def forget(self, key: K) -> None:
+        """Reset ``key``'s failure history in the rate limiter."""
+        self.rate_limiter.forget(key)
+
+    def num_requeues(self, key: K) -> int:
+        """How many rate-limited retries ``key`` has had since it was last forgotten."""
+        return self.rate_limiter.num_requeues(key)
+
+    # -- delayed adds --------------------------------------------------------------------------
+
+    def _schedule(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self._clock.call_later(at - self._clock.now(), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        if self._shutting_down:
+            return
+        now = self._clock.now()
+        while self._delayed:
+            ready_at, _, key = self._delayed[0]
+            if self._waiting.get(key) != ready_at:  # superseded by an earlier add_after
+                heapq.heappop(self._delayed)
+                continue
+            if ready_at > now:
+                self._schedule(ready_at)
+                return
+            heapq.heappop(self._delayed)
+            del self._waiting[key]
+            self.add(key)
+
+    # -- taking --------------------------------------------------------------------------------
+
+    async def get(self) -> K:
+        """Wait for the next key and mark it as processing. Raises ``QueueShutDown`` when shut down."""
+        while not self._queue:
+            if self._shutting_down:
+                raise QueueShutDown(self.name)
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and self._queue:
+                    self._wake_one()  # pass the wake-up on to another getter
+                raise
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+        key = self._queue.popleft()
+        self._processing.add(key)
+        self._dirty.discard(key)
+        now = self._clock.now()
+        self._started_at[key] = now
+        added = self._added_at.pop(key, now)
+        if self._metrics is not None:
+            self._metrics.depth.set(len(self._queue))
+            self._metrics.queue_duration.observe(max(0.0, now - added))
+        return key
+
+    def get_nowait(self) -> K | None:
+        """Take the next key without waiting, or None if there is none."""
+        if not self._queue:
+            return None
+        key = self._queue.popleft()
+        self._processing.add(key)
+        self._dirty.discard(key)
+        now = self._clock.now()
+        self._started_at[key] = now
+        added = self._added_at.pop(key, now)
+        if self._metrics is not None:
+            self._metrics.depth.set(len(self._queue))
+            self._metrics.queue_duration.observe(max(0.0, now - added))
+        return key
+
+    def done(self, key: K) -> None:
+        """Finish processing ``key``; if it was re-added meanwhile it is queued again now."""
+        if key not in self._processing:
+            return
+        self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if self._metrics is not None and started is not None:
+            self._metrics.work_duration.observe(max(0.0, self._clock.now() - started))
+        if key in self._dirty:
+            self._push(key)
+        elif not self._processing and not self._queue:
+            self._wake_idle()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _wake_idle(self) -> None:
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def processing(self) -> frozenset[K]:
+        return frozenset(self._processing)
+
+    @property
+    def waiting(self) -> int:
+        """Number of keys waiting for a delayed add."""
+        return len(self._waiting)
+
+    def is_queued(self, key: K) -> bool:
+        return key in self._dirty and key not in self._processing
+
+    def ready_at(self, key: K) -> float | None:
+        """When a delayed add of ``key`` becomes due (clock time), or None."""
+        return self._waiting.get(key)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    def _in_flight(self) -> tuple[float, float]:
+        now = self._clock.now()
+        durations = [now - started for started in list(self._started_at.values())]
+        return (sum(durations), max(durations, default=0.0))
+
+    async def wait_idle(self) -> None:
+        """Wait until nothing is queued or processing (delayed adds don't count)."""
+        while self._queue or self._processing:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def shutdown(self, drain: bool = True) -> None:
+        """Stop accepting adds and drop pending delayed adds; wake all getters.
+
+        Keys already queued are still handed out by ``get`` (client-go semantics); once the queue
+        is empty ``get`` raises ``QueueShutDown``. With ``drain`` this waits until every queued
+        key has been taken and every taken key is ``done`` (so it needs running workers).
+        """
+        if not self._shutting_down:
+            self._shutting_down = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+                self._timer_at = None
+            self._delayed.clear()
+            self._waiting.clear()
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._waiters.clear()
+        if drain:
+            await self.wait_idle()

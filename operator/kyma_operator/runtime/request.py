@@ -1,0 +1,44 @@
+"""The unit of work of a controller and what a reconcile answers.
+
+Mirrors controller-runtime's ``reconcile.Request`` / ``reconcile.Result``: a request names an
+object (never carries it; reconcilers read current state), a result may ask for a later retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Request:
+    """Reconcile the object ``namespace/name`` (namespace ``""`` for cluster-scoped objects)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def for_object(cls, obj: dict[str, Any]) -> Request:
+        """The request for an object dict (its ``metadata.namespace`` / ``metadata.name``)."""
+        meta = obj.get("metadata") or {}
+        return cls(meta.get("namespace") or "", meta["name"])
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What to do after a successful reconcile.
+
+    ``requeue_after``: reconcile again after that many seconds (the per-item backoff is reset).
+    ``requeue``: reconcile again after the rate limiter's backoff (like a failure, but not logged
+    as an error). Neither: done until the next event.
+    """
+
+    requeue_after: float | None = None
+    requeue: bool = False
+
+    def __post_init__(self) -> None:
+        if self.requeue_after is not None and self.requeue_after < 0:
+            raise ValueError(f"requeue_after must not be negative, got {self.requeue_after}")
