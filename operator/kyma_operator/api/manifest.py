@@ -1,0 +1,115 @@
+"""Model of the Manifest custom resource (``manifests.operator.kyma-project.io/v1beta2``).
+
+Why: the Kyma controller writes one Manifest per module and the Manifest controller installs it;
+both need the same typed view, with the upstream field names and status shape (``shared.Status``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import CustomResourcePolicy
+from kyma_operator.api.meta import Condition, KubeModel, KubeObject, LabelSelector, LastOperation, State
+from kyma_operator.api.moduletemplate import Manager
+from kyma_operator.api.names import ResourceInfo
+
+
+class ManifestConditionType(StrEnum):
+    RESOURCES = "Resources"
+    INSTALLATION = "Installation"
+    MODULE_CR = "ModuleCR"
+
+
+class ManifestConditionReason(StrEnum):
+    RESOURCES_AVAILABLE = "ResourcesAvailable"
+    READY = "Ready"
+    MODULE_CR_CREATED = "ModuleCRCreated"
+
+
+class RefType(StrEnum):
+    OCI_REF = "oci-ref"
+    OCI_DIR = "oci-dir"
+
+
+# The only install layer lifecycle-manager renders.
+RAW_MANIFEST_LAYER = "raw-manifest"
+
+
+class ImageSpec(KubeModel):
+    """An OCI layer reference (``spec.install.source``; deprecated as ``spec.config``)."""
+
+    repo: str | None = None
+    name: str | None = None
+    ref: str | None = None
+    type: str | None = None
+    cred_secret_selector: LabelSelector | None = None
+
+
+class InstallInfo(KubeModel):
+    name: str
+    source: ImageSpec
+
+
+class ManifestSpec(KubeModel):
+    remote: bool
+    install: InstallInfo
+    custom_resource_policy: CustomResourcePolicy = CustomResourcePolicy.CREATE_AND_DELETE
+    version: str | None = None
+    config: ImageSpec | None = None
+    # The module's default CR, free-form.
+    resource: dict[str, Any] | None = None
+    localized_images: list[str] = Field(default_factory=list)
+    manager: Manager | None = None
+
+
+class SyncedResource(KubeModel):
+    """One object installed by a Manifest (entry of ``status.synced``)."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespace: str
+
+    def id(self) -> str:
+        """Upstream's identity of a synced object: ``ns/name/group/version/kind``."""
+        return f"{self.namespace}/{self.name}/{self.group}/{self.version}/{self.kind}"
+
+
+class ManifestStatus(KubeModel):
+    state: State
+    conditions: list[Condition] = Field(default_factory=list)
+    synced: list[SyncedResource] = Field(default_factory=list)
+    last_operation: LastOperation | None = None
+
+
+class Manifest(KubeObject):
+    RESOURCE: ClassVar[ResourceInfo] = names.MANIFEST
+
+    spec: ManifestSpec
+    status: ManifestStatus | None = None
+
+    def kyma_name(self) -> str | None:
+        return self.labels.get(names.KYMA_NAME_LABEL)
+
+    def module_name(self) -> str | None:
+        return self.labels.get(names.MODULE_NAME_LABEL)
+
+    def channel(self) -> str | None:
+        return self.labels.get(names.CHANNEL_LABEL)
+
+    def is_unmanaged(self) -> bool:
+        return self.annotations.get(names.UNMANAGED_ANNOTATION) == names.ENABLE_LABEL_VALUE
+
+    def is_mandatory(self) -> bool:
+        return self.labels.get(names.MANDATORY_MODULE_LABEL) == names.ENABLE_LABEL_VALUE
+
+    def skip_reconciliation(self) -> bool:
+        return self.labels.get(names.SKIP_RECONCILIATION_LABEL) == names.ENABLE_LABEL_VALUE
+
+    def state(self) -> State | None:
+        return self.status.state if self.status is not None else None

@@ -1,0 +1,134 @@
+"""Names shared with upstream lifecycle-manager: API resources, labels, annotations, finalizers.
+
+Why: these strings are the compatibility surface with existing Kyma manifests, runtime agents and
+tooling. Every controller must spell them the same way, so they live here once, exactly as upstream
+spells them (kyma-project/lifecycle-manager ``api/shared``), and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+OPERATOR_GROUP: Final = "operator.kyma-project.io"
+OPERATOR_VERSION: Final = "v1beta2"
+ISTIO_GROUP: Final = "networking.istio.io"
+# The Istio version lifecycle-manager reads and writes (served by every Istio still supported);
+# our local Istio CRDs serve v1 as well.
+ISTIO_VERSION: Final = "v1beta1"
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """Group, version, plural and kind of one API resource, and derived names."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    # Versions whose objects the models accept (same schema, no conversion).
+    accepted_versions: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def crd_file_name(self) -> str:
+        """File name of this resource's CRD under ``manifests/crds``."""
+        return f"{self.group}_{self.plural}.yaml"
+
+    def accepts(self, api_version: str) -> bool:
+        group, _, version = api_version.rpartition("/")
+        return group == self.group and version in (self.accepted_versions or (self.version,))
+
+
+KYMA: Final = ResourceInfo(OPERATOR_GROUP, OPERATOR_VERSION, "kymas", "Kyma")
+MANIFEST: Final = ResourceInfo(OPERATOR_GROUP, OPERATOR_VERSION, "manifests", "Manifest")
+MODULE_TEMPLATE: Final = ResourceInfo(OPERATOR_GROUP, OPERATOR_VERSION, "moduletemplates", "ModuleTemplate")
+MODULE_RELEASE_META: Final = ResourceInfo(
+    OPERATOR_GROUP, OPERATOR_VERSION, "modulereleasemetas", "ModuleReleaseMeta"
+)
+WATCHER: Final = ResourceInfo(OPERATOR_GROUP, OPERATOR_VERSION, "watchers", "Watcher")
+_ISTIO_VERSIONS: Final = ("v1", "v1beta1", "v1alpha3")
+GATEWAY: Final = ResourceInfo(ISTIO_GROUP, ISTIO_VERSION, "gateways", "Gateway", True, _ISTIO_VERSIONS)
+VIRTUAL_SERVICE: Final = ResourceInfo(
+    ISTIO_GROUP, ISTIO_VERSION, "virtualservices", "VirtualService", True, _ISTIO_VERSIONS
+)
+
+OPERATOR_RESOURCES: Final = (KYMA, MANIFEST, MODULE_TEMPLATE, MODULE_RELEASE_META, WATCHER)
+ISTIO_RESOURCES: Final = (GATEWAY, VIRTUAL_SERVICE)
+# CRDs lifecycle-manager installs into every runtime.
+SKR_SYNCED_RESOURCES: Final = (KYMA, MODULE_TEMPLATE, MODULE_RELEASE_META)
+
+# --- label and annotation values --------------------------------------------------------------
+OPERATOR_NAME: Final = "lifecycle-manager"
+MANAGED_BY_KYMA: Final = "kyma"
+ENABLE_LABEL_VALUE: Final = "true"
+DISABLE_LABEL_VALUE: Final = "false"
+CERT_MANAGER_PURPOSE: Final = "klm-watcher-cert-manager"
+DEFAULT_WATCHER_GATEWAY: Final = "default"
+
+# --- labels -------------------------------------------------------------------------------------
+MANAGED_BY_LABEL: Final = f"{OPERATOR_GROUP}/managed-by"
+WATCHED_BY_LABEL: Final = f"{OPERATOR_GROUP}/watched-by"
+KYMA_NAME_LABEL: Final = f"{OPERATOR_GROUP}/kyma-name"
+MODULE_NAME_LABEL: Final = f"{OPERATOR_GROUP}/module-name"
+CHANNEL_LABEL: Final = f"{OPERATOR_GROUP}/channel"
+CONTROLLER_NAME_LABEL: Final = f"{OPERATOR_GROUP}/controller-name"
+SKIP_RECONCILIATION_LABEL: Final = f"{OPERATOR_GROUP}/skip-reconciliation"
+INTERNAL_LABEL: Final = f"{OPERATOR_GROUP}/internal"
+BETA_LABEL: Final = f"{OPERATOR_GROUP}/beta"
+SYNC_LABEL: Final = f"{OPERATOR_GROUP}/sync"
+MANDATORY_MODULE_LABEL: Final = f"{OPERATOR_GROUP}/mandatory-module"
+PURPOSE_LABEL: Final = f"{OPERATOR_GROUP}/purpose"
+WATCHER_GATEWAY_LABEL: Final = f"{OPERATOR_GROUP}/watcher-gateway"
+POD_RESTART_TRIGGER_LABEL: Final = f"{OPERATOR_GROUP}/pod-restart-trigger"
+
+RUNTIME_ID_LABEL: Final = "kyma-project.io/runtime-id"
+INSTANCE_ID_LABEL: Final = "kyma-project.io/instance-id"
+GLOBAL_ACCOUNT_ID_LABEL: Final = "kyma-project.io/global-account-id"
+SUBACCOUNT_ID_LABEL: Final = "kyma-project.io/subaccount-id"
+REGION_LABEL: Final = "kyma-project.io/region"
+PLATFORM_REGION_LABEL: Final = "kyma-project.io/platform-region"
+PLAN_LABEL: Final = "kyma-project.io/broker-plan-name"
+
+# --- annotations --------------------------------------------------------------------------------
+OWNED_BY_ANNOTATION: Final = "deprecated-operator.kyma-project.io/owned-by"
+FQDN_ANNOTATION: Final = f"{OPERATOR_GROUP}/fqdn"
+OCM_COMPONENT_NAME_ANNOTATION: Final = f"{OPERATOR_GROUP}/ocm-component-name"
+IS_CLUSTER_SCOPED_ANNOTATION: Final = f"{OPERATOR_GROUP}/is-cluster-scoped"
+UNMANAGED_ANNOTATION: Final = f"{OPERATOR_GROUP}/is-unmanaged"
+MANAGED_BY_RECONCILER_DISCLAIMER_ANNOTATION: Final = f"{OPERATOR_GROUP}/managed-by-reconciler-disclaimer"
+INJECT_DATA_FROM_KCP_ANNOTATION: Final = f"{OPERATOR_GROUP}/inject-data-from-kcp"
+SYNC_OCI_REF_ANNOTATION: Final = "sync-oci-ref"
+SKR_DOMAIN_ANNOTATION: Final = "skr-domain"
+
+# --- finalizers ---------------------------------------------------------------------------------
+KYMA_FINALIZER: Final = f"{OPERATOR_GROUP}/Kyma"
+WATCHER_FINALIZER: Final = f"{OPERATOR_GROUP}/watcher"
+MANIFEST_FINALIZER: Final = "declarative.kyma-project.io/finalizer"
+LABEL_REMOVAL_FINALIZER: Final = "label-removal-finalizer"
+DEFAULT_CR_FINALIZER: Final = "resource.kyma-project.io/finalizer"
+FOREGROUND_DELETION_FINALIZER: Final = "foregroundDeletion"
+
+# --- field managers (server-side apply) ---------------------------------------------------------
+FIELD_MANAGER: Final = OPERATOR_NAME
+MANIFEST_APPLIER_FIELD_MANAGER: Final = "declarative.kyma-project.io/applier"
+KYMA_SYNC_FIELD_MANAGER: Final = "kyma-sync-context"
+CATALOG_SYNC_FIELD_MANAGER: Final = "catalog-sync"
+
+# --- well-known names ---------------------------------------------------------------------------
+KCP_NAMESPACE: Final = "kcp-system"
+SKR_NAMESPACE: Final = "kyma-system"
+DEFAULT_REMOTE_KYMA_NAME: Final = "default"
+DEFAULT_CHANNEL: Final = "regular"
