@@ -1,0 +1,100 @@
+"""Listener configuration: one validated pydantic model instead of flags scattered over modules.
+
+Why: the listener runs inside the operator process (leader-only) and standalone in development;
+both build the same ``ListenerConfig`` (from code, environment or a file) and every limit the
+request path enforces is read from here, so tests can tighten them without monkeypatching.
+
+Auth mode: the default is ``signature`` (works without Istio, e.g. in development and in the
+integration tests). Behind the Istio gateway with mutual TLS and ``SANITIZE_SET``, ``both`` is
+recommended (XFCC client-certificate identity AND the RFC 9421 signature, which must name the same
+runtime). ``xfcc`` alone is upstream's model and accepts the upstream Go agent unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kcp_listener.contract import MAX_BODY_BYTES
+from kcp_listener.signing import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
+
+_MANAGER = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+DEFAULT_NAMESPACE = "kcp-system"
+DEFAULT_MANAGER = "lifecycle-manager"
+UPSTREAM_PORT = 8082
+"""Upstream's in-cluster listener port (``0.0.0.0:8082``)."""
+
+
+class AuthMode(StrEnum):
+    SIGNATURE = "signature"
+    """RFC 9421 Ed25519 signature only (per-runtime keys from KCP Secrets)."""
+    XFCC = "xfcc"
+    """Client certificate CN from the gateway's ``X-Forwarded-Client-Cert`` only (upstream)."""
+    BOTH = "both"
+    """Both, and they must name the same runtime."""
+
+    @property
+    def needs_signature(self) -> bool:
+        return self in (AuthMode.SIGNATURE, AuthMode.BOTH)
+
+    @property
+    def needs_xfcc(self) -> bool:
+        return self in (AuthMode.XFCC, AuthMode.BOTH)
+
+
+class ListenerConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    managers: tuple[str, ...] = (DEFAULT_MANAGER,)
+    """Served as ``/v2/<manager>/event`` and ``/v2/<manager>/heartbeat``."""
+    auth_mode: AuthMode = AuthMode.SIGNATURE
+    namespace: str = DEFAULT_NAMESPACE
+    """Where Kymas, Manifests and the public signing-key Secrets live."""
+    host: str = "127.0.0.1"
+    """Bind address; in-cluster use ``0.0.0.0`` (upstream binds ``:8082``)."""
+    port: Annotated[int, Field(ge=0, le=65535)] = UPSTREAM_PORT
+    max_body_bytes: Annotated[int, Field(ge=1, le=1024 * 1024)] = MAX_BODY_BYTES
+    max_xfcc_bytes: Annotated[int, Field(ge=1)] = 32 * 1024
+    """Upstream rejects XFCC values over 32 KiB."""
+    public_origin: str | None = None
+    """``scheme://host[:port]`` the agents sign (``@authority``/``@target-uri``); ``None`` = derive it
+    from the request's Host header and scheme (see ``trust_forwarded_proto``)."""
+    trust_forwarded_proto: bool = True
+    """Take the scheme from ``X-Forwarded-Proto`` (the gateway terminates TLS, the listener sees http)."""
+    signature_max_age_seconds: Annotated[int, Field(ge=1, le=3600)] = MAX_AGE_SECONDS
+    signature_skew_seconds: Annotated[int, Field(ge=0, le=300)] = MAX_CLOCK_SKEW_SECONDS
+    replay_cache_entries: Annotated[int, Field(ge=1)] = 300_000
+    """Bound of remembered nonces: ~4,000 events/s over the 65 s window; beyond it intake answers 429."""
+    retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
+    """``Retry-After`` sent with 429."""
+    heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = 180.0
+    """A runtime whose last heartbeat is older counts as stale (metric, Kyma condition)."""
+    xfcc_cache_entries: Annotated[int, Field(ge=0)] = 10_000
+    """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
+    fast_path: bool = True
+    """Serve the event routes by a small ASGI handler in front of FastAPI (same behaviour, less overhead)."""
+
+    @field_validator("managers")
+    @classmethod
+    def _check_managers(cls, managers: tuple[str, ...]) -> tuple[str, ...]:
+        if not managers:
+            raise ValueError("at least one manager is required")
+        for manager in managers:
+            if not _MANAGER.fullmatch(manager):
+                raise ValueError(f"manager {manager!r} must be a DNS label")
+        if len(set(managers)) != len(managers):
+            raise ValueError("managers must be unique")
+        return managers
+
+    @field_validator("public_origin")
+    @classmethod
+    def _check_origin(cls, origin: str | None) -> str | None:
+        if origin is None:
+            return None
+        if not re.fullmatch(r"https?://[^/?#@\s]+", origin):
+            raise ValueError("public_origin must be scheme://host[:port] without a path")
+        return origin

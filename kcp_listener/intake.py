@@ -1,0 +1,334 @@
+"""The request pipeline of the event and heartbeat routes, independent of the web framework.
+
+Why: the checks must run in one fixed order, cheapest first, and nothing may be enqueued unless the
+request passed all of them (DESIGN.md 4.2):
+
+1. method (405) - 2. body size, also for chunked bodies, reading stops at the limit (413) -
+3. manager known (404) - 4. serving, i.e. leader and not shutting down (503) -
+5. authentication per mode: signature / xfcc / both, identities must agree (401) -
+6. replay: nonce unused, cache not full (401 / 429) - 7. body validation (400) -
+8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404) -
+9. enqueue into the bounded controller intakes (429 with Retry-After when full) - 200.
+
+Both the FastAPI routes and the pure-ASGI fast path (``app.py``) call :meth:`EventIntake.handle`,
+so they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
+A nonce is remembered once the request was authenticated and answered for good (200, 400, 404);
+a 429 or 503 leaves it unused so the agent may retry the same signed request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from kcp_listener.config import AuthMode, ListenerConfig
+from kcp_listener.contract import CONTRACT_VERSION, Heartbeat, WatchEvent
+from kcp_listener.health import HeartbeatTracker
+from kcp_listener.metrics import ListenerMetrics
+from kcp_listener.replay import ReplayCache, ReplayVerdict
+from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
+from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier, VerifiedSignature
+from kcp_listener.xfcc import XfccError, XfccParser
+
+__all__ = ["BodySource", "EventIntake", "Reply", "RouteKind"]
+
+log = logging.getLogger(__name__)
+
+BodySource = Callable[[], Awaitable[tuple[bytes, bool]]]
+"""Returns the next body chunk and whether more follows (ASGI ``receive`` semantics)."""
+
+_JSON = (b"content-type", b"application/json")
+
+
+class RouteKind:
+    EVENT = "event"
+    HEARTBEAT = "heartbeat"
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the body was read; nothing to answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...] = (_JSON,)
+
+
+def _reply(status: int, payload: Mapping[str, object], *extra: tuple[bytes, bytes]) -> Reply:
+    return Reply(status, json.dumps(payload, separators=(",", ":")).encode(), (_JSON, *extra))
+
+
+_ACCEPTED = _reply(200, {"status": "accepted"})
+_NOT_SERVING = "not serving (not leader or shutting down)"
+
+
+class _Rejected(Exception):
+    def __init__(self, reply: Reply, *, final: bool) -> None:
+        self.reply = reply
+        self.final = final
+        """Whether the request was answered for good (its nonce must not be accepted again)."""
+
+
+class EventIntake:
+    """Authenticates, validates and routes events and heartbeats; see the module docstring."""
+
+    def __init__(
+        self,
+        config: ListenerConfig,
+        *,
+        keys: KeyResolver,
+        router: Router,
+        kyma_sink: RequestSink,
+        manifest_sink: RequestSink,
+        heartbeats: HeartbeatTracker,
+        metrics: ListenerMetrics,
+        serving: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+        on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._verifier = SignatureVerifier(
+            keys,
+            clock=clock,
+            max_age=config.signature_max_age_seconds,
+            skew=config.signature_skew_seconds,
+        )
+        self._xfcc = XfccParser(max_bytes=config.max_xfcc_bytes, cache_entries=config.xfcc_cache_entries)
+        self._replay = ReplayCache(
+            max_age=config.signature_max_age_seconds,
+            skew=config.signature_skew_seconds,
+            max_entries=config.replay_cache_entries,
+            clock=clock,
+        )
+        self._router = router
+        self._kyma_sink = kyma_sink
+        self._manifest_sink = manifest_sink
+        self._heartbeats = heartbeats
+        self.metrics = metrics
+        self._serving = serving
+        self._clock = clock
+        self._on_accepted = on_accepted
+        self._managers = frozenset(config.managers)
+        self._retry_after = (b"retry-after", str(config.retry_after_seconds).encode())
+        self._too_large = _reply(
+            413,
+            {"error": f"body larger than {config.max_body_bytes} bytes is not allowed"},
+            (b"connection", b"close"),
+        )
+        metrics.track_depth("kyma", kyma_sink.depth)
+        metrics.track_depth("manifest", manifest_sink.depth)
+
+    @property
+    def serving(self) -> bool:
+        """Whether events are accepted now (leader and not shutting down)."""
+        return self._serving()
+
+    @property
+    def replay_cache(self) -> ReplayCache:
+        return self._replay
+
+    @staticmethod
+    def match(path: str) -> tuple[str, str] | None:
+        """``(manager, kind)`` if ``path`` is ``/v2/<manager>/event|heartbeat``, else None."""
+        parts = path.split("/")
+        if len(parts) != 4 or parts[0] or parts[1] != CONTRACT_VERSION or not parts[2]:
+            return None
+        if parts[3] not in (RouteKind.EVENT, RouteKind.HEARTBEAT):
+            return None
+        return parts[2], parts[3]
+
+    async def handle(
+        self,
+        method: str,
+        path: str,
+        target: str,
+        scheme: str,
+        headers: Mapping[str, str],
+        body: BodySource,
+    ) -> Reply:
+        """Run the pipeline for one request (``path`` must satisfy :meth:`match`).
+
+        ``target`` is the request target as sent (raw path plus ``?query``), ``headers`` has
+        lower-case names. Raises :class:`ClientDisconnected` if the client left mid-body.
+        """
+        started = time.perf_counter()
+        metrics = self.metrics
+        metrics.upstream_inflight.inc()
+        route = "other"
+        try:
+            matched = self.match(path)
+            if matched is None:
+                reply = _reply(404, {"error": "not found"})
+            else:
+                manager, route = matched
+                reply = await self._pipeline(method, manager, route, target, scheme, headers, body)
+        finally:
+            metrics.upstream_inflight.dec()
+        seconds = time.perf_counter() - started
+        metrics.observe(route, reply.status, seconds)
+        return reply
+
+    async def _pipeline(
+        self,
+        method: str,
+        manager: str,
+        route: str,
+        target: str,
+        scheme: str,
+        headers: Mapping[str, str],
+        body_source: BodySource,
+    ) -> Reply:
+        if method != "POST":
+            return _reply(405, {"error": f"{method} method is not allowed on this path"}, (b"allow", b"POST"))
+        body = await self._read_body(headers, body_source)
+        if body is None:
+            self.metrics.too_large()
+            return self._too_large
+        if manager not in self._managers:
+            return _reply(404, {"error": "unknown manager"})
+        if not self._serving():
+            self.metrics.rejected("not-serving")
+            return _reply(503, {"error": _NOT_SERVING}, self._retry_after)
+        try:
+            runtime_id, signature = self._authenticate(method, target, scheme, headers, body)
+        except _Rejected as rejected:
+            return rejected.reply
+        try:
+            if route == RouteKind.EVENT:
+                reply = self._accept_event(runtime_id, body)
+            else:
+                reply = self._accept_heartbeat(runtime_id, body)
+        except _Rejected as rejected:
+            if rejected.final and signature is not None:
+                self._replay.remember(signature.key_id, signature.nonce, signature.created)
+            return rejected.reply
+        if signature is not None:
+            self._replay.remember(signature.key_id, signature.nonce, signature.created)
+        return reply
+
+    async def _read_body(self, headers: Mapping[str, str], receive: BodySource) -> bytes | None:
+        """The whole body, or None once it exceeds the limit (the rest is never read)."""
+        limit = self.config.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    return None
+            except ValueError:
+                pass  # the HTTP server rejects malformed lengths before we get here
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            chunk, more = await receive()
+            size += len(chunk)
+            if size > limit:
+                return None
+            if chunk:
+                chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _unauthenticated(self, reason: str) -> _Rejected:
+        self.metrics.auth_failed(reason)
+        return _Rejected(_reply(401, {"error": "unauthenticated", "reason": reason}), final=False)
+
+    def _url(self, target: str, scheme: str, headers: Mapping[str, str]) -> str:
+        origin = self.config.public_origin
+        if origin is None:
+            if self.config.trust_forwarded_proto:
+                forwarded = headers.get("x-forwarded-proto")
+                if forwarded:
+                    scheme = forwarded.split(",", 1)[0].strip().lower()
+            host = headers.get("host")
+            if not host:
+                raise self._unauthenticated("malformed")
+            origin = f"{scheme}://{host}"
+        return origin + target
+
+    def _authenticate(
+        self, method: str, target: str, scheme: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[str, VerifiedSignature | None]:
+        mode = self.config.auth_mode
+        signature: VerifiedSignature | None = None
+        runtime_id = ""
+        if mode.needs_xfcc:
+            try:
+                runtime_id = self._xfcc.runtime_id(headers.get("x-forwarded-client-cert"))
+            except XfccError as exc:
+                raise self._unauthenticated(exc.reason) from None
+        if mode.needs_signature:
+            try:
+                signature = self._verifier.verify(method, self._url(target, scheme, headers), headers, body)
+            except SignatureError as exc:
+                raise self._unauthenticated(exc.reason) from None
+            if mode is AuthMode.BOTH and signature.runtime_id != runtime_id:
+                raise self._unauthenticated("identity-mismatch")
+            runtime_id = signature.runtime_id
+            verdict = self._replay.check(signature.key_id, signature.nonce)
+            if verdict is ReplayVerdict.REPLAY:
+                self.metrics.replays.inc()
+                raise self._unauthenticated("replay")
+            if verdict is ReplayVerdict.FULL:
+                self.metrics.rejected("replay-cache-full")
+                raise _Rejected(_reply(429, {"error": "too many requests"}, self._retry_after), final=False)
+        return runtime_id, signature
+
+    @staticmethod
+    def _invalid(exc: ValidationError) -> _Rejected:
+        fields = sorted({".".join(str(p) for p in err["loc"]) or "body" for err in exc.errors()})[:5]
+        return _Rejected(_reply(400, {"error": "invalid body", "fields": fields}), final=True)
+
+    def _accept_event(self, runtime_id: str, body: bytes) -> Reply:
+        try:
+            event = WatchEvent.model_validate_json(body)
+        except ValidationError as exc:
+            self.metrics.rejected("invalid-body")
+            raise self._invalid(exc) from None
+        try:
+            targets = self._router.route(runtime_id, event)
+        except RoutingError as exc:
+            self.metrics.rejected(exc.reason)
+            log.info("event from runtime %s rejected: %s", runtime_id, exc.reason)
+            raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
+        full = False
+        for ref in targets.kymas:
+            if self._kyma_sink.offer(ref):
+                self.metrics.enqueued_to("kyma")
+            else:
+                full = True
+        for ref in targets.manifests:
+            if self._manifest_sink.offer(ref):
+                self.metrics.enqueued_to("manifest")
+            else:
+                full = True
+        if full:
+            # Whatever was accepted stays queued (the work queues deduplicate the retry).
+            self.metrics.rejected("intake-full")
+            raise _Rejected(_reply(429, {"error": "intake full"}, self._retry_after), final=False)
+        if self._on_accepted is not None:
+            self._on_accepted(runtime_id, RouteKind.EVENT, targets.kymas, targets.manifests)
+        return _ACCEPTED
+
+    def _accept_heartbeat(self, runtime_id: str, body: bytes) -> Reply:
+        try:
+            Heartbeat.model_validate_json(body)
+        except ValidationError as exc:
+            self.metrics.rejected("invalid-body")
+            raise self._invalid(exc) from None
+        try:
+            kyma = self._router.kyma_of(runtime_id)
+        except RoutingError as exc:
+            self.metrics.rejected(exc.reason)
+            raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
+        self._heartbeats.record(runtime_id)
+        self.metrics.heartbeats.inc()
+        if self._on_accepted is not None:
+            self._on_accepted(runtime_id, RouteKind.HEARTBEAT, (kyma,), ())
+        return _ACCEPTED
