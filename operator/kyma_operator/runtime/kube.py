@@ -318,6 +318,8 @@ class KubeClient:
         meta = body.get("metadata")
         if not isinstance(meta, dict) or not (meta.get("name") or meta.get("generateName")):
             raise ValueError(f"{res.kind} body needs metadata.name or metadata.generateName")
+        if meta.get("resourceVersion"):
+            raise ValueError(f"{res.kind} {meta.get('name')}: resourceVersion must not be set on create")
         namespace = meta.get("namespace") if res.namespaced else None
         self._check_namespace(res, namespace)
         query = {"fieldManager": field_manager} if field_manager else None
