@@ -1,0 +1,66 @@
+"""``python -m skr_watcher`` / ``skr-watcher``: run the agent configured by environment variables.
+
+Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for configuration errors (the message
+names the variable), 1 for unusable credential files or a server failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+import uvloop
+
+from skr_watcher import __version__
+from skr_watcher.agent import Agent
+from skr_watcher.config import AgentConfig, ConfigError
+from skr_watcher.credentials import CredentialError
+
+log = logging.getLogger("skr_watcher")
+
+
+async def _serve(config: AgentConfig) -> None:
+    agent = Agent(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await agent.run(stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="skr-watcher", description=__doc__.splitlines()[0] if __doc__ else ""
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    args = parser.parse_args(argv)
+    if args.version:
+        print(__version__)
+        return 0
+    try:
+        config = AgentConfig.from_env(os.environ)
+    except ConfigError as error:
+        print(f"skr-watcher: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(_serve(config))
+    except CredentialError as error:
+        log.error("%s", error)
+        return 1
+    except OSError as error:
+        log.error("%s", error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Assembly and lifecycle of one agent process: servers, sender tasks, heartbeat, credential reload.
+
+Everything the agent consists of is created here from an ``AgentConfig``; the clock and the HTTP
+transport to KCP can be injected (tests, benchmarks). ``run`` serves until ``stop`` is set, then shuts
+down in the order that loses nothing avoidable: stop taking admissions, flush the send queue within
+``SHUTDOWN_TIMEOUT``, close the KCP client, stop the health server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import ssl
+from collections.abc import Iterator
+
+import httpx
+import uvicorn
+
+from skr_watcher import __version__, credentials
+from skr_watcher.clock import Clock, SystemClock
+from skr_watcher.config import AgentConfig
+from skr_watcher.delivery import Delivery
+from skr_watcher.kcp_client import KcpClient
+from skr_watcher.metrics import AgentMetrics
+from skr_watcher.queue import SendQueue
+from skr_watcher.retry import Backoff
+from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
+
+log = logging.getLogger(__name__)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the agent (two servers share one process)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(error.errno, f"cannot bind {host}:{port}: {error.strerror}") from None
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def _server_config(app: object, ssl_context: ssl.SSLContext | None) -> uvicorn.Config:
+    factory = (lambda _config, _default: ssl_context) if ssl_context is not None else None
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+        ssl_context_factory=factory,
+    )
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.metrics = AgentMetrics()
+        self._wall = lambda: self.clock.now().timestamp()
+        loaded = credentials.load(config, self._wall)
+        self._fingerprint = loaded.fingerprint
+        self._server_ssl = credentials.server_context(config)
+        self.queue = SendQueue(config.queue_size)
+        self.client = KcpClient(
+            config.kcp_base_url,
+            ssl_context=loaded.client_context,
+            signer=loaded.signer,
+            max_connections=config.max_connections,
+            timeout=config.request_timeout,
+            transport=transport,
+        )
+        self.delivery = Delivery(
+            client=self.client,
+            queue=self.queue,
+            metrics=self.metrics,
+            clock=self.clock,
+            backoff=Backoff(config.retry_base_delay, config.retry_max_delay, rng),
+            sender_tasks=config.sender_tasks,
+            heartbeat_manager=config.manager,
+            heartbeat_interval=config.heartbeat_interval,
+            agent_version=__version__,
+        )
+        self.handler = AdmissionHandler(self.delivery, self.metrics, self.clock)
+        self.webhook_port = 0
+        self.metrics_port = 0
+        self._ready = False
+        self.started = asyncio.Event()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    async def reload_credentials(self) -> bool:
+        """Reload certificates and signing key if their files changed; True when something switched."""
+        stamp = credentials.fingerprint(credentials.watched_paths(self.config))
+        if stamp == self._fingerprint:
+            return False
+        try:
+            loaded = credentials.load(self.config, self._wall)
+            credentials.reload_server_context(self._server_ssl, self.config)
+        except credentials.CredentialError as error:
+            self.metrics.tls_reloads.labels("error").inc()
+            log.error("credential files changed but cannot be used yet, keeping the old ones: %s", error)
+            return False
+        await self.client.replace(loaded.client_context, loaded.signer)
+        self._fingerprint = loaded.fingerprint
+        self.metrics.tls_reloads.labels("ok").inc()
+        log.info("reloaded rotated credentials (signing key id %s)", self.client.key_id)
+        return True
+
+    async def _reloader(self) -> None:
+        while True:
+            await self.clock.sleep(self.config.tls_check_interval)
+            try:
+                await self.reload_credentials()
+            except Exception:  # never let a reload bug stop the agent
+                log.exception("credential reload failed")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set (or a server fails), then shut down gracefully."""
+        config = self.config
+        webhook_sock = _bind(config.bind_address, config.webhook_port)
+        metrics_sock = _bind(config.bind_address, config.metrics_port)
+        self.webhook_port = webhook_sock.getsockname()[1]
+        self.metrics_port = metrics_sock.getsockname()[1]
+        webhook = _EmbeddedServer(_server_config(webhook_app(self.handler), self._server_ssl))
+        health = _EmbeddedServer(_server_config(health_app(self.metrics, lambda: self._ready), None))
+        self.delivery.start()
+        if config.resync_on_start:
+            self.delivery.request_resync(config.manager)
+        webhook_task = asyncio.create_task(webhook.serve(sockets=[webhook_sock]), name="skr-watcher-webhook")
+        health_task = asyncio.create_task(health.serve(sockets=[metrics_sock]), name="skr-watcher-health")
+        reloader = asyncio.create_task(self._reloader(), name="skr-watcher-reloader")
+        stop_task = asyncio.create_task(stop.wait(), name="skr-watcher-stop")
+        failure: BaseException | None = None
+        try:
+            listening = asyncio.create_task(webhook.listening.wait())
+            await asyncio.wait({listening, webhook_task}, return_when=asyncio.FIRST_COMPLETED)
+            listening.cancel()
+            if webhook.listening.is_set():
+                self._ready = True
+                self.started.set()
+                log.info(
+                    "skr-watcher %s: admissions on https://%s:%d/validate/<manager>, metrics on :%d, KCP %s",
+                    __version__,
+                    config.bind_address,
+                    self.webhook_port,
+                    self.metrics_port,
+                    self.client.base_url,
+                )
+            await asyncio.wait({stop_task, webhook_task, health_task}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (webhook_task, health_task):
+                if task.done() and not stop.is_set():
+                    failure = task.exception() or RuntimeError(f"{task.get_name()} stopped unexpectedly")
+        finally:
+            self._ready = False
+            webhook.should_exit = True
+            await asyncio.gather(webhook_task, return_exceptions=True)
+            await self.delivery.stop(config.shutdown_timeout)
+            reloader.cancel()
+            stop_task.cancel()
+            await asyncio.gather(reloader, stop_task, return_exceptions=True)
+            await self.client.aclose()
+            health.should_exit = True
+            await asyncio.gather(health_task, return_exceptions=True)
+            for sock in (webhook_sock, metrics_sock):
+                sock.close()
+        if failure is not None:
+            raise failure

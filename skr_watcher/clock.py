@@ -1,0 +1,38 @@
+"""Time as an injectable dependency.
+
+The send queue, the retry loop, the heartbeat and the certificate reloader all wait or read the time.
+Taking a ``Clock`` instead of calling ``time``/``asyncio.sleep`` directly lets unit tests drive them
+with a fake clock: no real sleeps, deterministic backoff sequences.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; for durations and deadlines."""
+        ...
+
+    def now(self) -> datetime.datetime:
+        """Wall-clock time in UTC; for timestamps that leave the process."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime.datetime:
+        return datetime.datetime.now(datetime.UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))

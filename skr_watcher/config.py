@@ -1,0 +1,205 @@
+"""The agent's configuration, read from environment variables.
+
+The names of upstream's runtime-watcher (``KCP_ADDR``, ``KCP_CONTRACT``, ``TLS_CERT``, ``TLS_KEY``,
+``CA_CERT``, ``WEBHOOK_PORT``, ``METRICS_PORT``) keep their meaning, so the Deployment rendered for the
+upstream agent also configures this one. Unlike upstream, a missing or invalid setting is an error
+whose message names the variable, and the process exits non-zero (upstream logs and exits 0).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kcp_listener.contract import CONTRACT_VERSION
+from kcp_listener.signing import parse_key_id
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})$")
+_MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message names the environment variable."""
+
+
+def parse_duration(value: str | float | int) -> float:
+    """Seconds from ``"2.5"``, ``2.5``, ``"500ms"``, ``"30s"``, ``"5m"`` or ``"1m30s"`` (Go style)."""
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {value!r} (use seconds, or e.g. 500ms, 30s, 5m, 1m30s)")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class AgentConfig(BaseModel):
+    """Everything the agent needs; build it with ``AgentConfig.from_env(os.environ)``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    # upstream names
+    kcp_addr: str = Field(validation_alias="KCP_ADDR")
+    """``host:port`` of the KCP gateway (upstream: the Istio gateway host and port)."""
+    kcp_contract: str = Field(default=CONTRACT_VERSION, validation_alias="KCP_CONTRACT")
+    tls_cert: Path = Field(validation_alias="TLS_CERT")
+    """Serving certificate of the webhook and client certificate for mTLS to KCP (as upstream)."""
+    tls_key: Path = Field(validation_alias="TLS_KEY")
+    ca_cert: Path = Field(validation_alias="CA_CERT")
+    """CA bundle that KCP's gateway certificate must chain to."""
+    webhook_port: Port = Field(default=8443, validation_alias="WEBHOOK_PORT")
+    metrics_port: Port = Field(default=2112, validation_alias="METRICS_PORT")
+
+    # ours
+    kcp_scheme: Literal["https", "http"] = Field(default="https", validation_alias="KCP_SCHEME")
+    bind_address: str = Field(default="0.0.0.0", validation_alias="BIND_ADDRESS")
+    signing_key: Path | None = Field(default=None, validation_alias="SIGNING_KEY")
+    """PEM Ed25519 private key; without it events are sent unsigned (listener mode ``xfcc``)."""
+    signing_key_id: str | None = Field(default=None, validation_alias="SIGNING_KEY_ID")
+    """``<runtime-id>:<key-version>`` (see ``kcp_listener.signing.make_key_id``)."""
+    signing_key_id_file: Path | None = Field(default=None, validation_alias="SIGNING_KEY_ID_FILE")
+    """A file holding the key id, re-read with the key when the mounted Secret rotates."""
+    signing_key_version: str | None = Field(default=None, validation_alias="SIGNING_KEY_VERSION")
+    """With ``RUNTIME_ID``: the key id is ``<RUNTIME_ID>:<SIGNING_KEY_VERSION>``."""
+    runtime_id: str = Field(default="", validation_alias="RUNTIME_ID")
+    manager: str = Field(default="lifecycle-manager", validation_alias="MANAGER")
+    """Manager used for heartbeats and the start-up resync; events use the manager of their path."""
+    heartbeat_interval: Seconds = Field(default=30.0, validation_alias="HEARTBEAT_INTERVAL")
+    """0 disables heartbeats."""
+    queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=10_000, validation_alias="QUEUE_SIZE"
+    )
+    sender_tasks: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="SENDER_TASKS")
+    max_connections: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="MAX_CONNECTIONS")
+    request_timeout: Annotated[float, Field(gt=0)] = Field(default=10.0, validation_alias="KCP_TIMEOUT")
+    retry_base_delay: Annotated[float, Field(gt=0)] = Field(default=0.2, validation_alias="RETRY_BASE_DELAY")
+    retry_max_delay: Annotated[float, Field(gt=0)] = Field(default=30.0, validation_alias="RETRY_MAX_DELAY")
+    tls_check_interval: Annotated[float, Field(gt=0)] = Field(
+        default=10.0, validation_alias="TLS_CHECK_INTERVAL"
+    )
+    shutdown_timeout: Seconds = Field(default=10.0, validation_alias="SHUTDOWN_TIMEOUT")
+    resync_on_start: bool = Field(default=True, validation_alias="RESYNC_ON_START")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", validation_alias="LOG_LEVEL"
+    )
+
+    @field_validator(
+        "heartbeat_interval",
+        "request_timeout",
+        "retry_base_delay",
+        "retry_max_delay",
+        "tls_check_interval",
+        "shutdown_timeout",
+        mode="before",
+    )
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("kcp_addr")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        match = _HOST_PORT.match(value)
+        if not match or not 1 <= int(match["port"]) <= 65535:
+            raise ValueError(f"must be host:port, got {value!r}")
+        return value
+
+    @field_validator("kcp_contract")
+    @classmethod
+    def _contract(cls, value: str) -> str:
+        if value != CONTRACT_VERSION:
+            raise ValueError(f"only contract {CONTRACT_VERSION!r} is supported, got {value!r}")
+        return value
+
+    @field_validator("manager")
+    @classmethod
+    def _manager(cls, value: str) -> str:
+        if not _MANAGER.match(value):
+            raise ValueError(f"must be a DNS label-like name, got {value!r}")
+        return value
+
+    @field_validator("tls_cert", "tls_key", "ca_cert", "signing_key", "signing_key_id_file")
+    @classmethod
+    def _readable(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"file {str(value)!r} does not exist")
+        return value
+
+    @model_validator(mode="after")
+    def _signing(self) -> AgentConfig:
+        sources = [
+            self.signing_key_id is not None,
+            self.signing_key_id_file is not None,
+            self.signing_key_version is not None,
+        ]
+        if self.signing_key is not None and sum(sources) != 1:
+            raise ValueError(
+                "SIGNING_KEY needs exactly one of SIGNING_KEY_ID, SIGNING_KEY_ID_FILE or "
+                "SIGNING_KEY_VERSION (with RUNTIME_ID)"
+            )
+        if self.signing_key_version is not None and not self.runtime_id:
+            raise ValueError("SIGNING_KEY_VERSION needs RUNTIME_ID")
+        if self.signing_key is None and any(sources):
+            raise ValueError("a signing key id is set but SIGNING_KEY (the key file) is not")
+        literal = self.literal_key_id
+        if literal is not None:
+            try:
+                parse_key_id(literal)
+            except ValueError as error:
+                raise ValueError(f"signing key id: {error}") from None
+        if self.retry_max_delay < self.retry_base_delay:
+            raise ValueError("RETRY_MAX_DELAY must not be smaller than RETRY_BASE_DELAY")
+        return self
+
+    @property
+    def literal_key_id(self) -> str | None:
+        """The key id when it is fixed by the environment (not read from a file)."""
+        if self.signing_key_id is not None:
+            return self.signing_key_id
+        if self.signing_key_version is not None:
+            return f"{self.runtime_id}:{self.signing_key_version}"
+        return None
+
+    @property
+    def kcp_base_url(self) -> str:
+        return f"{self.kcp_scheme}://{self.kcp_addr}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> AgentConfig:
+        """Validate the environment; blank values count as unset. Raises ``ConfigError``."""
+        names = {field.validation_alias for field in cls.model_fields.values()}
+        values = {key: value for key, value in environ.items() if key in names and value.strip() != ""}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            raise ConfigError(_describe(error)) from None
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "configuration"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            message = "required setting is missing"
+        lines.append(f"{where}: {message}")
+    return "invalid agent configuration: " + "; ".join(lines)
