@@ -1,4 +1,4 @@
-"""Clients for the session's real API servers, plus a namespace per test."""
+"""Fixtures shared by the watcher and skrwatcher integration tests (imported by their conftest files)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tests.controlplane.cluster import APIServer
 
 
 @pytest.fixture
-async def kcp_client(kcp: APIServer) -> AsyncIterator[KubeClient]:
-    client = KubeClient.from_kubeconfig_file(kcp.kubeconfig_path)
+async def kcp_client(kcp_crds: APIServer) -> AsyncIterator[KubeClient]:
+    client = KubeClient.from_kubeconfig_file(kcp_crds.kubeconfig_path)
     try:
         yield client
     finally:
