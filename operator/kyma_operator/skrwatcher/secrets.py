@@ -5,8 +5,11 @@ keep working: the root CA in ``istio-system/klm-watcher`` (``tls.crt``/``tls.key
 gateway credential ``istio-system/klm-istio-gateway`` (server ``tls.crt``/``tls.key``, trust bundle
 ``ca.crt``, annotation ``caAddedToBundleAt``) and per runtime ``istio-system/<kyma>-webhook-tls``.
 Ours: ``<kyma>-watcher-signing`` holds the runtime's Ed25519 key ring (private keys never leave KCP
-except the active one, shipped to the runtime's agent). Parsing is strict: a Secret that does not
-parse is reported, never silently replaced (replacing a CA would break every runtime).
+except the active one, shipped to the runtime's agent), and ``<runtime-id>-watcher-signing-key`` (in
+the listener's namespace) publishes its public keys in exactly the layout the listener's key store
+reads (``kcp_listener.keystore``; its constants are used here, not copied). Parsing is strict: a
+Secret that does not parse is reported, never silently replaced (replacing a CA would break every
+runtime).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kcp_listener import keystore
 from kyma_operator.skrwatcher.bundle import GatewayTrust
 from kyma_operator.skrwatcher.ca import (
     CertificateAuthority,
@@ -261,3 +265,29 @@ def ring_from_secret(secret: Mapping[str, Any]) -> KeyRing:
         raise
     except (ValidationError, ValueError, TypeError) as exc:
         raise SecretFormatError(f"{where}: invalid signing key ring: {exc}") from exc
+
+
+# --- public keys for the listener ---------------------------------------------------------------------
+
+
+def public_key_secret_name(runtime_id: str) -> str:
+    return keystore.secret_name(runtime_id)
+
+
+def public_keys_to_secret(
+    ring: KeyRing, *, runtime_id: str, kyma_name: str, namespace: str
+) -> dict[str, Any]:
+    """Every published (pending, active, retiring) key of ``ring`` as ``<version>.pub``."""
+    data = {f"{key.version}{keystore.KEY_SUFFIX}": key.public_pem() for key in ring.published()}
+    data[keystore.RUNTIME_ID_DATA_KEY] = runtime_id.encode()
+    return secret_body(
+        name=public_key_secret_name(runtime_id),
+        namespace=namespace,
+        data=data,
+        labels={
+            keystore.SIGNING_KEY_LABEL: keystore.SIGNING_KEY_LABEL_VALUE,
+            RUNTIME_ID_LABEL: runtime_id,
+            KYMA_NAME_LABEL: kyma_name,
+            MANAGED_BY_LABEL: MANAGER,
+        },
+    )

@@ -53,6 +53,8 @@ class IdentityConfig(BaseModel):
     sync_namespace: str = Field(default="kyma-system", min_length=1)
     additional_dns_names: tuple[str, ...] = ()
     """Upstream ``--additional-dns-names``: extra SANs on every runtime certificate."""
+    public_key_namespace: str = Field(default="kcp-system", min_length=1)
+    """Where the listener's key store looks for published public signing keys."""
 
 
 class SecretSource(Protocol):
@@ -72,10 +74,6 @@ class DirectSecrets:
             return await self._client.get(SECRETS, name, namespace)
         except NotFound:
             return None
-
-
-PublicKeyRenderer = Callable[[KeyRing, str, str], dict[str, Any]]
-"""(ring, kyma name, runtime id) -> the Secret through which the listener learns the public keys."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +126,6 @@ class IdentityStore:
         signing_policy: SigningPolicy | None = None,
         wall_clock: WallClock = utc_now,
         source: SecretSource | None = None,
-        public_keys: PublicKeyRenderer | None = None,
         field_manager: str = "lifecycle-manager",
     ) -> None:
         self.config = config or IdentityConfig()
@@ -137,7 +134,6 @@ class IdentityStore:
         self._client = client
         self._now = wall_clock
         self._source: SecretSource = source or DirectSecrets(client)
-        self._public_keys = public_keys
         self._field_manager = field_manager
         self._trust_lock = asyncio.Lock()
         self._trust: TrustState | None = None
@@ -274,11 +270,12 @@ class IdentityStore:
         )
 
     async def _publish(self, ring: KeyRing, kyma_name: str, runtime_id: str) -> None:
-        if self._public_keys is None:
-            return
-        desired = self._public_keys(ring, kyma_name, runtime_id)
-        meta = desired["metadata"]
-        current = await self._read(meta["name"], meta.get("namespace"))
+        """Make the listener trust every published key of ``ring`` (its key-store Secret layout)."""
+        namespace = self.config.public_key_namespace
+        desired = layout.public_keys_to_secret(
+            ring, runtime_id=runtime_id, kyma_name=kyma_name, namespace=namespace
+        )
+        current = await self._read(layout.public_key_secret_name(runtime_id), namespace)
         await self._upsert(desired, current)
 
     async def rotate_signing_key(self, *, kyma_name: str, runtime_id: str) -> KeyRing:
@@ -296,16 +293,14 @@ class IdentityStore:
         )
         return ring
 
-    async def remove_runtime(
-        self, *, kyma_name: str, public_key_secret: tuple[str, str] | None = None
-    ) -> None:
-        """Delete the runtime's certificate, signing keys and (if given) its public-key Secret."""
+    async def remove_runtime(self, *, kyma_name: str, runtime_id: str) -> None:
+        """Delete the runtime's certificate, signing keys and published public keys."""
         names = [
             (self.config.namespace, layout.leaf_secret_name(kyma_name)),
             (self.config.namespace, layout.signing_secret_name(kyma_name)),
         ]
-        if public_key_secret is not None:
-            names.append(public_key_secret)
+        if runtime_id:
+            names.append((self.config.public_key_namespace, layout.public_key_secret_name(runtime_id)))
         for namespace, name in names:
             try:
                 await self._client.delete(SECRETS, name, namespace)

@@ -6,6 +6,7 @@ import datetime
 
 import pytest
 
+from kcp_listener.keystore import KeyStore
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
 from kyma_operator.skrwatcher import secrets as layout
@@ -22,7 +23,9 @@ DAY = datetime.timedelta(days=1)
 def _store(client: KubeClient, namespace: str, clock: WallClock) -> IdentityStore:
     return IdentityStore(
         client,
-        config=IdentityConfig(namespace=namespace, server_names=("listener.test",)),
+        config=IdentityConfig(
+            namespace=namespace, public_key_namespace=namespace, server_names=("listener.test",)
+        ),
         policy=RotationPolicy(),
         signing_policy=SigningPolicy(),
         wall_clock=clock,
@@ -47,6 +50,7 @@ async def test_bootstrap_then_steady_state_writes_nothing(kcp_client: KubeClient
         "klm-istio-gateway",
         "kyma-a-webhook-tls",
         "kyma-a-watcher-signing",
+        "rt-a-watcher-signing-key",
     }
     gateway = await kcp_client.get(SECRETS, "klm-istio-gateway", kcp_namespace)
     assert gateway["metadata"]["annotations"][layout.CA_ADDED_TO_BUNDLE_AT] == "2026-06-01T00:00:00Z"
@@ -107,3 +111,44 @@ async def test_missing_domain_writes_nothing(kcp_client: KubeClient, kcp_namespa
     with pytest.raises(ValueError, match="skr-domain"):
         await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="")
     assert await _secret_versions(kcp_client, kcp_namespace) == {}
+
+
+async def test_signing_key_rotation_publishes_before_the_agent_switches(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """The listener's own key store, fed from the published Secret, trusts a key before the agent uses it."""
+    clock = WallClock(T0)
+    policy = SigningPolicy()
+    store = _store(kcp_client, kcp_namespace, clock)
+    keys = KeyStore()
+
+    async def listener_view() -> None:
+        keys.apply_secret(await kcp_client.get(SECRETS, "rt-watcher-signing-key", kcp_namespace))
+
+    def trusted(identity_key_id: str, public: bytes) -> bool:
+        return any(k.public_bytes_raw() == public for k in keys.public_keys(identity_key_id))
+
+    first = await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    await listener_view()
+    assert trusted(first.key_id, first.signing_key.private_key().public_key().public_bytes_raw())
+
+    clock.advance(policy.rotate_after)  # publish v2; the agent keeps v1
+    published = await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    await listener_view()
+    assert published.key_id == "rt:v1"
+    assert keys.runtimes() == {"rt": ["v1", "v2"]}
+
+    clock.advance(policy.activation_delay)  # the agent switches; v1 is still trusted
+    switched = await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    await listener_view()
+    assert switched.key_id == "rt:v2"
+    assert trusted("rt:v2", switched.signing_key.private_key().public_key().public_bytes_raw())
+    assert trusted("rt:v1", first.signing_key.private_key().public_key().public_bytes_raw())
+
+    clock.advance(policy.overlap)  # v1 retired
+    await store.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    await listener_view()
+    assert keys.runtimes() == {"rt": ["v2"]}
+
+    await store.remove_runtime(kyma_name="k", runtime_id="rt")
+    assert set(await _secret_versions(kcp_client, kcp_namespace)) == {"klm-watcher", "klm-istio-gateway"}
