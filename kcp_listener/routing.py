@@ -41,7 +41,7 @@ __all__ = [
 KYMA_NAME_LABEL = "operator.kyma-project.io/kyma-name"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class ObjectRef:
     namespace: str
     name: str

@@ -1,0 +1,127 @@
+"""Adapters from the listener's small interfaces to the operator runtime's informers and channels.
+
+Why: the listener core (``intake``, ``routing``, ``keystore``) depends only on Protocols so it is
+testable without Kubernetes. In the operator process these thin adapters serve them from the
+runtime's informer caches (indexed: a routing decision is two dictionary look-ups, never an API
+call) and hand requests to the Kyma and Manifest controllers' bounded channel sources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from kcp_listener.contract import RUNTIME_ID_LABEL
+from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, KeyStore
+from kcp_listener.routing import KYMA_NAME_LABEL, ObjectRef
+from kyma_operator.runtime.controller import ChannelSource
+from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import SECRETS, Resource
+
+__all__ = [
+    "KYMAS",
+    "KYMA_BY_RUNTIME_ID",
+    "MANIFESTS",
+    "MANIFEST_BY_KYMA",
+    "ChannelSink",
+    "InformerDirectory",
+    "feed_keystore",
+    "signing_key_informer",
+]
+
+KYMAS = Resource("operator.kyma-project.io", "v1beta2", "kymas", "Kyma")
+MANIFESTS = Resource("operator.kyma-project.io", "v1beta2", "manifests", "Manifest")
+KYMA_BY_RUNTIME_ID = "kcp-listener/runtime-id"
+MANIFEST_BY_KYMA = "kcp-listener/kyma"
+
+JSON = dict[str, Any]
+
+
+def _labels(obj: JSON) -> dict[str, str]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels if isinstance(labels, dict) else {}
+
+
+def _runtime_id(obj: JSON) -> list[str]:
+    value = _labels(obj).get(RUNTIME_ID_LABEL)
+    return [value] if value else []
+
+
+def _manifest_kyma(obj: JSON) -> list[str]:
+    kyma = _labels(obj).get(KYMA_NAME_LABEL)
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    return [f"{namespace}/{kyma}"] if kyma else []
+
+
+def _ensure_index(informer: Informer, name: str, func: IndexFunc) -> None:
+    with contextlib.suppress(ValueError):  # already registered (shared informer)
+        informer.add_indexer(name, func)
+
+
+def _ref(obj: JSON) -> ObjectRef:
+    meta = obj.get("metadata") or {}
+    return ObjectRef(meta.get("namespace") or "", meta["name"])
+
+
+class InformerDirectory:
+    """``routing.KymaDirectory`` over the Kyma and Manifest informers (adds its indexes to them)."""
+
+    def __init__(self, kymas: Informer, manifests: Informer) -> None:
+        self._kymas = kymas
+        self._manifests = manifests
+        _ensure_index(kymas, KYMA_BY_RUNTIME_ID, _runtime_id)
+        _ensure_index(manifests, MANIFEST_BY_KYMA, _manifest_kyma)
+
+    @property
+    def synced(self) -> bool:
+        return self._kymas.synced.is_set() and self._manifests.synced.is_set()
+
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
+        return sorted(_ref(obj) for obj in self._kymas.by_index(KYMA_BY_RUNTIME_ID, runtime_id))
+
+    def manifest_kyma(self, manifest: ObjectRef) -> str | None:
+        obj = self._manifests.get(manifest.namespace, manifest.name)
+        if obj is None:
+            return None
+        return _labels(obj).get(KYMA_NAME_LABEL, "")
+
+    def manifests_of(self, kyma: ObjectRef) -> Sequence[ObjectRef]:
+        return sorted(_ref(obj) for obj in self._manifests.by_index(MANIFEST_BY_KYMA, str(kyma)))
+
+
+class ChannelSink:
+    """``routing.RequestSink`` over a controller's ``ChannelSource``."""
+
+    def __init__(self, channel: ChannelSource) -> None:
+        self._channel = channel
+
+    def offer(self, ref: ObjectRef) -> bool:
+        return self._channel.offer(Request(ref.namespace, ref.name))
+
+    def depth(self) -> int:
+        return len(self._channel)
+
+
+def signing_key_informer(client: ListWatcher, namespace: str, **kwargs: Any) -> Informer:
+    """An informer on the label-selected public signing-key Secrets (see ``keystore``)."""
+    return Informer(
+        client,
+        SECRETS,
+        namespace=namespace,
+        label_selector=f"{SIGNING_KEY_LABEL}={SIGNING_KEY_LABEL_VALUE}",
+        name="kcp-listener-signing-keys",
+        **kwargs,
+    )
+
+
+def feed_keystore(informer: Informer, keys: KeyStore) -> None:
+    """Keep ``keys`` equal to what the Secret informer sees (adds, rotations, retirements)."""
+    informer.add_handler(
+        FuncHandler(
+            on_add=keys.apply_secret,
+            on_update=lambda _old, new: keys.apply_secret(new),
+            on_delete=keys.delete_secret,
+        )
+    )

@@ -1,0 +1,101 @@
+"""Assembles the listener inside the operator process (or standalone): one object to hand the Manager.
+
+Why: the listener needs informers (Kymas and Manifests for routing, label-selected Secrets for
+keys), the controllers' channel sources, a metrics registry and a notion of "serving" (leader,
+caches synced, server not shutting down). Building that graph in one place keeps ``cmd`` code and
+tests short and makes the serving rule explicit:
+
+    serving = is_leader() and caches synced and server.accepting
+
+Usage in the operator::
+
+    listener = OperatorListener(config, client=kube, registry=registry, is_leader=lambda: mgr.is_leader,
+                                kyma_sink=ChannelSink(kyma_ctrl.channel_source(4096)),
+                                manifest_sink=ChannelSink(manifest_ctrl.channel_source(4096)),
+                                kymas=kyma_informer, manifests=manifest_informer)
+    for informer in listener.informers: mgr.add_informer(informer)
+    mgr.add_runnable(listener.server, leader_only=True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+
+from kcp_listener.app import create_app
+from kcp_listener.config import ListenerConfig
+from kcp_listener.health import HeartbeatTracker
+from kcp_listener.intake import EventIntake
+from kcp_listener.keystore import KeyStore
+from kcp_listener.kube import KYMAS, MANIFESTS, InformerDirectory, feed_keystore, signing_key_informer
+from kcp_listener.metrics import ListenerMetrics
+from kcp_listener.routing import RequestSink, Router
+from kcp_listener.server import ListenerServer
+from kyma_operator.runtime.informer import Informer, ListWatcher
+
+__all__ = ["OperatorListener"]
+
+
+class OperatorListener:
+    def __init__(
+        self,
+        config: ListenerConfig,
+        *,
+        client: ListWatcher,
+        kyma_sink: RequestSink,
+        manifest_sink: RequestSink,
+        registry: CollectorRegistry,
+        is_leader: Callable[[], bool] = lambda: True,
+        kymas: Informer | None = None,
+        manifests: Informer | None = None,
+        secrets: Informer | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.kymas = kymas or Informer(client, KYMAS, namespace=config.namespace, name="kcp-listener-kymas")
+        self.manifests = manifests or Informer(
+            client, MANIFESTS, namespace=config.namespace, name="kcp-listener-manifests"
+        )
+        self.secrets = secrets or signing_key_informer(client, config.namespace)
+        self.keys = KeyStore(registry)
+        feed_keystore(self.secrets, self.keys)
+        self.directory = InformerDirectory(self.kymas, self.manifests)
+        self.heartbeats = HeartbeatTracker(clock=clock, max_silence=config.heartbeat_max_silence_seconds)
+        self.heartbeats.register(registry)
+        self.metrics = ListenerMetrics(registry)
+        self.server = ListenerServer(config)
+        self._is_leader = is_leader
+        self.intake = EventIntake(
+            config,
+            keys=self.keys,
+            router=Router(self.directory),
+            kyma_sink=kyma_sink,
+            manifest_sink=manifest_sink,
+            heartbeats=self.heartbeats,
+            metrics=self.metrics,
+            serving=self.serving,
+            clock=clock,
+        )
+        self.app = create_app(self.intake)
+        self.server.app = self.app
+
+    @property
+    def informers(self) -> list[Informer]:
+        """Informers to start (and wait for) before serving; shared ones may already be running."""
+        return [self.kymas, self.manifests, self.secrets]
+
+    def serving(self) -> bool:
+        return (
+            self._is_leader()
+            and self.server.accepting
+            and self.directory.synced
+            and self.secrets.synced.is_set()
+        )
+
+    async def run(self) -> None:
+        await self.server.run()
+
+    async def shutdown(self) -> None:
+        await self.server.shutdown()
