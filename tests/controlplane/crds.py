@@ -9,14 +9,14 @@ the file's content.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # tests/controlplane/crds.py -> repo
 CRD_DIR = REPO_ROOT / "manifests" / "crds"
 SAMPLES_DIR = REPO_ROOT / "manifests" / "samples"
 
@@ -35,8 +35,12 @@ def crd_files() -> list[Path]:
     return [CRD_DIR / name for name in kustomization["resources"]]
 
 
-def crd_documents() -> list[dict[str, Any]]:
-    return [doc for path in crd_files() for doc in load_documents(path)]
+def crd_documents(plurals: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every CRD document, or only those whose ``spec.names.plural`` is in ``plurals``."""
+    documents = [doc for path in crd_files() for doc in load_documents(path)]
+    if plurals is None:
+        return documents
+    return [doc for doc in documents if doc["spec"]["names"]["plural"] in plurals]
 
 
 def sample_documents() -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -45,11 +49,15 @@ def sample_documents() -> Iterator[tuple[Path, dict[str, Any]]]:
             yield path, doc
 
 
-def install_crds(api_client: kubernetes.client.ApiClient, timeout: float = ESTABLISH_TIMEOUT) -> list[str]:
-    """Create or replace every CRD, then wait until all are Established; returns the CRD names."""
+def install_crds(
+    api_client: kubernetes.client.ApiClient,
+    timeout: float = ESTABLISH_TIMEOUT,
+    plurals: Collection[str] | None = None,
+) -> list[str]:
+    """Create or replace every CRD (or those of ``plurals``), wait until all are Established."""
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)
     names: list[str] = []
-    for body in crd_documents():
+    for body in crd_documents(plurals):
         name = body["metadata"]["name"]
         names.append(name)
         try:
@@ -70,11 +78,15 @@ def install_crds(api_client: kubernetes.client.ApiClient, timeout: float = ESTAB
     return names
 
 
-def apply_crds(kubeconfig_path: Path | str, timeout: float = ESTABLISH_TIMEOUT) -> list[str]:
+def apply_crds(
+    kubeconfig_path: Path | str,
+    timeout: float = ESTABLISH_TIMEOUT,
+    plurals: Collection[str] | None = None,
+) -> list[str]:
     """``install_crds`` against the API server of a kubeconfig file."""
     api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig_path))
     try:
-        return install_crds(api_client, timeout)
+        return install_crds(api_client, timeout, plurals)
     finally:
         api_client.close()
 

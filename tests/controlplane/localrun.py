@@ -13,71 +13,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
-
-import kubernetes
-import yaml
 
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import ControlPlane, rss_bytes
+from tests.controlplane.crds import apply_crds
 
-CRD_DIR = REPO_ROOT / "manifests" / "crds"
 RUN_DIR = REPO_ROOT / ".local" / "run"
 
 # CRDs an SKR gets from KCP (upstream syncs Kyma, ModuleTemplate and ModuleReleaseMeta CRDs).
 SKR_CRD_PLURALS = ("kymas", "moduletemplates", "modulereleasemetas")
-
-
-def crd_documents(plurals: Sequence[str] | None = None) -> list[dict[str, object]]:
-    """All CRD documents in manifests/crds (optionally only the given plurals)."""
-    documents: list[dict[str, object]] = []
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        for document in yaml.safe_load_all(path.read_text()):
-            if not isinstance(document, dict) or document.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = document.get("spec")
-            plural = spec.get("names", {}).get("plural") if isinstance(spec, dict) else None
-            if plurals is None or plural in plurals:
-                documents.append(document)
-    return documents
-
-
-def install_crds(kubeconfig: Path, documents: list[dict[str, object]], timeout: float = 60.0) -> list[str]:
-    """Create or replace each CRD and wait until the API server reports it Established."""
-    api_client = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-    api = kubernetes.client.ApiextensionsV1Api(api_client)
-    names: list[str] = []
-    try:
-        for document in documents:
-            metadata = document["metadata"]
-            assert isinstance(metadata, dict)
-            name = str(metadata["name"])
-            try:
-                api.create_custom_resource_definition(document)
-            except kubernetes.client.ApiException as error:
-                if error.status != 409:
-                    raise
-                current = api.read_custom_resource_definition(name)
-                document = {
-                    **document,
-                    "metadata": {**metadata, "resourceVersion": current.metadata.resource_version},
-                }
-                api.replace_custom_resource_definition(name, document)
-            names.append(name)
-        deadline = time.monotonic() + timeout
-        pending = set(names)
-        while pending:
-            for name in sorted(pending):
-                conditions = api.read_custom_resource_definition(name).status.conditions or []
-                if any(c.type == "Established" and c.status == "True" for c in conditions):
-                    pending.discard(name)
-            if pending and time.monotonic() > deadline:
-                raise TimeoutError(f"CRDs not established within {timeout:.0f}s: {sorted(pending)}")
-            if pending:
-                time.sleep(0.1)
-    finally:
-        api_client.close()
-    return names
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,9 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     print(f"starting local control planes: {', '.join(names)}", flush=True)
     with ControlPlane(names) as plane:
-        installed = install_crds(plane["kcp"].kubeconfig_path, crd_documents())
+        installed = apply_crds(plane["kcp"].kubeconfig_path)
         for name in names[1:]:
-            install_crds(plane[name].kubeconfig_path, crd_documents(SKR_CRD_PLURALS))
+            apply_crds(plane[name].kubeconfig_path, plurals=SKR_CRD_PLURALS)
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         print(f"ready in {time.monotonic() - started:.1f}s; {len(installed)} CRDs installed in KCP")
         for name, server in plane.servers.items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.controlplane.cluster import APIServer
-from tests.integration.crds import apply_crds
+from tests.controlplane.crds import apply_crds
 
 
 @pytest.fixture(scope="session")

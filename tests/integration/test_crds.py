@@ -23,7 +23,7 @@ from kyma_operator.api import (
     names,
 )
 from tests.controlplane.cluster import APIServer
-from tests.integration.crds import crd_documents, install_crds, sample_documents
+from tests.controlplane.crds import crd_documents, install_crds, sample_documents
 
 MODELS: dict[str, type[KubeObject]] = {
     model.RESOURCE.kind: model

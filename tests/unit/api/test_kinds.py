@@ -11,7 +11,7 @@ from kyma_operator.api import Kyma, Manifest, ModuleReleaseMeta, ModuleTemplate,
 from kyma_operator.api.istio import StringMatch
 from kyma_operator.api.meta import ObjectMeta, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMetaSpec
-from tests.integration.crds import CRD_DIR, crd_documents, crd_files
+from tests.controlplane.crds import CRD_DIR, crd_documents, crd_files
 
 
 def _kyma(labels: dict[str, str] | None = None) -> Kyma:

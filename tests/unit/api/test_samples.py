@@ -21,7 +21,7 @@ from kyma_operator.api import (
 )
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.watcher import FieldName, default_gateway_selector
-from tests.integration.crds import sample_documents
+from tests.controlplane.crds import sample_documents
 
 MODELS: dict[str, type[KubeObject]] = {
     model.RESOURCE.kind: model
