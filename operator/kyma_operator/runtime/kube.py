@@ -184,10 +184,8 @@ class KubeClient:
                 preload_content=True,
                 retries=False if method in ("POST", "PATCH") else urllib3.Retry(2, read=0, redirect=0),
             )
-        except urllib3.exceptions.SSLError as exc:
-            raise KubeTransportError(f"{method} {path}: TLS error: {exc}", tls=True) from exc
         except urllib3.exceptions.HTTPError as exc:
-            raise KubeTransportError(f"{method} {path}: {exc}") from exc
+            raise _translate(exc, f"{method} {path}") from exc
         data: bytes = response.data
         if response.status >= 300:
             raise error_from_status(response.status, data, response.headers.get("Retry-After"))
@@ -326,6 +324,16 @@ class KubeClient:
         result: JSON = await self._request(
             "POST", res.path(namespace), query=query, body=self._with_type(res, body)
         )
+        return result
+
+    async def create_subresource(
+        self, res: Resource, name: str, subresource: str, body: JSON, namespace: str | None = None
+    ) -> JSON:
+        """POST to a subresource (e.g. ``serviceaccounts/<name>/token`` for a TokenRequest)."""
+        self._check_namespace(res, namespace)
+        if not subresource or "/" in subresource:
+            raise ValueError(f"invalid subresource {subresource!r}")
+        result: JSON = await self._request("POST", res.path(namespace, name, subresource), body=body)
         return result
 
     async def update(self, res: Resource, body: JSON, *, field_manager: str | None = None) -> JSON:
@@ -594,8 +602,9 @@ def _parse_event(line: bytes) -> WatchEvent:
 def _translate(exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, KubeError):
         return exc
-    if isinstance(exc, urllib3.exceptions.SSLError):
-        return KubeTransportError(f"{what}: TLS error: {exc}", tls=True)
+    cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    if isinstance(cause, urllib3.exceptions.SSLError):
+        return KubeTransportError(f"{what}: TLS error: {cause}", tls=True)
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
         return KubeTransportError(f"{what}: {exc}")
     return exc

@@ -1,0 +1,246 @@
+"""KubeClient against a real API server: CRUD, patch, apply, status, pagination, watch, typed errors."""
+
+from __future__ import annotations
+
+import base64
+import socket
+from typing import Any
+
+import pytest
+import yaml
+
+from kyma_operator.runtime import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeClient,
+    KubeTransportError,
+    NotFound,
+    Resource,
+    Unauthorized,
+)
+from kyma_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS
+from tests.controlplane.cluster import APIServer
+
+
+def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+async def test_configmap_crud_and_typed_errors(client: KubeClient, namespace: str) -> None:
+    created = await client.create(CONFIGMAPS, configmap("a", namespace, k="v"))
+    assert created["metadata"]["uid"]
+    assert (await client.get(CONFIGMAPS, "a", namespace))["data"] == {"k": "v"}
+
+    with pytest.raises(AlreadyExists) as exists:
+        await client.create(CONFIGMAPS, configmap("a", namespace))
+    assert isinstance(exists.value, Conflict) and exists.value.status == 409
+
+    created["data"] = {"k": "v2"}
+    updated = await client.update(CONFIGMAPS, created)
+    assert updated["data"] == {"k": "v2"}
+    created["data"] = {"k": "stale"}
+    with pytest.raises(Conflict) as conflict:
+        await client.update(CONFIGMAPS, created)  # resourceVersion is now stale
+    assert not isinstance(conflict.value, AlreadyExists)
+
+    patched = await client.patch(CONFIGMAPS, "a", {"data": {"k": None, "n": "1"}}, namespace)
+    assert patched["data"] == {"n": "1"}
+
+    with pytest.raises(Invalid) as invalid:
+        await client.create(CONFIGMAPS, configmap("Not_A_DNS_Name", namespace))
+    assert invalid.value.status == 422 and "Not_A_DNS_Name" in invalid.value.message
+
+    await client.delete(CONFIGMAPS, "a", namespace)
+    with pytest.raises(NotFound):
+        await client.get(CONFIGMAPS, "a", namespace)
+    with pytest.raises(NotFound) as missing:
+        await client.delete(CONFIGMAPS, "a", namespace)
+    assert missing.value.status == 404 and missing.value.reason == "NotFound"
+
+
+async def test_bad_input_is_rejected_before_any_request(client: KubeClient, namespace: str) -> None:
+    with pytest.raises(ValueError):
+        await client.get(CONFIGMAPS, "a")  # namespaced kind without namespace
+    with pytest.raises(ValueError):
+        await client.create(CONFIGMAPS, {"metadata": {"namespace": namespace}})
+    with pytest.raises(ValueError):
+        await client.create(
+            CONFIGMAPS, {"metadata": {"name": "x", "namespace": namespace, "resourceVersion": "1"}}
+        )
+    with pytest.raises(ValueError):
+        await client.apply(CONFIGMAPS, configmap("x", namespace), field_manager="")
+    with pytest.raises(ValueError):
+        await client.get(CONFIGMAPS, "", namespace)
+    assert (await client.list(CONFIGMAPS, namespace)).items == []
+
+
+async def test_server_side_apply_owns_fields_and_detects_conflicts(
+    client: KubeClient, namespace: str
+) -> None:
+    first = await client.apply(CONFIGMAPS, configmap("s", namespace, a="1"), field_manager="one")
+    assert first["data"] == {"a": "1"}
+    await client.apply(CONFIGMAPS, configmap("s", namespace, b="2"), field_manager="two")
+    with pytest.raises(Conflict):
+        await client.apply(
+            CONFIGMAPS, configmap("s", namespace, a="changed"), field_manager="two", force=False
+        )
+    # "two" takes over "a" and keeps "b" (fields a manager leaves out of its apply are dropped)
+    forced = await client.apply(
+        CONFIGMAPS, configmap("s", namespace, a="changed", b="2"), field_manager="two"
+    )
+    assert forced["data"] == {"a": "changed", "b": "2"}
+    # "one" no longer owns anything: applying without "a" drops nothing owned by "two".
+    again = await client.apply(CONFIGMAPS, configmap("s", namespace), field_manager="one")
+    assert again["data"] == {"a": "changed", "b": "2"}
+    managers = {entry["manager"] for entry in again["metadata"]["managedFields"]}
+    assert {"two"} <= managers
+
+
+async def test_list_pagination_and_selectors(client: KubeClient, namespace: str) -> None:
+    for i in range(7):
+        body = configmap(f"p{i}", namespace)
+        body["metadata"]["labels"] = {"parity": "even" if i % 2 == 0 else "odd"}
+        await client.create(CONFIGMAPS, body)
+    page = await client.list(CONFIGMAPS, namespace, limit=3)
+    assert len(page.items) == 3 and page.continue_token
+    assert page.items[0]["kind"] == "ConfigMap" and page.items[0]["apiVersion"] == "v1"
+    second = await client.list(CONFIGMAPS, namespace, limit=3, continue_token=page.continue_token)
+    assert {i["metadata"]["name"] for i in second.items}.isdisjoint(
+        {i["metadata"]["name"] for i in page.items}
+    )
+    everything = await client.list_all(CONFIGMAPS, namespace, page_size=2)
+    assert sorted(i["metadata"]["name"] for i in everything.items) == [f"p{i}" for i in range(7)]
+    assert everything.resource_version and everything.continue_token is None
+    odd = await client.list_all(CONFIGMAPS, namespace, label_selector="parity=odd")
+    assert sorted(i["metadata"]["name"] for i in odd.items) == ["p1", "p3", "p5"]
+    by_field = await client.list(CONFIGMAPS, namespace, field_selector="metadata.name=p4")
+    assert [i["metadata"]["name"] for i in by_field.items] == ["p4"]
+
+
+async def test_cluster_scoped_resource(client: KubeClient, unique_name: str) -> None:
+    created = await client.create(NAMESPACES, {"metadata": {"name": unique_name, "labels": {"t": "1"}}})
+    assert created["metadata"]["name"] == unique_name
+    fetched = await client.get(NAMESPACES, unique_name)
+    assert fetched["metadata"]["labels"]["t"] == "1"
+    listed = await client.list_all(NAMESPACES, label_selector="t=1")
+    assert unique_name in {i["metadata"]["name"] for i in listed.items}
+    await client.delete(NAMESPACES, unique_name)
+
+
+async def test_custom_resource_and_status_subresource(
+    client: KubeClient, namespace: str, widgets: Resource
+) -> None:
+    body = {"metadata": {"name": "w", "namespace": namespace}, "spec": {"size": 1}}
+    created = await client.create(widgets, body)
+    assert (
+        created["apiVersion"] == "runtime-test.kyma-project.io/v1" and created["metadata"]["generation"] == 1
+    )
+
+    created["status"] = {"state": "Ready", "observed": 1}
+    created["spec"] = {"size": 99}  # ignored by the status endpoint
+    with_status = await client.update_status(widgets, created)
+    assert with_status["status"] == {"state": "Ready", "observed": 1}
+    assert with_status["spec"] == {"size": 1} and with_status["metadata"]["generation"] == 1
+
+    patched = await client.patch_status(widgets, "w", {"status": {"state": "Error"}}, namespace)
+    assert patched["status"] == {"state": "Error", "observed": 1}
+
+    applied = await client.apply_status(
+        widgets,
+        {"metadata": {"name": "w", "namespace": namespace}, "status": {"state": "Processing"}},
+        field_manager="status-owner",
+    )
+    assert applied["status"]["state"] == "Processing"
+
+    spec_patch = await client.patch(widgets, "w", {"spec": {"color": "red"}}, namespace)
+    assert spec_patch["spec"] == {"size": 1, "color": "red"} and spec_patch["metadata"]["generation"] == 2
+
+    with pytest.raises(Invalid):
+        await client.patch(widgets, "w", {"spec": {"size": -1}}, namespace)
+    with pytest.raises(NotFound):
+        await client.get(widgets, "missing", namespace)
+
+
+async def test_watch_streams_events_and_ends_on_server_timeout(client: KubeClient, namespace: str) -> None:
+    start = await client.list(CONFIGMAPS, namespace)
+    await client.create(CONFIGMAPS, configmap("w1", namespace, a="1"))
+    await client.patch(CONFIGMAPS, "w1", {"data": {"a": "2"}}, namespace)
+    await client.delete(CONFIGMAPS, "w1", namespace)
+    seen = []
+    async for event in client.watch(
+        CONFIGMAPS, namespace, resource_version=start.resource_version, timeout_seconds=1
+    ):
+        if event.type != "BOOKMARK":
+            seen.append((event.type, event.object["metadata"]["name"], event.object.get("data")))
+    assert seen == [
+        ("ADDED", "w1", {"a": "1"}),
+        ("MODIFIED", "w1", {"a": "2"}),
+        ("DELETED", "w1", {"a": "2"}),
+    ]
+
+
+async def test_leaving_a_watch_early_closes_it(client: KubeClient, namespace: str) -> None:
+    start = await client.list(CONFIGMAPS, namespace)
+    await client.create(CONFIGMAPS, configmap("e1", namespace))
+    stream = client.watch(CONFIGMAPS, namespace, resource_version=start.resource_version)
+    async for event in stream:
+        assert event.object["metadata"]["name"] == "e1"
+        break
+    await stream.aclose()
+    assert not client._watches  # the stream thread was told to stop
+
+
+async def test_unreachable_server_is_a_transport_error(kcp: APIServer) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = yaml.safe_load(kcp.kubeconfig)
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as dead:
+        with pytest.raises(KubeTransportError) as err:
+            await dead.get(NAMESPACES, "default")
+    assert err.value.status == 0
+
+
+async def test_untrusted_server_certificate_is_a_tls_transport_error(kcp: APIServer, skr: APIServer) -> None:
+    config = yaml.safe_load(kcp.kubeconfig)
+    # Trust the other API server's CA only: the KCP serving certificate must be rejected.
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(skr.ca_pem).decode()
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as wrong_ca:
+        with pytest.raises(KubeTransportError) as err:
+            await wrong_ca.get(NAMESPACES, "default")
+    assert err.value.tls
+
+
+async def test_bearer_tokens_unauthorized_and_forbidden(
+    client: KubeClient, namespace: str, kcp: APIServer
+) -> None:
+    await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "nobody", "namespace": namespace}})
+    review = await client.create_subresource(
+        SERVICE_ACCOUNTS, "nobody", "token", {"spec": {"expirationSeconds": 600}}, namespace
+    )
+    token = review["status"]["token"]
+
+    def with_token(value: str) -> bytes:
+        config = yaml.safe_load(kcp.kubeconfig)
+        config["users"][0]["user"] = {"token": value}
+        return yaml.safe_dump(config).encode()
+
+    async with KubeClient.from_kubeconfig_bytes(with_token(token)) as service_account:
+        with pytest.raises(Forbidden) as forbidden:
+            await service_account.get(CONFIGMAPS, "anything", namespace)
+    assert forbidden.value.status == 403 and "nobody" in forbidden.value.message
+    async with KubeClient.from_kubeconfig_bytes(with_token("not-a-token")) as stranger:
+        with pytest.raises(Unauthorized):
+            await stranger.get(CONFIGMAPS, "anything", namespace)
+
+
+def test_invalid_kubeconfig_is_a_clear_error(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="YAML mapping"):
+        KubeClient.from_kubeconfig_bytes(b"- just a list")
+    with pytest.raises(ValueError, match="invalid kubeconfig"):
+        KubeClient.from_kubeconfig_bytes(b"apiVersion: v1\nkind: Config\n")
+    with pytest.raises(ValueError, match="invalid kubeconfig"):
+        KubeClient.from_kubeconfig_file(tmp_path / "missing")
