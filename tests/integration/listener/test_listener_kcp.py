@@ -8,9 +8,7 @@ uvicorn on 127.0.0.1, and httpx sending signed events over TCP.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,57 +21,33 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import ListenerConfig
 from kcp_listener.contract import (
     RUNTIME_ID_LABEL,
-    GroupVersionKind,
     Heartbeat,
-    ObjectKey,
     Operation,
-    WatchEvent,
     event_path,
     heartbeat_path,
 )
 from kcp_listener.keystore import (
-    SIGNING_KEY_LABEL,
-    SIGNING_KEY_LABEL_VALUE,
     KeyStore,
     secret_name,
 )
 from kcp_listener.kube import KYMAS, MANIFESTS, ChannelSink, feed_keystore, signing_key_informer
-from kcp_listener.routing import KYMA_NAME_LABEL, ObjectRef
+from kcp_listener.routing import ObjectRef
 from kcp_listener.signing import EventSigner, make_key_id, public_key_pem
 from kcp_listener.wiring import OperatorListener
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS
-
-DEADLINE = 20.0
-MANAGER = "lifecycle-manager"
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-def b64(data: bytes | str) -> str:
-    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-
-
-def key_secret(namespace: str, runtime_id: str, keys: dict[str, Ed25519PrivateKey]) -> dict[str, object]:
-    data = {"runtime-id": b64(runtime_id)}
-    data.update({f"{version}.pub": b64(public_key_pem(key.public_key())) for version, key in keys.items()})
-    return {
-        "metadata": {
-            "name": secret_name(runtime_id),
-            "namespace": namespace,
-            "labels": {SIGNING_KEY_LABEL: SIGNING_KEY_LABEL_VALUE, RUNTIME_ID_LABEL: runtime_id},
-        },
-        "type": "Opaque",
-        "data": data,
-    }
+from tests.integration.listener.helpers import (
+    DEADLINE,
+    MANAGER,
+    b64,
+    event,
+    eventually,
+    key_secret,
+    kyma,
+    manifest,
+)
 
 
 @contextlib.asynccontextmanager
@@ -145,33 +119,6 @@ class Stack:
         )
         EventSigner(self.keys[runtime_id], make_key_id(runtime_id, version)).sign(request)
         return await self.http.send(request)
-
-
-def kyma(namespace: str, name: str, runtime_id: str) -> dict[str, object]:
-    return {
-        "apiVersion": "operator.kyma-project.io/v1beta2",
-        "kind": "Kyma",
-        "metadata": {"name": name, "namespace": namespace, "labels": {RUNTIME_ID_LABEL: runtime_id}},
-        "spec": {"channel": "regular"},
-    }
-
-
-def manifest(namespace: str, name: str, kyma_name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "operator.kyma-project.io/v1beta2",
-        "kind": "Manifest",
-        "metadata": {"name": name, "namespace": namespace, "labels": {KYMA_NAME_LABEL: kyma_name}},
-        "spec": {"remote": True, "install": {"name": "raw-manifest", "source": {"repo": "r", "name": "n"}}},
-    }
-
-
-def event(owner: str | None = None, operation: Operation = Operation.UPDATE, namespace: str = "") -> bytes:
-    return WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
-        watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
-        operation=operation,
-        owner=ObjectKey(namespace=namespace, name=owner) if owner else None,
-    ).to_wire()
 
 
 @pytest.fixture

@@ -1,0 +1,116 @@
+"""Standalone development mode: ``python -m kcp_listener --kubeconfig KCP --print``.
+
+Why: to try agents against a KCP without running the operator. The listener authenticates and
+routes exactly as in the operator (keys from the KCP Secrets, Kymas and Manifests from informers),
+but instead of enqueuing reconciles it prints one line per routed request on stdout. In the
+operator the listener is not started this way but through ``kcp_listener.wiring.OperatorListener``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+import uvloop
+from prometheus_client import CollectorRegistry
+
+from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig
+from kcp_listener.routing import ObjectRef
+from kcp_listener.wiring import OperatorListener
+
+
+class PrintSink:
+    """A ``RequestSink`` that prints instead of enqueuing (never full)."""
+
+    def __init__(self, controller: str, out: TextIO) -> None:
+        self.controller = controller
+        self.out = out
+        self.count = 0
+
+    def offer(self, ref: ObjectRef) -> bool:
+        self.count += 1
+        stamp = time.strftime("%H:%M:%S")
+        print(f"{stamp} reconcile {self.controller} {ref}", file=self.out, flush=True)
+        return True
+
+    def depth(self) -> int:
+        return 0
+
+
+def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, ListenerConfig]:
+    parser = argparse.ArgumentParser(prog="python -m kcp_listener", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the KCP API server")
+    parser.add_argument(
+        "--print",
+        dest="print_only",
+        action="store_true",
+        help="print routed requests instead of enqueuing (required: the only standalone mode)",
+    )
+    parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8082)
+    parser.add_argument("--auth-mode", choices=[m.value for m in AuthMode], default=AuthMode.SIGNATURE.value)
+    parser.add_argument("--manager", action="append", dest="managers", help=f"default: {DEFAULT_MANAGER}")
+    parser.add_argument("--public-origin", default=None, help="scheme://host[:port] the agents sign")
+    args = parser.parse_args(argv)
+    if not args.print_only:
+        parser.error("standalone mode needs --print (inside the operator the listener enqueues reconciles)")
+    try:
+        config = ListenerConfig(
+            managers=tuple(args.managers or (DEFAULT_MANAGER,)),
+            auth_mode=AuthMode(args.auth_mode),
+            namespace=args.namespace,
+            host=args.host,
+            port=args.port,
+            public_origin=args.public_origin,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args, config
+
+
+async def serve(kubeconfig: str, config: ListenerConfig, out: TextIO) -> None:
+    from kyma_operator.runtime.kube import KubeClient  # heavy import, only when serving
+
+    async with KubeClient.from_kubeconfig_file(kubeconfig) as client:
+        listener = OperatorListener(
+            config,
+            client=client,
+            kyma_sink=PrintSink("kyma", out),
+            manifest_sink=PrintSink("manifest", out),
+            registry=CollectorRegistry(),
+        )
+        tasks = [asyncio.create_task(informer.run()) for informer in listener.informers]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        server = asyncio.create_task(listener.run())
+        try:
+            await asyncio.wait(
+                [server, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            await listener.shutdown()
+        finally:
+            for task in [*tasks, server]:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*tasks, server, return_exceptions=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, config = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvloop.run(serve(args.kubeconfig, config, sys.stdout))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Helpers for the listener integration tests: KCP objects, signed-key Secrets, polling."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Callable
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from kcp_listener.contract import RUNTIME_ID_LABEL, GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, secret_name
+from kcp_listener.routing import KYMA_NAME_LABEL
+from kcp_listener.signing import public_key_pem
+
+DEADLINE = 20.0
+MANAGER = "lifecycle-manager"
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def b64(data: bytes | str) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def key_secret(namespace: str, runtime_id: str, keys: dict[str, Ed25519PrivateKey]) -> dict[str, object]:
+    data = {"runtime-id": b64(runtime_id)}
+    data.update({f"{version}.pub": b64(public_key_pem(key.public_key())) for version, key in keys.items()})
+    return {
+        "metadata": {
+            "name": secret_name(runtime_id),
+            "namespace": namespace,
+            "labels": {SIGNING_KEY_LABEL: SIGNING_KEY_LABEL_VALUE, RUNTIME_ID_LABEL: runtime_id},
+        },
+        "type": "Opaque",
+        "data": data,
+    }
+
+
+def kyma(namespace: str, name: str, runtime_id: str) -> dict[str, object]:
+    return {
+        "apiVersion": "operator.kyma-project.io/v1beta2",
+        "kind": "Kyma",
+        "metadata": {"name": name, "namespace": namespace, "labels": {RUNTIME_ID_LABEL: runtime_id}},
+        "spec": {"channel": "regular"},
+    }
+
+
+def manifest(namespace: str, name: str, kyma_name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "operator.kyma-project.io/v1beta2",
+        "kind": "Manifest",
+        "metadata": {"name": name, "namespace": namespace, "labels": {KYMA_NAME_LABEL: kyma_name}},
+        "spec": {"remote": True, "install": {"name": "raw-manifest", "source": {"repo": "r", "name": "n"}}},
+    }
+
+
+def event(owner: str | None = None, operation: Operation = Operation.UPDATE, namespace: str = "") -> bytes:
+    return WatchEvent(
+        watched=ObjectKey(namespace="kyma-system", name="default"),
+        watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
+        operation=operation,
+        owner=ObjectKey(namespace=namespace, name=owner) if owner else None,
+    ).to_wire()
