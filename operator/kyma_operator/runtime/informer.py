@@ -259,6 +259,11 @@ class Informer:
                 delay = self._backoff.next()
                 if self._metrics is not None:
                     self._metrics.informer_watch_restarts.labels(self.name).inc()
+                # The API server refused the watch itself (e.g. "too large resource version" after
+                # a restore): resuming from the same point would fail again, so relist instead.
+                # Transport failures and throttling resume from the last resourceVersion.
+                if isinstance(exc, KubeError) and exc.status >= 400 and exc.status != 429:
+                    need_list = True
                 log.warning("%s: %s; retrying in %.2fs", self.name, _describe(exc), delay)
                 await self._clock.sleep(delay)
 

@@ -206,3 +206,22 @@ async def test_reconnect_backoff_grows_on_repeated_failures() -> None:
     informer = Informer(source, WIDGETS, clock=clock, backoff=Backoff(0.1, 0.5, jitter=0))
     await run_until_exhausted(informer, source, clock)
     assert clock.now() == pytest.approx(0.1 + 0.2 + 0.4 + 0.5)
+
+
+async def test_watch_refused_by_the_api_relists_but_transport_errors_resume() -> None:
+    too_large = {"kind": "Status", "code": 504, "reason": "Timeout", "message": "Too large resource version"}
+    source = Scripted(
+        lists=[ObjectList([widget("a", "1")], "5"), ObjectList([widget("a", "1")], "9")],
+        sessions=[
+            ([], KubeTransportError("reset")),
+            ([WatchEvent("ERROR", too_large)], None),
+        ],
+    )
+    clock = FakeClock()
+    informer = Informer(source, WIDGETS, clock=clock, backoff=Backoff(0.1, 1.0, jitter=0))
+    recorder = Recorder()
+    informer.add_handler(recorder)
+    await run_until_exhausted(informer, source, clock)
+    assert source.watch_rvs == ["5", "5", "9"]
+    assert informer.relists == 2
+    assert recorder.events == [("add", "a", "1")], "an unchanged relist emits nothing"
