@@ -73,6 +73,8 @@ class ListenerConfig(BaseModel):
     """``Retry-After`` sent with 429."""
     heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = 180.0
     """A runtime whose last heartbeat is older counts as stale (metric, Kyma condition)."""
+    coalesce_window_seconds: Annotated[float, Field(ge=0, le=60)] = 0.5
+    """Forward at most one request per target per window (first at once, one trailing); 0 disables."""
     xfcc_cache_entries: Annotated[int, Field(ge=0)] = 10_000
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True

@@ -8,7 +8,9 @@ request passed all of them (DESIGN.md 4.2):
 5. authentication per mode: signature / xfcc / both, identities must agree (401) -
 6. replay: nonce unused, cache not full (401 / 429) - 7. body validation (400) -
 8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404) -
-9. enqueue into the bounded controller intakes (429 with Retry-After when full) - 200.
+9. enqueue into the bounded controller intakes (429 with Retry-After when full) - 200; repeated
+   events for one target within ``coalesce_window_seconds`` collapse into one trailing request
+   (``coalesce.py``).
 
 Both the FastAPI routes and the pure-ASGI fast path (``app.py``) call :meth:`EventIntake.handle`,
 so they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from kcp_listener.coalesce import CoalescingSink, LoopTimer, Timer
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.contract import CONTRACT_VERSION, Heartbeat, WatchEvent
 from kcp_listener.health import HeartbeatTracker
@@ -92,6 +95,7 @@ class EventIntake:
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
         on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
+        timer: Timer | None = None,
     ) -> None:
         self.config = config
         self._verifier = SignatureVerifier(
@@ -108,6 +112,20 @@ class EventIntake:
             clock=clock,
         )
         self._router = router
+        if config.coalesce_window_seconds > 0:
+            timer = timer or LoopTimer()
+            kyma_sink = CoalescingSink(
+                kyma_sink,
+                window=config.coalesce_window_seconds,
+                timer=timer,
+                on_coalesced=metrics.coalesced.labels("kyma").inc,
+            )
+            manifest_sink = CoalescingSink(
+                manifest_sink,
+                window=config.coalesce_window_seconds,
+                timer=timer,
+                on_coalesced=metrics.coalesced.labels("manifest").inc,
+            )
         self._kyma_sink = kyma_sink
         self._manifest_sink = manifest_sink
         self._heartbeats = heartbeats

@@ -57,6 +57,12 @@ class ListenerMetrics:
             ["controller"],
             registry=registry,
         )
+        self.coalesced = Counter(
+            "kcp_listener_coalesced_events",
+            "Enqueues absorbed into a pending trailing request for the same target (throttling).",
+            ["controller"],
+            registry=registry,
+        )
         self.heartbeats = Counter(
             "kcp_listener_heartbeats",
             "Accepted heartbeats.",

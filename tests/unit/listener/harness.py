@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import create_app
+from kcp_listener.coalesce import Timer
 from kcp_listener.config import ListenerConfig
 from kcp_listener.contract import event_path, heartbeat_path
 from kcp_listener.health import HeartbeatTracker
@@ -81,6 +82,7 @@ class Harness:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     serving: bool = True
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
+    timer: Timer | None = None
 
     def __post_init__(self) -> None:
         self.keys = KeyStore(self.registry)
@@ -99,6 +101,7 @@ class Harness:
             metrics=self.metrics,
             serving=lambda: self.serving,
             clock=self.clock,
+            timer=self.timer,
         )
         self.app: FastAPI = create_app(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)
