@@ -426,3 +426,27 @@ def test_split_url() -> None:
     )
     assert signing.split_url("http://h:8082") == ("http", "h:8082", "http://h:8082/")
     assert signing.split_url("http://[::1]:80/x") == ("http", "[::1]", "http://[::1]/x")
+
+
+def test_request_signed_over_our_signature_base_verifies_with_the_library(
+    private_key: Ed25519PrivateKey,
+) -> None:
+    """Cross-check the other direction: our base + raw Ed25519 is a valid RFC 9421 signature."""
+    digest = "sha-256=:" + base64.b64encode(hashlib.sha256(BODY).digest()).decode() + ":"
+    headers = {"content-type": "application/json", "content-digest": digest}
+    params: list[tuple[str, int | str]] = [
+        ("created", int(NOW)),
+        ("keyid", KEY_ID),
+        ("alg", "ed25519"),
+        ("expires", int(NOW) + 60),
+        ("nonce", "our-own-nonce"),
+        ("tag", SIGNATURE_TAG),
+    ]
+    signature = private_key.sign(signing.signature_base("POST", URL, headers, params))
+    inner = " ".join(f'"{c}"' for c in COVERED_COMPONENTS)
+    serialized = "".join(f";{k}={v}" if isinstance(v, int) else f';{k}="{v}"' for k, v in params)
+    headers["signature-input"] = f"kcp=({inner}){serialized}"
+    headers["signature"] = "kcp=:" + base64.b64encode(signature).decode() + ":"
+    keys = Keys({KEY_ID: [private_key.public_key()]})
+    for verifier in verifiers(keys):
+        assert verifier.verify("POST", URL, headers, BODY).nonce == "our-own-nonce"
