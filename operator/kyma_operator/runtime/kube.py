@@ -523,11 +523,9 @@ class _WatchStream:
         self._stopped.set()
         with self._lock:
             response = self._response
-        if response is not None:
+        if response is not None:  # unblocks the reading thread; it releases the connection itself
             with contextlib.suppress(Exception):
                 response.shutdown()
-            with contextlib.suppress(Exception):
-                response.release_conn()
 
     async def next_batch(self) -> list[WatchEvent] | None:
         item = await self._items.get()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,6 +22,7 @@ from kyma_operator.runtime import (
     LeaderElectionConfig,
     LeaderElectionLost,
     Manager,
+    NotFound,
     Request,
     Result,
 )
@@ -251,3 +254,58 @@ async def test_leader_only_runnable_and_always_runnable(client: KubeClient, name
         assert events.index("always-start") < events.index("leader-start")
         assert manager.health_port is None
     assert events[-2:] == ["leader-stop", "always-stop"], "leader work stops before the rest"
+
+
+SIGNAL_CHILD = """
+import asyncio, sys
+from kyma_operator.runtime import KubeClient, LeaderElectionConfig, Manager
+
+async def main(kubeconfig, namespace):
+    client = KubeClient.from_kubeconfig_file(kubeconfig)
+    config = LeaderElectionConfig("sigterm", namespace, identity="child", lease_duration=15.0,
+                                  renew_deadline=10.0, retry_period=0.3)
+    manager = Manager(client, name="child", namespace=namespace, leader_election=config, health_port=None)
+    await manager.run_until_signal()
+    await client.close()
+    print("clean exit", flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_sigterm_shuts_down_gracefully_and_releases_the_lease(
+    client: KubeClient, namespace: str, kcp: Any
+) -> None:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        SIGNAL_CHILD,
+        str(kcp.kubeconfig_path),
+        namespace,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+
+        async def holder() -> str | None:
+            try:
+                lease = await client.get(LEASES, "sigterm", namespace)
+            except NotFound:
+                return None
+            return str(lease["spec"].get("holderIdentity"))
+
+        async def child_leads() -> bool:
+            return await holder() == "child"
+
+        await eventually(child_leads, within=30, what="the child to lead")
+        child.send_signal(signal.SIGTERM)
+        stdout, stderr = await asyncio.wait_for(child.communicate(), 30)
+        assert child.returncode == 0, stderr.decode()
+        assert b"clean exit" in stdout
+        # released: empty holder, so a successor need not wait the 15 s lease out
+        lease = await client.get(LEASES, "sigterm", namespace)
+        assert lease["spec"]["holderIdentity"] == "" and lease["spec"]["leaseDurationSeconds"] == 1
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
