@@ -72,6 +72,9 @@ def _server_config(app: object, ssl_context: ssl.SSLContext | None) -> uvicorn.C
         log_config=None,
         server_header=False,
         timeout_graceful_shutdown=2,
+        # longer than the API server's idle timeout for webhook connections (Go's 90 s): the client
+        # closes idle connections, not the server in the middle of a new request
+        timeout_keep_alive=120,
         ssl_context_factory=factory,
     )
 
