@@ -170,21 +170,13 @@ class WorkQueue(Generic[K]):
             finally:
                 if not waiter.done():
                     waiter.cancel()
-        key = self._queue.popleft()
-        self._processing.add(key)
-        self._dirty.discard(key)
-        now = self._clock.now()
-        self._started_at[key] = now
-        added = self._added_at.pop(key, now)
-        if self._metrics is not None:
-            self._metrics.depth.set(len(self._queue))
-            self._metrics.queue_duration.observe(max(0.0, now - added))
-        return key
+        return self._take()
 
     def get_nowait(self) -> K | None:
         """Take the next key without waiting, or None if there is none."""
-        if not self._queue:
-            return None
+        return self._take() if self._queue else None
+
+    def _take(self) -> K:
         key = self._queue.popleft()
         self._processing.add(key)
         self._dirty.discard(key)
