@@ -274,7 +274,11 @@ class ChannelSource:
 
 
 class Controller:
-    """Runs ``reconciler`` for queued requests on ``workers`` concurrent workers."""
+    """Runs ``reconciler`` for queued requests on ``workers`` concurrent workers.
+
+    ``run()`` once per controller: stopping shuts its queue down (like controller-runtime, a
+    process that loses leadership exits and starts afresh).
+    """
 
     def __init__(
         self,

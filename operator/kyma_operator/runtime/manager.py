@@ -123,6 +123,8 @@ class Manager:
 
     def add_runnable(self, runnable: RunnableLike, leader_only: bool = True) -> None:
         """Run ``runnable`` (``obj.run()`` or an async callable): while leading, or always."""
+        if not callable(getattr(runnable, "run", None)) and not callable(runnable):
+            raise TypeError(f"{runnable!r} is neither an async callable nor has an async run()")
         self._runnables.append((runnable, leader_only))
 
     # -- state ---------------------------------------------------------------------------------

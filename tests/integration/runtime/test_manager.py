@@ -309,3 +309,4 @@ async def test_sigterm_shuts_down_gracefully_and_releases_the_lease(
         if child.returncode is None:
             child.kill()
             await child.wait()
+
