@@ -309,4 +309,3 @@ async def test_sigterm_shuts_down_gracefully_and_releases_the_lease(
         if child.returncode is None:
             child.kill()
             await child.wait()
-
