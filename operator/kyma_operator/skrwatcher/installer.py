@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.meta import InvalidObjectError
 from kyma_operator.api.watcher import Watcher
 from kyma_operator.controllers.watcher.validation import validate_watcher
@@ -153,6 +154,19 @@ class KymaRef(BaseModel):
     skr_domain: str = ""
 
     @classmethod
+    def of(cls, kyma: Mapping[str, Any] | Kyma | KymaRef) -> KymaRef:
+        """From a Kyma dict, a ``Kyma`` model or a ``KymaRef``."""
+        if isinstance(kyma, KymaRef):
+            return kyma
+        if isinstance(kyma, Kyma):
+            return cls(
+                name=kyma.name,
+                runtime_id=kyma.labels.get(names.RUNTIME_ID_LABEL, ""),
+                skr_domain=kyma.annotations.get(names.SKR_DOMAIN_ANNOTATION, ""),
+            )
+        return cls.from_object(kyma)
+
+    @classmethod
     def from_object(cls, kyma: Mapping[str, Any]) -> KymaRef:
         meta = _meta(kyma)
         return cls(
@@ -264,9 +278,9 @@ class AgentInstaller:
 
     # -- ensure ----------------------------------------------------------------------------------------
 
-    async def ensure(self, kyma: Mapping[str, Any] | KymaRef, skr: KubeClient) -> AgentStatus:
+    async def ensure(self, kyma: Mapping[str, Any] | Kyma | KymaRef, skr: KubeClient) -> AgentStatus:
         """Bring the runtime's agent up to date and report its readiness (never raises for API errors)."""
-        ref = kyma if isinstance(kyma, KymaRef) else KymaRef.from_object(kyma)
+        ref = KymaRef.of(kyma)
         try:
             identity = await self.identity.ensure_runtime(
                 kyma_name=ref.name, runtime_id=ref.runtime_id, skr_domain=ref.skr_domain
@@ -343,13 +357,13 @@ class AgentInstaller:
 
     # -- remove ----------------------------------------------------------------------------------------
 
-    async def remove(self, kyma: Mapping[str, Any] | KymaRef, skr: KubeClient | None) -> None:
+    async def remove(self, kyma: Mapping[str, Any] | Kyma | KymaRef, skr: KubeClient | None) -> None:
         """Delete the agent from the runtime (webhooks first) and the runtime's KCP certificates and keys.
 
         The Namespace is left alone: it also holds the runtime's Kyma copy and module resources.
         ``skr`` may be ``None`` when the runtime is gone already; then only KCP is cleaned up.
         """
-        ref = kyma if isinstance(kyma, KymaRef) else KymaRef.from_object(kyma)
+        ref = KymaRef.of(kyma)
         if skr is not None:
             ns = self.config.sync_namespace
             targets: list[tuple[Resource, str, str | None]] = [

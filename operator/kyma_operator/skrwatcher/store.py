@@ -140,6 +140,10 @@ class IdentityStore:
         self.writes = 0
         """Secrets created or updated by this store (steady state: stays constant)."""
 
+    def now(self) -> datetime.datetime:
+        """The store's wall clock (rotation decisions are made on it)."""
+        return self._now()
+
     # -- generic --------------------------------------------------------------------------------
 
     async def _read(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:

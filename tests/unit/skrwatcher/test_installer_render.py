@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kyma_operator.api.kyma import Kyma
 from kyma_operator.skrwatcher.bundle import RotationPolicy, advance_gateway, plan_root
 from kyma_operator.skrwatcher.ca import material_digest
 from kyma_operator.skrwatcher.installer import (
@@ -114,3 +115,21 @@ def test_rendering_is_deterministic_and_key_rotation_changes_secret_and_trigger(
     second = {r.key: r.digest for r in _render([_watcher("w")], rotated)}
     changed = {key for key in first if first[key] != second[key]}
     assert changed == {"Secret/kyma-system/skr-webhook-tls", "Deployment/kyma-system/skr-webhook"}
+
+
+def test_kyma_reference_from_dict_and_model() -> None:
+    body = {
+        "apiVersion": "operator.kyma-project.io/v1beta2",
+        "kind": "Kyma",
+        "metadata": {
+            "name": "kyma-1",
+            "namespace": "kcp-system",
+            "labels": {"kyma-project.io/runtime-id": "rt-1"},
+            "annotations": {"skr-domain": "rt1.example.com"},
+        },
+        "spec": {"channel": "regular"},
+    }
+    expected = KymaRef(name="kyma-1", runtime_id="rt-1", skr_domain="rt1.example.com")
+    assert KymaRef.of(body) == expected
+    assert KymaRef.of(Kyma.from_object(body)) == expected
+    assert KymaRef.of(expected) is expected
