@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kyma_operator.api import names
-from kyma_operator.api.istio import Gateway
+from kyma_operator.api.istio import Gateway, VirtualService
 from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, State, set_condition
 from kyma_operator.api.watcher import (
     VIRTUAL_SERVICE_CONFIGURED,
@@ -156,7 +156,7 @@ class WatcherReconciler:
                 log.warning("ignoring malformed Gateway: %s", exc)
         return gateways
 
-    async def _ensure_virtual_service(self, desired: Any) -> None:
+    async def _ensure_virtual_service(self, desired: VirtualService) -> None:
         current = self._virtual_services.get(desired.namespace, desired.name)
         if not vs.needs_write(current, desired):
             return
