@@ -1,15 +1,17 @@
 """The listener's ASGI application: FastAPI for the documented API, a pure-ASGI fast path for events.
 
 Why: FastAPI gives the OpenAPI document (fuzzed by schemathesis in tests), docs and the auxiliary
-routes, but its per-request machinery (routing, dependency resolution, request/response objects)
-costs about as much as an Ed25519 verification. The two hot routes are therefore also served by
-a small ASGI middleware that recognises ``/v2/<manager>/event|heartbeat`` and calls the same
-:class:`~kcp_listener.intake.EventIntake` directly. With ``fast_path=False`` the FastAPI routes
-serve them instead; tests run both ways to prove they behave the same.
+routes, but its per-request machinery (telemetry check, middleware stack, routing, request and
+response objects) costs about as much as an Ed25519 verification. :func:`build_asgi` therefore
+puts a small ASGI app in FRONT of FastAPI that recognises ``/v2/<manager>/event|heartbeat`` and
+calls the same :class:`~kcp_listener.intake.EventIntake` directly; everything else (OpenAPI,
+docs, ``/metrics``, ``/readyz``, unknown paths) goes to FastAPI. With ``fast_path=False`` the
+FastAPI routes serve the events too; tests run both ways to prove they behave the same.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -19,9 +21,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from kcp_listener.contract import Heartbeat, WatchEvent, event_path, heartbeat_path
-from kcp_listener.intake import BodySource, ClientDisconnected, EventIntake, Reply
+from kcp_listener.intake import BodySource, ClientDisconnected, EventIntake, Reply, error_reply
 
-__all__ = ["FastPath", "create_app"]
+__all__ = ["FastPath", "build_asgi", "create_app"]
+
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -56,6 +60,9 @@ def _target(scope: Scope) -> str:
     return f"{path}?{query.decode('latin-1')}" if query else path
 
 
+_INTERNAL_ERROR = error_reply(500, {"error": "internal error"})
+
+
 async def _send_reply(send: Send, reply: Reply) -> None:
     await send(
         {
@@ -68,7 +75,7 @@ async def _send_reply(send: Send, reply: Reply) -> None:
 
 
 class FastPath:
-    """ASGI middleware serving the event routes itself and everything else through ``app``."""
+    """ASGI app serving the event routes itself and everything else through ``app`` (FastAPI)."""
 
     def __init__(self, app: ASGIApp, intake: EventIntake) -> None:
         self.app = app
@@ -96,6 +103,9 @@ class FastPath:
             )
         except ClientDisconnected:
             return
+        except Exception:  # what Starlette's ServerErrorMiddleware would do, without its cost
+            log.exception("kcp listener: unexpected error handling %s", scope["path"])
+            reply = _INTERNAL_ERROR
         await _send_reply(send, reply)
 
 
@@ -198,11 +208,11 @@ def create_app(intake: EventIntake, *, title: str = "kcp-listener") -> FastAPI:
         )
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
+    async def metrics() -> Response:  # async: the collectors read loop-owned state
         return Response(generate_latest(intake.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/readyz", include_in_schema=False)
-    def readyz() -> Response:
+    async def readyz() -> Response:
         serving = intake.serving
         return Response(status_code=200 if serving else 503)
 
@@ -222,6 +232,12 @@ def create_app(intake: EventIntake, *, title: str = "kcp-listener") -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    if config.fast_path:
-        app.add_middleware(FastPath, intake=intake)
+    return app
+
+
+def build_asgi(intake: EventIntake, *, title: str = "kcp-listener") -> ASGIApp:
+    """What to serve: :func:`create_app`, behind the fast path unless ``fast_path`` is off."""
+    app = create_app(intake, title=title)
+    if intake.config.fast_path:
+        return FastPath(app, intake)
     return app

@@ -38,7 +38,7 @@ from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
 from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier, VerifiedSignature
 from kcp_listener.xfcc import XfccError, XfccParser
 
-__all__ = ["BodySource", "EventIntake", "Reply", "RouteKind"]
+__all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,12 @@ class Reply:
     headers: tuple[tuple[bytes, bytes], ...] = (_JSON,)
 
 
-def _reply(status: int, payload: Mapping[str, object], *extra: tuple[bytes, bytes]) -> Reply:
+def error_reply(status: int, payload: Mapping[str, object], *extra: tuple[bytes, bytes]) -> Reply:
+    """A short JSON reply (fixed messages only: never anything from the request body)."""
     return Reply(status, json.dumps(payload, separators=(",", ":")).encode(), (_JSON, *extra))
+
+
+_reply = error_reply
 
 
 _ACCEPTED = _reply(200, {"status": "accepted"})
@@ -118,13 +122,13 @@ class EventIntake:
                 kyma_sink,
                 window=config.coalesce_window_seconds,
                 timer=timer,
-                on_coalesced=metrics.coalesced.labels("kyma").inc,
+                on_coalesced=metrics.coalesced_for("kyma"),
             )
             manifest_sink = CoalescingSink(
                 manifest_sink,
                 window=config.coalesce_window_seconds,
                 timer=timer,
-                on_coalesced=metrics.coalesced.labels("manifest").inc,
+                on_coalesced=metrics.coalesced_for("manifest"),
             )
         self._kyma_sink = kyma_sink
         self._manifest_sink = manifest_sink
@@ -178,7 +182,7 @@ class EventIntake:
         """
         started = time.perf_counter()
         metrics = self.metrics
-        metrics.upstream_inflight.inc()
+        metrics.inflight += 1
         route = "other"
         try:
             matched = self.match(path)
@@ -188,7 +192,7 @@ class EventIntake:
                 manager, route = matched
                 reply = await self._pipeline(method, manager, route, target, scheme, headers, body)
         finally:
-            metrics.upstream_inflight.dec()
+            metrics.inflight -= 1
         seconds = time.perf_counter() - started
         metrics.observe(route, reply.status, seconds)
         return reply
@@ -283,7 +287,9 @@ class EventIntake:
                 raise self._unauthenticated(exc.reason) from None
         if mode.needs_signature:
             try:
-                signature = self._verifier.verify(method, self._url(target, scheme, headers), headers, body)
+                signature = self._verifier.verify_fields(
+                    method, self._url(target, scheme, headers), headers, body
+                )
             except SignatureError as exc:
                 raise self._unauthenticated(exc.reason) from None
             if mode is AuthMode.BOTH and signature.runtime_id != runtime_id:
@@ -291,7 +297,7 @@ class EventIntake:
             runtime_id = signature.runtime_id
             verdict = self._replay.check(signature.key_id, signature.nonce)
             if verdict is ReplayVerdict.REPLAY:
-                self.metrics.replays.inc()
+                self.metrics.replayed()
                 raise self._unauthenticated("replay")
             if verdict is ReplayVerdict.FULL:
                 self.metrics.rejected("replay-cache-full")
@@ -346,7 +352,7 @@ class EventIntake:
             self.metrics.rejected(exc.reason)
             raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
         self._heartbeats.record(runtime_id)
-        self.metrics.heartbeats.inc()
+        self.metrics.heartbeat()
         if self._on_accepted is not None:
             self._on_accepted(runtime_id, RouteKind.HEARTBEAT, (kyma,), ())
         return _ACCEPTED

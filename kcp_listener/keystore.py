@@ -73,6 +73,7 @@ class KeyStore:
         # source (namespace/name of the Secret, or any caller-chosen id) -> (runtime id, version -> key)
         self._sources: dict[str, tuple[str, dict[str, Ed25519PublicKey]]] = {}
         self._by_key_id: dict[str, list[Ed25519PublicKey]] = {}
+        self._key_sources: dict[str, dict[str, Ed25519PublicKey]] = {}  # key id -> source -> key
         self._invalid: Counter | None = None
         if registry is not None:
             self._invalid = Counter(
@@ -94,13 +95,31 @@ class KeyStore:
     # --- updates ---------------------------------------------------------------------------------
 
     def set_keys(self, source: str, runtime_id: str, keys: Mapping[str, Ed25519PublicKey]) -> None:
-        """Replace what ``source`` publishes (all of its versions for ``runtime_id``)."""
+        """Replace what ``source`` publishes (all of its versions for ``runtime_id``).
+
+        Cost is proportional to this source's keys, not to the store (5,000 runtimes load linearly).
+        """
+        self.remove(source)
         self._sources[source] = (runtime_id, dict(keys))
-        self._rebuild()
+        for version, key in keys.items():
+            key_id = make_key_id(runtime_id, version)
+            self._key_sources.setdefault(key_id, {})[source] = key
+            self._by_key_id[key_id] = list(self._key_sources[key_id].values())
 
     def remove(self, source: str) -> None:
-        if self._sources.pop(source, None) is not None:
-            self._rebuild()
+        old = self._sources.pop(source, None)
+        if old is None:
+            return
+        runtime_id, keys = old
+        for version in keys:
+            key_id = make_key_id(runtime_id, version)
+            sources = self._key_sources.get(key_id, {})
+            sources.pop(source, None)
+            if sources:
+                self._by_key_id[key_id] = list(sources.values())
+            else:
+                self._key_sources.pop(key_id, None)
+                self._by_key_id.pop(key_id, None)
 
     def runtimes(self) -> dict[str, list[str]]:
         """Runtime id -> trusted versions (for diagnostics and tests)."""
@@ -108,13 +127,6 @@ class KeyStore:
         for runtime_id, keys in self._sources.values():
             out[runtime_id].extend(keys)
         return {runtime_id: sorted(set(versions)) for runtime_id, versions in out.items()}
-
-    def _rebuild(self) -> None:
-        index: dict[str, list[Ed25519PublicKey]] = defaultdict(list)
-        for runtime_id, keys in self._sources.values():
-            for version, key in keys.items():
-                index[make_key_id(runtime_id, version)].append(key)
-        self._by_key_id = dict(index)
 
     def _count_invalid(self, secret: str, entry: str, why: str) -> None:
         log.warning("signing-key Secret %s: entry %s ignored: %s", secret, entry, why)

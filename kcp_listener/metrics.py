@@ -3,158 +3,227 @@
 Why: operators need to see what the intake does (accepted, rejected and why, back-pressure) and
 upstream dashboards query ``watcher_listener_*`` names; upstream never updates several of them
 (request errors, failed verification, a meaningful in-flight gauge). Here every metric is updated
-on the request path and exercised by tests. Label children are resolved once up front so the hot
-path does dictionary look-ups, not label validation.
+on the request path and exercised by tests.
+
+Why not ``prometheus_client.Counter`` objects: at thousands of events per second the client's
+per-update locking costs ~1 us per call and a request updates about ten series. The request path
+therefore bumps plain integers (one event loop, no threads) and a collector turns them into metric
+families at scrape time; scrapes must run on the event loop (``/metrics`` is an ``async`` route,
+the operator Manager serves its registry from the loop too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = ["CONTROLLERS", "ListenerMetrics"]
 
 CONTROLLERS = ("kyma", "manifest")
+ROUTES = ("event", "heartbeat", "other")
 UPSTREAM_SERVER_NAME = "listener"
-_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class _Histogram:
+    __slots__ = ("buckets", "count", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(DURATION_BUCKETS) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect_left(DURATION_BUCKETS, seconds)] += 1
+        self.sum += seconds
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out, running = [], 0
+        for bound, count in zip((*DURATION_BUCKETS, float("inf")), self.buckets, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
+        return out
 
 
 class ListenerMetrics:
+    """Counters of one listener instance; see the module docstring for why they are plain ints."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.requests = Counter(
-            "kcp_listener_requests",
-            "HTTP requests on the listener routes by route kind and status code.",
-            ["route", "code"],
-            registry=registry,
-        )
-        self.auth_failures = Counter(
-            "kcp_listener_auth_failures",
-            "Requests rejected as unauthenticated, by reason.",
-            ["reason"],
-            registry=registry,
-        )
-        self.replays = Counter(
-            "kcp_listener_replayed_requests",
-            "Signed requests rejected because their nonce was already used.",
-            registry=registry,
-        )
-        self.oversize = Counter(
-            "kcp_listener_oversize_requests",
-            "Requests rejected because the body exceeds the size limit.",
-            registry=registry,
-        )
-        self.rejected_events = Counter(
-            "kcp_listener_rejected_events",
-            "Authenticated requests that enqueued nothing, by reason.",
-            ["reason"],
-            registry=registry,
-        )
-        self.enqueued = Counter(
-            "kcp_listener_enqueued_requests",
-            "Reconcile requests handed to a controller's intake.",
-            ["controller"],
-            registry=registry,
-        )
-        self.coalesced = Counter(
-            "kcp_listener_coalesced_events",
-            "Enqueues absorbed into a pending trailing request for the same target (throttling).",
-            ["controller"],
-            registry=registry,
-        )
-        self.heartbeats = Counter(
-            "kcp_listener_heartbeats",
-            "Accepted heartbeats.",
-            registry=registry,
-        )
-        self.intake_depth = Gauge(
-            "kcp_listener_intake_depth",
-            "Requests waiting in a controller's listener intake (channel source).",
-            ["controller"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "kcp_listener_request_duration_seconds",
-            "Time from request start to response on the listener routes.",
-            ["route"],
-            buckets=_DURATION_BUCKETS,
-            registry=registry,
-        )
-        # Upstream-compatible names (runtime-watcher listener, label server_name="listener").
-        self.upstream_requests = Counter(
-            "watcher_listener_requests",
-            "Total number of requests received by the listener (upstream name).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self.upstream_oversize = Counter(
-            "watcher_listener_exceeding_size_limit_requests",
-            "Requests whose body exceeds the size limit (upstream name).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self.upstream_errors = Counter(
-            "watcher_listener_request_errors",
-            "Requests answered with a non-2xx status (upstream name; never updated upstream).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self.upstream_failed_verification = Counter(
-            "watcher_listener_failed_verification_requests",
-            "Requests that failed authentication (upstream name; never updated upstream).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self.upstream_inflight = Gauge(
-            "watcher_listener_inflight_requests",
-            "Requests currently being handled (upstream name).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self.upstream_duration = Gauge(
-            "watcher_listener_request_duration",
-            "Duration of the last handled request in seconds (upstream name and semantics).",
-            ["server_name"],
-            registry=registry,
-        ).labels(UPSTREAM_SERVER_NAME)
-        self._codes: dict[tuple[str, int], Counter] = {}
-        self._durations = {route: self.duration.labels(route) for route in ("event", "heartbeat", "other")}
-        self._auth: dict[str, Counter] = {}
-        self._rejected: dict[str, Counter] = {}
-        self._enqueued = {controller: self.enqueued.labels(controller) for controller in CONTROLLERS}
+        self.requests: dict[tuple[str, int], int] = {}
+        self.auth_failures: dict[str, int] = {}
+        self.rejected_events: dict[str, int] = {}
+        self.enqueued = dict.fromkeys(CONTROLLERS, 0)
+        self.coalesced = dict.fromkeys(CONTROLLERS, 0)
+        self.replays = 0
+        self.oversize = 0
+        self.heartbeats = 0
+        self.inflight = 0
+        self.last_duration = 0.0
+        self.durations = {route: _Histogram() for route in ROUTES}
+        self._depth: dict[str, Callable[[], int]] = {}
+        registry.register(_Collector(self))
+
+    # --- request path --------------------------------------------------------------------------------
 
     def track_depth(self, controller: str, depth: Callable[[], int]) -> None:
         """Report a controller intake's current depth at scrape time."""
-        self.intake_depth.labels(controller).set_function(lambda: float(depth()))
+        self._depth[controller] = depth
 
     def observe(self, route: str, code: int, seconds: float) -> None:
-        child = self._codes.get((route, code))
-        if child is None:
-            child = self._codes[(route, code)] = self.requests.labels(route, str(code))
-        child.inc()
-        self.upstream_requests.inc()
-        if code >= 300:
-            self.upstream_errors.inc()
-        self._durations.get(route, self._durations["other"]).observe(seconds)
-        self.upstream_duration.set(seconds)
+        key = (route, code)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        self.durations[route].observe(seconds)
+        self.last_duration = seconds
 
     def auth_failed(self, reason: str) -> None:
-        child = self._auth.get(reason)
-        if child is None:
-            child = self._auth[reason] = self.auth_failures.labels(reason)
-        child.inc()
-        self.upstream_failed_verification.inc()
+        self.auth_failures[reason] = self.auth_failures.get(reason, 0) + 1
 
     def rejected(self, reason: str) -> None:
-        child = self._rejected.get(reason)
-        if child is None:
-            child = self._rejected[reason] = self.rejected_events.labels(reason)
-        child.inc()
+        self.rejected_events[reason] = self.rejected_events.get(reason, 0) + 1
 
     def enqueued_to(self, controller: str, count: int = 1) -> None:
-        self._enqueued[controller].inc(count)
+        self.enqueued[controller] += count
+
+    def coalesced_for(self, controller: str) -> Callable[[], None]:
+        def bump() -> None:
+            self.coalesced[controller] += 1
+
+        return bump
 
     def too_large(self) -> None:
-        self.oversize.inc()
-        self.upstream_oversize.inc()
+        self.oversize += 1
+
+    def replayed(self) -> None:
+        self.replays += 1
+
+    def heartbeat(self) -> None:
+        self.heartbeats += 1
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _labelled(name: str, doc: str, label: str, values: dict[str, int]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+def _upstream(name: str, doc: str, value: float, gauge: bool = False) -> Metric:
+    family = (GaugeMetricFamily if gauge else CounterMetricFamily)(name, doc, labels=["server_name"])
+    family.add_metric([UPSTREAM_SERVER_NAME], value)
+    return family
+
+
+class _Collector(Collector):
+    def __init__(self, metrics: ListenerMetrics) -> None:
+        self._m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._m
+        requests = dict(m.requests)
+        by_code = CounterMetricFamily(
+            "kcp_listener_requests",
+            "HTTP requests on the listener routes by route kind and status code.",
+            labels=["route", "code"],
+        )
+        for (route, code), value in sorted(requests.items()):
+            by_code.add_metric([route, str(code)], value)
+        yield by_code
+        yield _labelled(
+            "kcp_listener_auth_failures",
+            "Requests rejected as unauthenticated, by reason.",
+            "reason",
+            dict(m.auth_failures),
+        )
+        yield _labelled(
+            "kcp_listener_rejected_events",
+            "Authenticated requests that enqueued nothing, by reason.",
+            "reason",
+            dict(m.rejected_events),
+        )
+        yield _labelled(
+            "kcp_listener_enqueued_requests",
+            "Reconcile requests handed to a controller's intake.",
+            "controller",
+            dict(m.enqueued),
+        )
+        yield _labelled(
+            "kcp_listener_coalesced_events",
+            "Enqueues absorbed into a pending trailing request for the same target (throttling).",
+            "controller",
+            dict(m.coalesced),
+        )
+        yield _counter(
+            "kcp_listener_replayed_requests",
+            "Signed requests rejected because their nonce was already used.",
+            m.replays,
+        )
+        yield _counter(
+            "kcp_listener_oversize_requests",
+            "Requests rejected because the body exceeds the size limit.",
+            m.oversize,
+        )
+        yield _counter("kcp_listener_heartbeats", "Accepted heartbeats.", m.heartbeats)
+        depth = GaugeMetricFamily(
+            "kcp_listener_intake_depth",
+            "Requests waiting in a controller's listener intake (channel source).",
+            labels=["controller"],
+        )
+        for controller, provider in sorted(m._depth.items()):
+            depth.add_metric([controller], provider())
+        yield depth
+        histogram = HistogramMetricFamily(
+            "kcp_listener_request_duration_seconds",
+            "Time from request start to response on the listener routes.",
+            labels=["route"],
+        )
+        for route, hist in m.durations.items():
+            histogram.add_metric([route], hist.cumulative(), hist.sum)
+        yield histogram
+        # Upstream-compatible names (runtime-watcher listener, label server_name="listener").
+        total = sum(requests.values())
+        errors = sum(value for (_, code), value in requests.items() if code >= 300)
+        yield _upstream(
+            "watcher_listener_requests",
+            "Total number of requests received by the listener (upstream name).",
+            total,
+        )
+        yield _upstream(
+            "watcher_listener_exceeding_size_limit_requests",
+            "Requests whose body exceeds the size limit (upstream name).",
+            m.oversize,
+        )
+        yield _upstream(
+            "watcher_listener_request_errors",
+            "Requests answered with a non-2xx status (upstream name; never updated upstream).",
+            errors,
+        )
+        yield _upstream(
+            "watcher_listener_failed_verification_requests",
+            "Requests that failed authentication (upstream name; never updated upstream).",
+            sum(m.auth_failures.values()),
+        )
+        yield _upstream(
+            "watcher_listener_inflight_requests",
+            "Requests currently being handled (upstream name).",
+            m.inflight,
+            gauge=True,
+        )
+        yield _upstream(
+            "watcher_listener_request_duration",
+            "Duration of the last handled request in seconds (upstream name and semantics).",
+            m.last_duration,
+            gauge=True,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

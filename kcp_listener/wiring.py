@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.app import create_app
+from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
@@ -78,7 +78,7 @@ class OperatorListener:
             serving=self.serving,
             clock=clock,
         )
-        self.app = create_app(self.intake)
+        self.app = build_asgi(self.intake)
         self.server.app = self.app
 
     @property

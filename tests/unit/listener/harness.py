@@ -13,10 +13,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
-from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.app import create_app
+from kcp_listener.app import ASGIApp, build_asgi
 from kcp_listener.coalesce import Timer
 from kcp_listener.config import ListenerConfig
 from kcp_listener.contract import event_path, heartbeat_path
@@ -103,7 +102,7 @@ class Harness:
             clock=self.clock,
             timer=self.timer,
         )
-        self.app: FastAPI = create_app(self.intake)
+        self.app: ASGIApp = build_asgi(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)
 
     def add_runtime(
