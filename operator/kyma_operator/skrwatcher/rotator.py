@@ -34,7 +34,8 @@ class TrustRotator:
         if max_interval <= 0 or retry_interval <= 0:
             raise ValueError("intervals must be positive")
         self._identity = identity
-        self._on_change = on_bundle_change
+        self.on_bundle_change = on_bundle_change
+        """Called after the trust bundle changed (may be set after construction)."""
         self._sleep = sleep
         self.max_interval = max_interval
         self.retry_interval = retry_interval
@@ -54,8 +55,8 @@ class TrustRotator:
         bundle = state.trust.fingerprints
         if self._bundle is not None and bundle != self._bundle:
             log.info("trust bundle changed (%d CA(s)); re-rendering runtimes", len(bundle))
-            if self._on_change is not None:
-                self._on_change(state)
+            if self.on_bundle_change is not None:
+                self.on_bundle_change(state)
         self._bundle = bundle
         wait = (state.next_action_at - self._identity.now()).total_seconds()
         return min(self.max_interval, max(1.0, wait))

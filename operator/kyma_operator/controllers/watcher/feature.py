@@ -1,0 +1,109 @@
+"""Everything of the watcher mechanism in KCP, assembled once: what the operator's main wires up.
+
+* the Watcher controller (Watchers -> VirtualServices) and its informers;
+* the identity store (operator CA, gateway trust, per-runtime certificates and signing keys) and
+  the ``TrustRotator`` that moves the CA rotation along on its own schedule;
+* the ``AgentInstaller`` the Kyma reconcile calls (``feature.installer.ensure(kyma, skr_client)``),
+  reading Watchers from the controller's informer (no extra watch);
+* the fan-out, attached once the Kyma controller exists (``attach_kyma_controller``): a Watcher
+  change or a trust-bundle change re-renders every runtime's agent, rate-limited.
+
+``add_to(manager)`` registers the controller and informers (leader-only reconciles) and the rotator
+(a leader-only runnable).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kyma_operator.controllers.watcher.fanout import DelayingQueue, ObjectCache, WatcherFanout
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
+from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
+from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.manager import Manager
+from kyma_operator.skrwatcher.bundle import RotationPolicy
+from kyma_operator.skrwatcher.installer import AgentInstaller, InstallerConfig
+from kyma_operator.skrwatcher.rotator import TrustRotator
+from kyma_operator.skrwatcher.signing_keys import SigningPolicy
+from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore, TrustState, utc_now
+
+
+class WatcherFeatureConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    controller: WatcherControllerConfig = Field(default_factory=WatcherControllerConfig)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    installer: InstallerConfig
+    fanout_rate: float = Field(default=50.0, gt=0)
+    """Kymas re-rendered per second after a Watcher or trust-bundle change."""
+    fanout_debounce: float = Field(default=1.0, ge=0)
+
+
+@dataclass
+class WatcherFeature:
+    controller: WatcherController
+    identity: IdentityStore
+    installer: AgentInstaller
+    rotator: TrustRotator
+    config: WatcherFeatureConfig
+    clock: Clock | None = None
+    fanout: WatcherFanout | None = field(default=None)
+
+    def attach_kyma_controller(self, kymas: ObjectCache, queue: DelayingQueue) -> WatcherFanout:
+        """Fan Watcher and trust-bundle changes out to every Kyma of ``kymas`` through ``queue``."""
+        if self.fanout is not None:
+            raise RuntimeError("a Kyma controller is already attached")
+        namespace = self.config.controller.namespace
+        fanout = WatcherFanout(
+            kymas,
+            queue,
+            clock=self.clock,
+            rate=self.config.fanout_rate,
+            debounce=self.config.fanout_debounce,
+        )
+        fanout.watch(self.controller.watchers, namespace=namespace)
+
+        def bundle_changed(_state: TrustState) -> None:
+            fanout.trigger("trust bundle changed")
+
+        self.rotator.on_bundle_change = bundle_changed
+        self.fanout = fanout
+        return fanout
+
+    def add_to(self, manager: Manager) -> None:
+        self.controller.add_to(manager)
+        manager.add_runnable(self.rotator, leader_only=True)
+
+
+def build_watcher_feature(
+    client: KubeClient,
+    config: WatcherFeatureConfig,
+    *,
+    clock: Clock | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
+    policy: RotationPolicy | None = None,
+    signing_policy: SigningPolicy | None = None,
+) -> WatcherFeature:
+    controller = build_watcher_controller(
+        client, config=config.controller, clock=clock, wall_clock=wall_clock
+    )
+    identity = IdentityStore(
+        client, config=config.identity, policy=policy, signing_policy=signing_policy, wall_clock=wall_clock
+    )
+    installer_config = config.installer.model_copy(update={"watcher_namespace": config.controller.namespace})
+    installer = AgentInstaller(
+        identity=identity, watchers=controller.watchers, config=installer_config, wall_clock=wall_clock
+    )
+    return WatcherFeature(
+        controller=controller,
+        identity=identity,
+        installer=installer,
+        rotator=TrustRotator(identity),
+        config=config,
+        clock=clock,
+    )
