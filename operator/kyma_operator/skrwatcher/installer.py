@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
@@ -96,6 +96,19 @@ class InstallerConfig(BaseModel):
     field_manager: str = Field(default=FIELD_MANAGER, min_length=1)
     readiness_poll_seconds: float = Field(default=30.0, gt=0)
     """Requeue hint while the agent is not ready yet."""
+
+    @field_validator("kcp_addr")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        artefacts.AgentRenderOptions(kcp_addr=value)  # the renderer's own rule, checked up front
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("https://"):
+            raise ValueError("the API server only calls webhooks over https")
+        return value
 
 
 class WatcherCache(Protocol):

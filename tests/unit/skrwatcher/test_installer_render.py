@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.skrwatcher.bundle import RotationPolicy, advance_gateway, plan_root
 from kyma_operator.skrwatcher.ca import material_digest
@@ -133,3 +136,17 @@ def test_kyma_reference_from_dict_and_model() -> None:
     assert KymaRef.of(body) == expected
     assert KymaRef.of(Kyma.from_object(body)) == expected
     assert KymaRef.of(expected) is expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"kcp_addr": "no-port"}, "host:port"),
+        ({"kcp_addr": "h:99999"}, "host:port"),
+        ({"kcp_addr": "h:443", "webhook_url": "http://127.0.0.1:1"}, "https"),
+        ({"kcp_addr": "h:443", "webhook_timeout_seconds": 0}, "greater than or equal to 1"),
+    ],
+)
+def test_invalid_installer_settings_are_refused(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        InstallerConfig(**settings)
