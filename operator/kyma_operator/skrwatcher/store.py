@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -127,6 +128,8 @@ class IdentityStore:
         wall_clock: WallClock = utc_now,
         source: SecretSource | None = None,
         field_manager: str = "lifecycle-manager",
+        trust_cache_seconds: float = 60.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or IdentityConfig()
         self.policy = policy or RotationPolicy()
@@ -137,6 +140,9 @@ class IdentityStore:
         self._field_manager = field_manager
         self._trust_lock = asyncio.Lock()
         self._trust: TrustState | None = None
+        self._trust_read_at: float = 0.0
+        self._monotonic = monotonic
+        self.trust_cache_seconds = trust_cache_seconds
         self.writes = 0
         """Secrets created or updated by this store (steady state: stays constant)."""
 
@@ -166,10 +172,16 @@ class IdentityStore:
     # -- CA and gateway trust ---------------------------------------------------------------------
 
     async def ensure_trust(self, *, force: bool = False) -> TrustState:
-        """Steps 1, 2, 6, 7 of the rotation; cached until its ``next_action_at`` unless ``force``."""
+        """Steps 1, 2, 6, 7 of the rotation.
+
+        The result is reused (no API call) until its ``next_action_at`` and for at most
+        ``trust_cache_seconds``, so a change by another writer (e.g. a former leader, or a manual
+        rotation) is picked up within that time; ``force`` reads at once.
+        """
         async with self._trust_lock:
             now = self._now()
-            if not force and self._trust is not None and now < self._trust.next_action_at:
+            fresh = self._monotonic() - self._trust_read_at < self.trust_cache_seconds
+            if not force and self._trust is not None and now < self._trust.next_action_at and fresh:
                 return self._trust
             cfg = self.config
             root_secret = await self._read(cfg.ca_secret)
@@ -194,6 +206,7 @@ class IdentityStore:
                 next_action_at=bundle_mod.next_action_at(new_root, new_trust, policy=self.policy),
             )
             self._trust = state
+            self._trust_read_at = self._monotonic()
             return state
 
     async def rotate_ca(self) -> TrustState:

@@ -152,3 +152,23 @@ async def test_signing_key_rotation_publishes_before_the_agent_switches(
 
     await store.remove_runtime(kyma_name="k", runtime_id="rt")
     assert set(await _secret_versions(kcp_client, kcp_namespace)) == {"klm-watcher", "klm-istio-gateway"}
+
+
+async def test_a_rotation_by_another_writer_is_picked_up_after_the_cache_time(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = WallClock(T0)
+    ticks = [0.0]
+    config = IdentityConfig(namespace=kcp_namespace, public_key_namespace=kcp_namespace)
+    a = IdentityStore(kcp_client, config=config, wall_clock=clock, monotonic=lambda: ticks[0])
+    b = IdentityStore(kcp_client, config=config, wall_clock=clock)
+    before = await a.ensure_trust()
+    rotated = await b.rotate_ca()  # e.g. a former leader, or an operator forcing a rotation
+    assert rotated.root != before.root
+    ticks[0] = 59.0
+    assert (await a.ensure_trust()).root == before.root  # still cached
+    ticks[0] = 60.0
+    refreshed = await a.ensure_trust()
+    assert refreshed.root == rotated.root
+    identity = await a.ensure_runtime(kyma_name="k", runtime_id="rt", skr_domain="d.example.com")
+    assert issued_by(identity.leaf.certificate, rotated.root.certificate)
