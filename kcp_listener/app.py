@@ -82,7 +82,8 @@ class FastPath:
         self.intake = intake
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.intake.match(scope["path"]) is None:
+        matched = self.intake.match(scope["path"]) if scope["type"] == "http" else None
+        if matched is None:
             await self.app(scope, receive, send)
             return
 
@@ -100,6 +101,7 @@ class FastPath:
                 scope.get("scheme", "http"),
                 _headers(scope["headers"]),
                 body,
+                matched,
             )
         except ClientDisconnected:
             return

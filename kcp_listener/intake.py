@@ -174,6 +174,7 @@ class EventIntake:
         scheme: str,
         headers: Mapping[str, str],
         body: BodySource,
+        matched: tuple[str, str] | None = None,
     ) -> Reply:
         """Run the pipeline for one request (``path`` must satisfy :meth:`match`).
 
@@ -185,7 +186,7 @@ class EventIntake:
         metrics.inflight += 1
         route = "other"
         try:
-            matched = self.match(path)
+            matched = matched or self.match(path)
             if matched is None:
                 reply = _reply(404, {"error": "not found"})
             else:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import functools
 import hashlib
 import hmac
 import re
@@ -348,23 +349,31 @@ def split_url(url: str) -> tuple[str, str, str]:
     The host is lower-cased and a default port dropped (what ``httpx`` does to the URL it signs).
     """
     scheme, sep, rest = url.partition("://")
-    if not sep or not scheme.isalpha():
-        raise SignatureError("malformed", "request URL is not absolute")
-    scheme = scheme.lower()
     cut = len(rest)
     for stop in "/?#":
         index = rest.find(stop)
         if index != -1 and index < cut:
             cut = index
-    match = _AUTHORITY.fullmatch(rest[:cut])
-    if match is None:
-        raise SignatureError("malformed", "request URL has no valid host")
-    host, port = match.group(1).lower(), match.group(2)
-    authority = host if port is None or port.lstrip("0") == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    scheme, authority = _origin(scheme if sep else "", rest[:cut])
     path = rest[cut:].partition("#")[0]
     if not path.startswith("/"):
         path = "/" + path
     return scheme, authority, f"{scheme}://{authority}{path}"
+
+
+@functools.lru_cache(maxsize=256)
+def _origin(scheme: str, authority: str) -> tuple[str, str]:
+    """Normalised ``(scheme, authority)``; memoised: a listener sees a handful of distinct hosts."""
+    if not scheme.isalpha():
+        raise SignatureError("malformed", "request URL is not absolute")
+    scheme = scheme.lower()
+    match = _AUTHORITY.fullmatch(authority)
+    if match is None:
+        raise SignatureError("malformed", "request URL has no valid host")
+    host, port = match.group(1).lower(), match.group(2)
+    if port is None or port.lstrip("0") == _DEFAULT_PORTS.get(scheme):
+        return scheme, host
+    return scheme, f"{host}:{port}"
 
 
 class SignatureVerifier:

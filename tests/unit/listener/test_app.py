@@ -6,7 +6,7 @@ Every test runs twice: through the pure-ASGI fast path and through the FastAPI r
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import httpx
 import pytest
@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.contract import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
+from kcp_listener.routing import InMemoryDirectory, ObjectRef
 from kcp_listener.signing import EventSigner, make_key_id
 from tests.unit.listener.harness import (
     MANAGER,
@@ -480,3 +481,20 @@ async def test_forwarded_proto_and_public_origin(make: HarnessFactory) -> None:
     public.url = public.url.copy_with(scheme="https", host="events.kcp.example.com")
     EventSigner(pinned.private_keys["rt-1"], make_key_id("rt-1", "v1"), clock=pinned.clock).sign(public)
     assert (await pinned.send(with_signature_of(pinned, public, event()))).status_code == 200
+
+
+class ExplodingDirectory(InMemoryDirectory):
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
+        raise RuntimeError("directory exploded")
+
+
+async def test_unexpected_error_is_a_500_without_details(caplog: pytest.LogCaptureFixture) -> None:
+    """The fast path answers like Starlette's ServerErrorMiddleware would: 500, details only in the log."""
+    h = Harness(ListenerConfig(), directory=ExplodingDirectory())
+    h.add_runtime("rt-1", "kyma-1")
+    response = await h.post(event())
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal error"}
+    assert "directory exploded" in caplog.text
+    assert h.enqueued == []
+    await h.aclose()

@@ -1,0 +1,524 @@
+"""Listener benchmarks: authenticated events/s vs a bare FastAPI endpoint, latency, storms, fan-out.
+
+Run: ``.venv/bin/python -m benchmarks.listener_bench [--duration 10] [--rounds 2]`` (needs ``wrk``:
+``apt-get install -y wrk``). Results go to ``benchmarks/results/listener.md`` by hand.
+
+How it measures (one run, side by side):
+
+* Servers run in their own process (``benchmarks.listener_server``), one uvicorn worker on uvloop +
+  httptools each, started one at a time (the machine has 2 cores; the load generator takes one).
+  ``plain`` is a bare FastAPI ``POST /v2/lifecycle-manager/event`` that parses the body into the
+  ``WatchEvent`` model; ``listener`` is the full listener (signature mode: digest, RFC 9421
+  Ed25519 verify, replay cache, body validation, routing over 5,000 runtimes) enqueuing into two
+  real runtime ``Controller``s whose reconcilers count.
+* Throughput: ``wrk -t1 -c50`` with a Lua script cycling through N pre-signed requests (nonces
+  must be unique, so every request is distinct; N exceeds what a run can send, and any replay
+  would show up as non-2xx). BOTH servers get the SAME signed requests (the plain endpoint ignores
+  the signature headers), so bytes on the wire are identical. Requests are pre-signed by this
+  script over ``signing.signature_base`` with raw Ed25519 (the library signer costs ~320 us each);
+  a sample is verified with the library's verifier first, and the listener verifies every one.
+* Latency: an open-loop asyncio client at a fixed rate (latency counted from the scheduled send
+  time, so queueing is not hidden), raw HTTP/1.1 keep-alive connections.
+* Storm: 10,000 events for ONE Kyma sent as fast as possible; reconciles counted by the server's
+  real Controller (with and without the listener's per-target throttling).
+* Fan-out: 5,000 runtimes send one event each; every Kyma must be reconciled (429s are retried
+  after Retry-After, as the agent does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import re
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvloop
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from prometheus_client.parser import text_string_to_metric_families
+
+from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent, event_path
+from kcp_listener.signing import (
+    COVERED_COMPONENTS,
+    SIGNATURE_TAG,
+    EventSigner,
+    LibrarySignatureVerifier,
+    SignatureVerifier,
+    make_key_id,
+    public_key_pem,
+    signature_base,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+MANAGER = "lifecycle-manager"
+PATH = event_path(MANAGER)
+HOST = "127.0.0.1"
+BODY = WatchEvent(
+    watched=ObjectKey(namespace="kyma-system", name="default"),
+    watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
+    operation=Operation.UPDATE,
+    observed_at=datetime.datetime(2026, 11, 21, 10, 0, 0, 123456, tzinfo=datetime.UTC),
+).to_wire()
+DIGEST = "sha-256=:" + base64.b64encode(hashlib.sha256(BODY).digest()).decode() + ":"
+INNER = "(" + " ".join(f'"{c}"' for c in COVERED_COMPONENTS) + ")"
+
+
+# --- keys and pre-signed requests ------------------------------------------------------------------
+
+
+@dataclass
+class Runtimes:
+    ids: list[str]
+    keys: list[Ed25519PrivateKey]
+
+    @classmethod
+    def generate(cls, count: int) -> Runtimes:
+        ids = [f"rt-{i:05d}" for i in range(count)]
+        return cls(ids, [Ed25519PrivateKey.generate() for _ in ids])
+
+    def write_fixture(self, path: Path) -> None:
+        runtimes = [
+            {"id": rid, "public_pem": public_key_pem(key.public_key()).decode()}
+            for rid, key in zip(self.ids, self.keys, strict=True)
+        ]
+        path.write_text(json.dumps({"runtimes": runtimes}))
+
+
+@dataclass(frozen=True)
+class Signed:
+    signature_input: str
+    signature: str
+
+    def raw(self, port: int) -> bytes:
+        return (
+            f"POST {PATH} HTTP/1.1\r\nHost: {HOST}:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(BODY)}\r\nContent-Digest: {DIGEST}\r\n"
+            f"Signature-Input: {self.signature_input}\r\nSignature: {self.signature}\r\n\r\n"
+        ).encode() + BODY
+
+
+def presign(runtimes: Runtimes, indices: Sequence[int], port: int) -> list[Signed]:
+    """One distinct signed request per index (runtime index), created now."""
+    url = f"http://{HOST}:{port}{PATH}"
+    headers = {"content-type": "application/json", "content-digest": DIGEST}
+    created = int(time.time())
+    out = []
+    for serial, index in enumerate(indices):
+        params: list[tuple[str, int | str]] = [
+            ("created", created),
+            ("keyid", make_key_id(runtimes.ids[index], "v1")),
+            ("alg", "ed25519"),
+            ("expires", created + 60),
+            ("nonce", f"{serial:x}-{secrets.token_urlsafe(12)}"),
+            ("tag", SIGNATURE_TAG),
+        ]
+        signature = runtimes.keys[index].sign(signature_base("POST", url, headers, params))
+        serialized = "".join(f";{k}={v}" if isinstance(v, int) else f';{k}="{v}"' for k, v in params)
+        out.append(Signed(f"kcp={INNER}{serialized}", "kcp=:" + base64.b64encode(signature).decode() + ":"))
+    return out
+
+
+def check_sample(runtimes: Runtimes, signed: Sequence[Signed], indices: Sequence[int], port: int) -> None:
+    """The library's verifier accepts a sample of the pre-signed requests."""
+
+    class Keys:
+        def public_keys(self, key_id: str) -> list[object]:
+            return [runtimes.keys[runtimes.ids.index(key_id.split(":")[0])].public_key()]
+
+    verifier = LibrarySignatureVerifier(Keys())  # type: ignore[arg-type]
+    for position in range(0, len(signed), max(1, len(signed) // 10)):
+        item = signed[position]
+        headers = {
+            "content-type": "application/json",
+            "content-digest": DIGEST,
+            "signature-input": item.signature_input,
+            "signature": item.signature,
+        }
+        result = verifier.verify("POST", f"http://{HOST}:{port}{PATH}", headers, BODY)
+        assert result.runtime_id == runtimes.ids[indices[position]]
+
+
+# --- server processes ----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def server(kind: str, fixture: Path | None = None, **options: object) -> Iterator[int]:
+    port = free_port()
+    args = [sys.executable, "-m", "benchmarks.listener_server", "--kind", kind, "--port", str(port)]
+    if fixture is not None:
+        args += ["--fixture", str(fixture)]
+    for name, value in options.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO)])}
+    process = subprocess.Popen(args, cwd=REPO, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://{HOST}:{port}/openapi.json", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} server did not start")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def server_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = httpx.get(f"http://{HOST}:{port}/metrics", timeout=5).text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def reconciles(port: int, controller: str) -> tuple[int, int]:
+    metrics = server_metrics(port)
+    labels = (("controller", controller),)
+    return int(metrics[("bench_reconciles_total", labels)]), int(
+        metrics[("bench_distinct_reconciled", labels)]
+    )
+
+
+# --- wrk -------------------------------------------------------------------------------------------------
+
+LUA = """
+local reqs = {}
+local n = 0
+local i = 0
+local body = %(body)s
+local digest = %(digest)s
+function init(args)
+  for line in io.lines(args[1]) do
+    local tab = line:find("\\t", 1, true)
+    n = n + 1
+    reqs[n] = {line:sub(1, tab - 1), line:sub(tab + 1)}
+  end
+end
+function request()
+  i = i + 1
+  if i > n then i = 1 end
+  local r = reqs[i]
+  return wrk.format("POST", "%(path)s", {["Content-Type"] = "application/json",
+    ["Content-Digest"] = digest, ["Signature-Input"] = r[1], ["Signature"] = r[2]}, body)
+end
+"""
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx: int
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def run_wrk(port: int, signed: Sequence[Signed], duration: int, connections: int) -> WrkResult:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "requests.tsv"
+        data.write_text("".join(f"{s.signature_input}\t{s.signature}\n" for s in signed))
+        script = Path(tmp) / "signed.lua"
+        script.write_text(
+            LUA % {"body": json.dumps(BODY.decode()), "digest": json.dumps(DIGEST), "path": PATH}
+        )
+        output = subprocess.run(
+            [
+                *("wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script)),
+                *(f"http://{HOST}:{port}", "--", str(data)),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    p50 = _ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    p99 = _ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
+    total = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
+    non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    return WrkResult(rps, p50, p99, total, int(non_2xx_match.group(1)) if non_2xx_match else 0)
+
+
+# --- raw asyncio HTTP client ----------------------------------------------------------------------------
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def send(self, raw: bytes) -> tuple[int, dict[str, str]]:
+        self.writer.write(raw)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                headers[name.strip().lower()] = value.strip()
+        await self.reader.readexactly(int(headers.get("content-length", "0")))
+        return status, headers
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def fixed_rate(port: int, raws: Sequence[bytes], rate: float, connections: int) -> dict[str, float]:
+    """Open loop: request k is due at t0 + k/rate; latency is measured from the due time."""
+    conns = [await Connection.open(port) for _ in range(connections)]
+    latencies: list[float] = []
+    statuses: Counter[int] = Counter()
+    counter = iter(range(len(raws)))
+    clock = time.perf_counter  # the loop's clock has millisecond resolution under uvloop
+    t0 = clock() + 0.05
+
+    async def worker(conn: Connection) -> None:
+        for k in counter:
+            due = t0 + k / rate
+            delay = due - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            status, _ = await conn.send(raws[k])
+            latencies.append(clock() - due)
+            statuses[status] += 1
+
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = clock() - t0
+    for conn in conns:
+        conn.close()
+    latencies.sort()
+    return {
+        "sent": len(latencies),
+        "achieved_rps": len(latencies) / elapsed,
+        "p50_ms": latencies[len(latencies) // 2] * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+        "max_ms": latencies[-1] * 1000,
+        "non_200": sum(v for k, v in statuses.items() if k != 200),
+    }
+
+
+async def blast(port: int, raws: Sequence[bytes], connections: int) -> dict[str, float]:
+    """Send every request once, as fast as possible; retry 429 after Retry-After like the agent."""
+    conns = [await Connection.open(port) for _ in range(connections)]
+    statuses: Counter[int] = Counter()
+    retried = 0
+    counter = iter(raws)
+    started = time.perf_counter()
+
+    async def worker(conn: Connection) -> None:
+        nonlocal retried
+        for raw in counter:
+            while True:
+                status, headers = await conn.send(raw)
+                if status != 429:
+                    statuses[status] += 1
+                    break
+                retried += 1
+                await asyncio.sleep(float(headers.get("retry-after", "1")))
+
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = time.perf_counter() - started
+    for conn in conns:
+        conn.close()
+    return {
+        "elapsed_s": elapsed,
+        "ok": statuses[200],
+        "other": sum(statuses.values()) - statuses[200],
+        "429_retried": retried,
+    }
+
+
+# --- scenarios -------------------------------------------------------------------------------------------
+
+
+def micro(runtimes: Runtimes) -> dict[str, float]:
+    """Per-operation costs in-process: library sign, fast verify, library verify."""
+    key, key_id = runtimes.keys[0], make_key_id(runtimes.ids[0], "v1")
+    public = key.public_key()
+
+    class Keys:
+        def public_keys(self, _: str) -> list[object]:
+            return [public]
+
+    url = f"http://{HOST}:8082{PATH}"
+    request = httpx.Request("POST", url, content=BODY, headers={"content-type": "application/json"})
+    signer = EventSigner(key, key_id)
+    out = {}
+    n = 2000
+    started = time.perf_counter()
+    for _ in range(n):
+        signer.sign(request)
+    out["library_sign_us"] = (time.perf_counter() - started) / n * 1e6
+    headers = dict(request.headers)
+    for name, verifier in (
+        ("fast_verify_us", SignatureVerifier(Keys())),  # type: ignore[arg-type]
+        ("library_verify_us", LibrarySignatureVerifier(Keys())),  # type: ignore[arg-type]
+    ):
+        started = time.perf_counter()
+        for _ in range(n):
+            verifier.verify("POST", url, headers, BODY)
+        out[name] = (time.perf_counter() - started) / n * 1e6
+    message = b"x" * 400
+    signature = key.sign(message)
+    started = time.perf_counter()
+    for _ in range(n):
+        public.verify(signature, message)
+    out["raw_ed25519_verify_us"] = (time.perf_counter() - started) / n * 1e6
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--runtimes", type=int, default=5000)
+    parser.add_argument("--rate", type=float, nargs="*", default=[1000.0, 3000.0])
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["micro", "throughput", "latency", "storm", "fanout"]
+    )
+    args = parser.parse_args()
+    print(
+        f"# listener_bench {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores"
+    )
+    print(f"body {len(BODY)} bytes; runtimes {args.runtimes}")
+    runtimes = Runtimes.generate(args.runtimes)
+    with tempfile.TemporaryDirectory() as tmp:
+        fixture = Path(tmp) / "runtimes.json"
+        runtimes.write_fixture(fixture)
+        if "micro" not in args.skip:
+            for name, value in micro(runtimes).items():
+                print(f"micro {name}: {value:.1f}")
+        if "throughput" not in args.skip:
+            throughput(args, runtimes, fixture)
+        if "latency" not in args.skip:
+            latency(args, runtimes, fixture)
+        if "storm" not in args.skip:
+            storm(args, runtimes, fixture)
+        if "fanout" not in args.skip:
+            fanout(args, runtimes, fixture)
+
+
+def cycle(count: int, modulo: int) -> list[int]:
+    return [i % modulo for i in range(count)]
+
+
+def throughput(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
+    results: dict[str, list[WrkResult]] = {"plain": [], "listener": []}
+    n = 12_000 * args.duration  # more than one worker can answer in the run: no nonce is reused
+    for round_no in range(1, args.rounds + 1):
+        with server("plain") as plain_port, server("listener", fixture) as listener_port:
+            indices = cycle(n, len(runtimes.ids))
+            started = time.perf_counter()
+            signed = presign(runtimes, indices, listener_port)
+            check_sample(runtimes, signed, indices, listener_port)
+            print(f"presigned {n} requests in {time.perf_counter() - started:.1f} s")
+            for kind, port in (("plain", plain_port), ("listener", listener_port)):
+                result = run_wrk(port, signed, args.duration, args.connections)
+                results[kind].append(result)
+                print(
+                    f"round {round_no} {kind}: {result.rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, "
+                    f"p99 {result.p99_ms:.2f} ms, {result.requests} requests, non-2xx {result.non_2xx}"
+                )
+            enqueued = reconciles(listener_port, "kyma")
+            print(f"round {round_no} listener: kyma reconciles {enqueued[0]}, distinct kymas {enqueued[1]}")
+    plain = statistics.mean(r.rps for r in results["plain"])
+    listener = statistics.mean(r.rps for r in results["listener"])
+    print(f"THROUGHPUT mean plain {plain:.0f}/s, listener {listener:.0f}/s, ratio {listener / plain:.1%}")
+
+
+def latency(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
+    for rate in args.rate:
+        n = int(rate * 5)
+        for kind in ("plain", "listener"):
+            with server(kind, fixture if kind == "listener" else None) as port:
+                indices = cycle(n, len(runtimes.ids))
+                raws = [s.raw(port) for s in presign(runtimes, indices, port)]
+                stats = uvloop.run(fixed_rate(port, raws, rate, connections=64))
+                print(
+                    f"LATENCY {kind} at {rate:.0f}/s: p50 {stats['p50_ms']:.2f} ms, "
+                    f"p99 {stats['p99_ms']:.2f} ms, max {stats['max_ms']:.1f} ms, "
+                    f"achieved {stats['achieved_rps']:.0f}/s, non-200 {stats['non_200']}"
+                )
+
+
+def storm(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
+    for coalesce, reconcile_seconds in ((0.5, 0.0), (0.5, 0.05), (0.0, 0.0), (0.0, 0.05)):
+        with server("listener", fixture, coalesce=coalesce, reconcile_seconds=reconcile_seconds) as port:
+            raws = [s.raw(port) for s in presign(runtimes, [0] * 10_000, port)]
+            stats = uvloop.run(blast(port, raws, args.connections))
+            time.sleep(coalesce + reconcile_seconds + 0.5)  # let the trailing request and reconcile finish
+            total, distinct = reconciles(port, "kyma")
+            print(
+                f"STORM 10000 events one Kyma, throttle window {coalesce}s, "
+                f"reconcile {reconcile_seconds * 1000:.0f} ms: "
+                f"sent in {stats['elapsed_s']:.2f} s, 200s {stats['ok']}, other {stats['other']}, "
+                f"reconciles {total} (distinct {distinct})"
+            )
+
+
+def fanout(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
+    for channel_size in (4096, 512):
+        with server("listener", fixture, channel_size=channel_size) as port:
+            raws = [s.raw(port) for s in presign(runtimes, range(len(runtimes.ids)), port)]
+            stats = uvloop.run(blast(port, raws, args.connections))
+            deadline = time.monotonic() + 30
+            while (distinct := reconciles(port, "kyma")[1]) < len(
+                runtimes.ids
+            ) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            total, distinct = reconciles(port, "kyma")
+            print(
+                f"FANOUT {len(runtimes.ids)} runtimes x 1 event, channel {channel_size}: "
+                f"sent in {stats['elapsed_s']:.2f} s, "
+                f"200s {stats['ok']}, other {stats['other']}, 429 retried {stats['429_retried']}, "
+                f"kyma reconciles {total}, distinct {distinct}, lost {len(runtimes.ids) - distinct}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Server process for ``listener_bench``: the listener (or a bare FastAPI endpoint) on one uvicorn worker.
+
+Run by the bench, not by hand: ``python -m benchmarks.listener_server --kind listener|plain
+--port P --fixture F``. Both kinds run on uvloop + httptools through the same ``ListenerServer``
+(identical uvicorn settings). The listener kind routes into two REAL runtime ``Controller``s
+(channel source -> work queue -> reconciler) whose reconcilers count requests; the counts are
+exported as ``bench_reconciles_total{controller}`` and ``bench_distinct_reconciled{controller}`` on
+``/metrics`` so the bench can read them after a scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import Counter as Tally
+from pathlib import Path
+from typing import Any
+
+import uvloop
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from kcp_listener.app import build_asgi
+from kcp_listener.config import ListenerConfig
+from kcp_listener.contract import WatchEvent, event_path
+from kcp_listener.health import HeartbeatTracker
+from kcp_listener.intake import EventIntake
+from kcp_listener.keystore import KeyStore
+from kcp_listener.kube import ChannelSink
+from kcp_listener.metrics import ListenerMetrics
+from kcp_listener.routing import InMemoryDirectory, Router
+from kcp_listener.server import ListenerServer
+from kcp_listener.signing import load_public_key
+from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.request import Request, Result
+
+MANAGER = "lifecycle-manager"
+NAMESPACE = "kcp-system"
+
+
+class CountingReconciler:
+    def __init__(self, name: str, total: Counter, distinct: Gauge, seconds: float) -> None:
+        self.seconds = seconds
+        self.seen: Tally[Request] = Tally()
+        self.total = total.labels(name)
+        distinct.labels(name).set_function(lambda: float(len(self.seen)))
+
+    async def reconcile(self, request: Request) -> Result:
+        self.seen[request] += 1
+        self.total.inc()
+        if self.seconds:
+            await asyncio.sleep(self.seconds)
+        return Result()
+
+
+def plain_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.post(event_path(MANAGER))
+    async def event(body: WatchEvent) -> dict[str, str]:
+        return {"status": "accepted"}
+
+    return app
+
+
+async def serve(args: argparse.Namespace) -> None:
+    config = ListenerConfig(
+        port=args.port,
+        coalesce_window_seconds=args.coalesce,
+        replay_cache_entries=2_000_000,
+    )
+    controllers: list[Controller] = []
+    if args.kind == "plain":
+        app: Any = plain_app()
+    else:
+        fixture = json.loads(Path(args.fixture).read_text())  # noqa: ASYNC240 (startup, before serving)
+        registry = CollectorRegistry()
+        keys = KeyStore(registry)
+        directory = InMemoryDirectory()
+        for runtime in fixture["runtimes"]:
+            runtime_id = runtime["id"]
+            keys.set_keys(runtime_id, runtime_id, {"v1": load_public_key(runtime["public_pem"].encode())})
+            directory.add_kyma(NAMESPACE, f"kyma-{runtime_id}", runtime_id)
+            directory.add_manifest(NAMESPACE, f"kyma-{runtime_id}-istio", f"kyma-{runtime_id}")
+        total = Counter("bench_reconciles", "Reconciles run.", ["controller"], registry=registry)
+        distinct = Gauge(
+            "bench_distinct_reconciled", "Distinct objects reconciled.", ["controller"], registry=registry
+        )
+        kyma, manifest = (
+            Controller(
+                name, CountingReconciler(name, total, distinct, args.reconcile_seconds), workers=args.workers
+            )
+            for name in ("kyma", "manifest")
+        )
+        controllers = [kyma, manifest]
+        intake = EventIntake(
+            config,
+            keys=keys,
+            router=Router(directory),
+            kyma_sink=ChannelSink(kyma.channel_source(args.channel_size)),
+            manifest_sink=ChannelSink(manifest.channel_source(args.channel_size)),
+            heartbeats=HeartbeatTracker(clock=time.time, max_silence=180),
+            metrics=ListenerMetrics(registry),
+            clock=time.time,
+        )
+        app = build_asgi(intake)
+    server = ListenerServer(config, app)
+    tasks = [asyncio.create_task(c.run()) for c in controllers]
+    try:
+        await server.run()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kind", choices=["listener", "plain"], required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fixture", default="")
+    parser.add_argument("--coalesce", type=float, default=0.5)
+    parser.add_argument("--reconcile-seconds", type=float, default=0.0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--channel-size", type=int, default=4096)
+    uvloop.run(serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
