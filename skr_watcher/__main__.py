@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -26,6 +27,10 @@ log = logging.getLogger("skr_watcher")
 
 async def _serve(config: AgentConfig) -> None:
     agent = Agent(config)
+    # Everything allocated so far (modules, apps, models) lives as long as the process: move it out
+    # of the collector's sight, so full collections stay short and do not stall admissions.
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

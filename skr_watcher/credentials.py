@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcp_listener.signing import EventSigner, load_private_key, parse_key_id
+from kcp_listener.signing import load_private_key, parse_key_id
 from skr_watcher.config import AgentConfig
+from skr_watcher.signer import FastEventSigner
 
 _MIN_TLS = ssl.TLSVersion.TLSv1_2
 
@@ -93,7 +94,7 @@ def _load_chain(context: ssl.SSLContext, config: AgentConfig) -> None:
         ) from None
 
 
-def signer(config: AgentConfig, clock: Callable[[], float]) -> EventSigner | None:
+def signer(config: AgentConfig, clock: Callable[[], float]) -> FastEventSigner | None:
     """The event signer, or None when no ``SIGNING_KEY`` is configured (unsigned, xfcc mode)."""
     if config.signing_key is None:
         return None
@@ -115,7 +116,7 @@ def signer(config: AgentConfig, clock: Callable[[], float]) -> EventSigner | Non
             raise CredentialError(
                 f"signing key id (SIGNING_KEY_ID_FILE) {str(config.signing_key_id_file)!r}: {error}"
             ) from None
-    return EventSigner(private_key, key_id, clock=clock)
+    return FastEventSigner(private_key, key_id, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class Credentials:
 
     client_context: ssl.SSLContext | None
     """None when KCP is reached over plain HTTP (``KCP_SCHEME=http``, local development)."""
-    signer: EventSigner | None
+    signer: FastEventSigner | None
     fingerprint: bytes
 
 

@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 
-from kcp_listener.signing import EventSigner
-
 _JSON = "application/json"
+
+
+class Signer(Protocol):
+    """``kcp_listener.signing.EventSigner`` or ``skr_watcher.signer.FastEventSigner``."""
+
+    key_id: str
+
+    def sign(self, request: httpx.Request) -> None: ...
 
 
 @dataclass(eq=False)
 class _Slot:
     client: httpx.AsyncClient
-    signer: EventSigner | None
+    signer: Signer | None
     in_flight: int = 0
     retired: bool = False
 
@@ -33,7 +40,7 @@ class KcpClient:
         base_url: str,
         *,
         ssl_context: ssl.SSLContext | None,
-        signer: EventSigner | None,
+        signer: Signer | None,
         max_connections: int = 4,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -53,7 +60,7 @@ class KcpClient:
     def key_id(self) -> str | None:
         return self._slot.signer.key_id if self._slot.signer else None
 
-    def _new_slot(self, ssl_context: ssl.SSLContext | None, signer: EventSigner | None) -> _Slot:
+    def _new_slot(self, ssl_context: ssl.SSLContext | None, signer: Signer | None) -> _Slot:
         limits = httpx.Limits(
             max_connections=self._max_connections, max_keepalive_connections=self._max_connections
         )
@@ -66,7 +73,7 @@ class KcpClient:
         )
         return _Slot(client, signer)
 
-    async def replace(self, ssl_context: ssl.SSLContext | None, signer: EventSigner | None) -> None:
+    async def replace(self, ssl_context: ssl.SSLContext | None, signer: Signer | None) -> None:
         """Use new credentials for every request from now on."""
         old, self._slot = self._slot, self._new_slot(ssl_context, signer)
         old.retired = True

