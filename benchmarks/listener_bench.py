@@ -164,6 +164,16 @@ def free_port() -> int:
         return port
 
 
+PIDS: dict[int, int] = {}
+"""port -> server process id (for CPU accounting)."""
+
+
+def cpu_seconds(port: int) -> float:
+    """User + system CPU time the server on ``port`` has used so far."""
+    fields = Path(f"/proc/{PIDS[port]}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def server(kind: str, fixture: Path | None = None, **options: object) -> Iterator[int]:
     port = free_port()
@@ -185,6 +195,7 @@ def server(kind: str, fixture: Path | None = None, **options: object) -> Iterato
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{kind} server did not start")
             time.sleep(0.1)
+        PIDS[port] = process.pid
         yield port
     finally:
         process.terminate()
@@ -244,6 +255,8 @@ class WrkResult:
     p99_ms: float
     requests: int
     non_2xx: int
+    cpu_us: float = 0.0
+    """Server CPU time per request (user + system): robust against other load on the machine."""
 
 
 def _ms(text: str) -> float:
@@ -259,6 +272,7 @@ def run_wrk(port: int, signed: Sequence[Signed], duration: int, connections: int
         script.write_text(
             LUA % {"body": json.dumps(BODY.decode()), "digest": json.dumps(DIGEST), "path": PATH}
         )
+        cpu_before = cpu_seconds(port)
         output = subprocess.run(
             [
                 *("wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script)),
@@ -273,7 +287,8 @@ def run_wrk(port: int, signed: Sequence[Signed], duration: int, connections: int
     p99 = _ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     total = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
-    return WrkResult(rps, p50, p99, total, int(non_2xx_match.group(1)) if non_2xx_match else 0)
+    cpu_us = (cpu_seconds(port) - cpu_before) / total * 1e6
+    return WrkResult(rps, p50, p99, total, int(non_2xx_match.group(1)) if non_2xx_match else 0, cpu_us)
 
 
 # --- raw asyncio HTTP client ----------------------------------------------------------------------------
@@ -448,27 +463,48 @@ def cycle(count: int, modulo: int) -> list[int]:
 
 
 def throughput(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
-    results: dict[str, list[WrkResult]] = {"plain": [], "listener": []}
+    results: dict[str, list[WrkResult]] = {"plain": [], "listener": [], "listener-alone": []}
     n = 12_000 * args.duration  # more than one worker can answer in the run: no nonce is reused
     for round_no in range(1, args.rounds + 1):
-        with server("plain") as plain_port, server("listener", fixture) as listener_port:
+        with (
+            server("plain") as plain_port,
+            server("listener", fixture) as listener_port,
+            server("listener", fixture, sink="count") as alone_port,
+        ):
             indices = cycle(n, len(runtimes.ids))
             started = time.perf_counter()
+            # The Host header differs per port; sign for each listener (the plain one ignores it).
             signed = presign(runtimes, indices, listener_port)
+            signed_alone = presign(runtimes, indices, alone_port)
             check_sample(runtimes, signed, indices, listener_port)
-            print(f"presigned {n} requests in {time.perf_counter() - started:.1f} s")
-            for kind, port in (("plain", plain_port), ("listener", listener_port)):
-                result = run_wrk(port, signed, args.duration, args.connections)
+            print(f"presigned 2 x {n} requests in {time.perf_counter() - started:.1f} s")
+            for kind, port, requests in (
+                ("plain", plain_port, signed),
+                ("listener", listener_port, signed),
+                ("listener-alone", alone_port, signed_alone),
+            ):
+                result = run_wrk(port, requests, args.duration, args.connections)
                 results[kind].append(result)
                 print(
                     f"round {round_no} {kind}: {result.rps:.0f} req/s, p50 {result.p50_ms:.2f} ms, "
-                    f"p99 {result.p99_ms:.2f} ms, {result.requests} requests, non-2xx {result.non_2xx}"
+                    f"p99 {result.p99_ms:.2f} ms, {result.requests} requests, non-2xx {result.non_2xx}, "
+                    f"server CPU {result.cpu_us:.0f} us/request"
                 )
             enqueued = reconciles(listener_port, "kyma")
             print(f"round {round_no} listener: kyma reconciles {enqueued[0]}, distinct kymas {enqueued[1]}")
     plain = statistics.mean(r.rps for r in results["plain"])
     listener = statistics.mean(r.rps for r in results["listener"])
-    print(f"THROUGHPUT mean plain {plain:.0f}/s, listener {listener:.0f}/s, ratio {listener / plain:.1%}")
+    alone = statistics.mean(r.rps for r in results["listener-alone"])
+    cpu = {kind: statistics.mean(r.cpu_us for r in rs) for kind, rs in results.items()}
+    print(
+        f"CPU per request: plain {cpu['plain']:.0f} us, listener + controllers {cpu['listener']:.0f} us "
+        f"({cpu['plain'] / cpu['listener']:.1%} of plain's rate per core), listener alone "
+        f"{cpu['listener-alone']:.0f} us ({cpu['plain'] / cpu['listener-alone']:.1%})"
+    )
+    print(
+        f"THROUGHPUT mean plain {plain:.0f}/s; listener + controllers {listener:.0f}/s "
+        f"({listener / plain:.1%}); listener alone {alone:.0f}/s ({alone / plain:.1%})"
+    )
 
 
 def latency(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:

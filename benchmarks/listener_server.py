@@ -30,7 +30,7 @@ from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.kube import ChannelSink
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import InMemoryDirectory, Router
+from kcp_listener.routing import InMemoryDirectory, ObjectRef, RequestSink, Router
 from kcp_listener.server import ListenerServer
 from kcp_listener.signing import load_public_key
 from kyma_operator.runtime.controller import Controller
@@ -53,6 +53,20 @@ class CountingReconciler:
         if self.seconds:
             await asyncio.sleep(self.seconds)
         return Result()
+
+
+class CountSink:
+    """Accepts everything and counts (the listener alone, without controller work)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def offer(self, ref: ObjectRef) -> bool:
+        self.count += 1
+        return True
+
+    def depth(self) -> int:
+        return 0
 
 
 def plain_app() -> FastAPI:
@@ -95,12 +109,21 @@ async def serve(args: argparse.Namespace) -> None:
             for name in ("kyma", "manifest")
         )
         controllers = [kyma, manifest]
+        sinks: tuple[RequestSink, RequestSink]
+        if args.sink == "controllers":
+            sinks = (
+                ChannelSink(kyma.channel_source(args.channel_size)),
+                ChannelSink(manifest.channel_source(args.channel_size)),
+            )
+        else:
+            controllers = []
+            sinks = (CountSink(), CountSink())
         intake = EventIntake(
             config,
             keys=keys,
             router=Router(directory),
-            kyma_sink=ChannelSink(kyma.channel_source(args.channel_size)),
-            manifest_sink=ChannelSink(manifest.channel_source(args.channel_size)),
+            kyma_sink=sinks[0],
+            manifest_sink=sinks[1],
             heartbeats=HeartbeatTracker(clock=time.time, max_silence=180),
             metrics=ListenerMetrics(registry),
             clock=time.time,
@@ -125,6 +148,7 @@ def main() -> None:
     parser.add_argument("--reconcile-seconds", type=float, default=0.0)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--channel-size", type=int, default=4096)
+    parser.add_argument("--sink", choices=["controllers", "count"], default="controllers")
     uvloop.run(serve(parser.parse_args()))
 
 
