@@ -501,6 +501,14 @@ def throughput(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> N
         f"({cpu['plain'] / cpu['listener']:.1%} of plain's rate per core), listener alone "
         f"{cpu['listener-alone']:.0f} us ({cpu['plain'] / cpu['listener-alone']:.1%})"
     )
+    # Where the time goes: a raw ASGI app (the uvicorn floor) and the same plus one Ed25519 verify.
+    for kind in ("bare", "ed25519"):
+        with server(kind) as port:
+            floor = run_wrk(port, signed, args.duration, args.connections)
+            print(
+                f"floor {kind}: {floor.rps:.0f} req/s, server CPU {floor.cpu_us:.0f} us/request "
+                f"({floor.rps / plain:.1%} of plain)"
+            )
     print(
         f"THROUGHPUT mean plain {plain:.0f}/s; listener + controllers {listener:.0f}/s "
         f"({listener / plain:.1%}); listener alone {alone:.0f}/s ({alone / plain:.1%})"
@@ -523,7 +531,7 @@ def latency(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None
 
 
 def storm(args: argparse.Namespace, runtimes: Runtimes, fixture: Path) -> None:
-    for coalesce, reconcile_seconds in ((0.5, 0.0), (0.5, 0.05), (0.0, 0.0), (0.0, 0.05)):
+    for coalesce, reconcile_seconds in ((0.5, 0.0), (0.5, 0.05), (1.0, 0.0), (0.0, 0.0), (0.0, 0.05)):
         with server("listener", fixture, coalesce=coalesce, reconcile_seconds=reconcile_seconds) as port:
             raws = [s.raw(port) for s in presign(runtimes, [0] * 10_000, port)]
             stats = uvloop.run(blast(port, raws, args.connections))

@@ -1,6 +1,6 @@
 """Server process for ``listener_bench``: the listener (or a bare FastAPI endpoint) on one uvicorn worker.
 
-Run by the bench, not by hand: ``python -m benchmarks.listener_server --kind listener|plain
+Run by the bench, not by hand: ``python -m benchmarks.listener_server --kind listener|plain|bare|ed25519
 --port P --fixture F``. Both kinds run on uvloop + httptools through the same ``ListenerServer``
 (identical uvicorn settings). The listener kind routes into two REAL runtime ``Controller``s
 (channel source -> work queue -> reconciler) whose reconcilers count requests; the counts are
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -69,6 +70,30 @@ class CountSink:
         return 0
 
 
+def bare_app(verify: bool) -> Any:
+    """A raw ASGI app answering 200 (optionally after one Ed25519 verify): the floor under everything."""
+    key = Ed25519PrivateKey.generate()
+    public, message = key.public_key(), b"x" * 400
+    signature = key.sign(message)
+    head = {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"21")],
+    }
+    body = {"type": "http.response.body", "body": b'{"status":"accepted"}'}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await receive()
+        if verify:
+            public.verify(signature, message)
+        await send(head)
+        await send(body)
+
+    return app
+
+
 def plain_app() -> FastAPI:
     app = FastAPI()
 
@@ -88,6 +113,8 @@ async def serve(args: argparse.Namespace) -> None:
     controllers: list[Controller] = []
     if args.kind == "plain":
         app: Any = plain_app()
+    elif args.kind in ("bare", "ed25519"):
+        app = bare_app(verify=args.kind == "ed25519")
     else:
         fixture = json.loads(Path(args.fixture).read_text())  # noqa: ASYNC240 (startup, before serving)
         registry = CollectorRegistry()
@@ -141,7 +168,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kind", choices=["listener", "plain"], required=True)
+    parser.add_argument("--kind", choices=["listener", "plain", "bare", "ed25519"], required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--fixture", default="")
     parser.add_argument("--coalesce", type=float, default=0.5)
