@@ -7,7 +7,8 @@ request path enforces is read from here, so tests can tighten them without monke
 Auth mode: the default is ``signature`` (works without Istio, e.g. in development and in the
 integration tests). Behind the Istio gateway with mutual TLS and ``SANITIZE_SET``, ``both`` is
 recommended (XFCC client-certificate identity AND the RFC 9421 signature, which must name the same
-runtime). ``xfcc`` alone is upstream's model and accepts the upstream Go agent unchanged.
+runtime). ``xfcc`` alone is upstream's model and accepts the upstream Go agent unchanged. A mode
+ignores the credential it does not use (``signature`` ignores XFCC, ``xfcc`` ignores signatures).
 """
 
 from __future__ import annotations

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
+from kcp_listener.contract import RUNTIME_ID_LABEL
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -33,7 +35,7 @@ from kcp_listener.kube import KYMAS, MANIFESTS, InformerDirectory, feed_keystore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import RequestSink, Router
 from kcp_listener.server import ListenerServer
-from kyma_operator.runtime.informer import Informer, ListWatcher
+from kyma_operator.runtime.informer import FuncHandler, Informer, ListWatcher
 
 __all__ = ["OperatorListener"]
 
@@ -64,6 +66,8 @@ class OperatorListener:
         self.directory = InformerDirectory(self.kymas, self.manifests)
         self.heartbeats = HeartbeatTracker(clock=clock, max_silence=config.heartbeat_max_silence_seconds)
         self.heartbeats.register(registry)
+        # A deleted Kyma's runtime leaves the heartbeat series (no unbounded growth over churn).
+        self.kymas.add_handler(FuncHandler(on_delete=self._forget_runtime))
         self.metrics = ListenerMetrics(registry)
         self.server = ListenerServer(config)
         self._is_leader = is_leader
@@ -80,6 +84,11 @@ class OperatorListener:
         )
         self.app = build_asgi(self.intake)
         self.server.app = self.app
+
+    def _forget_runtime(self, kyma: dict[str, Any]) -> None:
+        runtime_id = ((kyma.get("metadata") or {}).get("labels") or {}).get(RUNTIME_ID_LABEL)
+        if runtime_id and not self.directory.kymas_for_runtime(runtime_id):
+            self.heartbeats.forget(runtime_id)
 
     @property
     def informers(self) -> list[Informer]:

@@ -205,6 +205,10 @@ async def test_heartbeat_and_rejections_over_http(stack: Stack) -> None:
     beat = Heartbeat.model_validate({"sentAt": "2027-01-01T00:00:00Z"}).to_wire()
     assert (await stack.post(heartbeat_path(MANAGER), beat, "rt-a")).status_code == 200
     assert stack.listener.heartbeats.last_seen("rt-a") is not None
+    assert (await stack.post(heartbeat_path(MANAGER), beat, "rt-b")).status_code == 200
+    await stack.client.delete(KYMAS, "kyma-b", stack.namespace)  # no finalizers: gone at once
+    await eventually(lambda: stack.listener.heartbeats.last_seen("rt-b") is None, "heartbeat series dropped")
+    assert stack.listener.heartbeats.last_seen("rt-a") is not None
     unsigned = await stack.http.post(
         event_path(MANAGER), content=event(), headers={"content-type": "application/json"}
     )
