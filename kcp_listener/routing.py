@@ -10,6 +10,9 @@ runtime's objects. This module holds that decision, free of HTTP and of Kubernet
   runtime's Kyma (same namespace, label ``operator.kyma-project.io/kyma-name`` = the Kyma's name);
   a foreign or unknown owner enqueues nothing;
 * a ``RESYNC`` event enqueues the Kyma and all its Manifests;
+* an event about the runtime's Kyma copy (kind ``Kyma`` of ``operator.kyma-project.io``) enqueues
+  the Kyma even though it carries an owner: the copy's ``owned-by`` annotation names the KCP Kyma
+  (upstream's sync metadata), not a Manifest;
 * anything else enqueues the Kyma (upstream's behaviour for every event).
 
 ``KymaDirectory`` (look-ups, served by informer indexes in production, see ``kube.py``) and
@@ -39,6 +42,8 @@ __all__ = [
 ]
 
 KYMA_NAME_LABEL = "operator.kyma-project.io/kyma-name"
+_KYMA_GROUP = "operator.kyma-project.io"
+_KYMA_KIND = "Kyma"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -101,7 +106,8 @@ class Router:
         kyma = self.kyma_of(runtime_id)
         if event.operation is Operation.RESYNC:
             return Targets(kymas=(kyma,), manifests=tuple(self._directory.manifests_of(kyma)))
-        if event.owner is not None:
+        is_kyma = event.watched_gvk.kind == _KYMA_KIND and event.watched_gvk.group == _KYMA_GROUP
+        if event.owner is not None and not is_kyma:
             owner = ObjectRef(event.owner.namespace or kyma.namespace, event.owner.name)
             owner_kyma = self._directory.manifest_kyma(owner) if owner.namespace == kyma.namespace else None
             if owner_kyma is None:

@@ -17,7 +17,7 @@ from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchE
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.keystore import KeyStore, secret_name
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, Router, RoutingError
+from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, Router, RoutingError, Targets
 from kcp_listener.signing import public_key_pem
 from kcp_listener.xfcc import XfccError, XfccParser
 from tests.unit.listener.harness import Clock, client_cert_pem, istio_xfcc
@@ -238,6 +238,13 @@ def test_router_decisions() -> None:
     assert router.route("rt-1", watch_event(owner=ObjectKey(name="m1"))).manifests == (m1,)
     resync = router.route("rt-1", watch_event(operation=Operation.RESYNC, owner=ObjectKey(name="m1")))
     assert (resync.kymas, resync.manifests) == ((kyma,), (m1,))
+    # the runtime's Kyma copy carries owned-by=<kcp ns>/<kyma>: that names the Kyma, not a Manifest
+    kyma_copy = WatchEvent(
+        watched=ObjectKey(namespace="kyma-system", name="default"),
+        watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
+        owner=ObjectKey(namespace="kcp-system", name="k1"),
+    )
+    assert router.route("rt-1", kyma_copy) == Targets(kymas=(kyma,))
     for runtime_id, event, reason in (
         ("rt-9", watch_event(), "unknown-runtime"),
         ("rt-1", watch_event(owner=ObjectKey(name="m2")), "foreign-owner"),
