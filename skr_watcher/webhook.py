@@ -103,10 +103,12 @@ class AdmissionHandler:
 
 
 def webhook_app(handler: AdmissionHandler) -> FastAPI:
+    """The admission app. The route is a plain Starlette route (no dependency injection): the
+    handler parses the body itself, and this saves about a third of the framework's per-request cost."""
     app = FastAPI(title="skr-watcher", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.post("/validate/{manager:path}")
-    async def validate(manager: str, request: Request) -> Response:
+    async def validate(request: Request) -> Response:
+        manager: str = request.path_params["manager"]
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_REVIEW_BYTES:
             status, payload = handler.too_large()
@@ -117,6 +119,7 @@ def webhook_app(handler: AdmissionHandler) -> FastAPI:
             status, payload = handler.too_large() if body is None else handler.handle(manager, body)
         return Response(payload, status, _SECURITY_HEADERS, _JSON)
 
+    app.add_route("/validate/{manager:path}", validate, methods=["POST"])
     return app
 
 
