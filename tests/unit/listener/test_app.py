@@ -36,11 +36,12 @@ def event(
     *,
     owner: str | None = None,
     operation: Operation | None = Operation.UPDATE,
-    gvk: GroupVersionKind = KYMA_GVK,
+    gvk: GroupVersionKind | None = None,
 ) -> bytes:
+    """An event about the runtime's Kyma, or (with an owner) about a module resource."""
     return WatchEvent(
         watched=ObjectKey(namespace="kyma-system", name="default"),
-        watched_gvk=gvk,
+        watched_gvk=gvk or (DEPLOY_GVK if owner else KYMA_GVK),
         operation=operation,
         owner=ObjectKey(namespace=NS, name=owner) if owner else None,
     ).to_wire()
