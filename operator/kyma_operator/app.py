@@ -1,0 +1,244 @@
+"""Assembles the operator process: one Manager running the Watcher feature, the Kyma controller and
+the listener, from an ``OperatorConfig``.
+
+Wiring (what ``build_operator`` connects):
+
+* the Watcher feature (Watcher controller -> VirtualServices, identity store, agent installer, CA
+  rotator) and its fan-out into the Kyma controller's queue;
+* the Kyma controller, reaching runtimes through their access Secrets, installing agents through
+  the feature's installer (per-Kyma webhook URLs in local runs);
+* the listener (leader-only runnable, so only the leader accepts events; the Manager's readiness is
+  "caches synced and leading"): events go into the Kyma controller's channel source, Manifest
+  requests into a counting log until the Manifest controller exists, and its heartbeat tracker
+  feeds the Kyma ``SKRWatcherHeartbeat`` condition and the adaptive safety net. It shares the Kyma
+  informer with the controller (one watch).
+
+The KCP address agents send to is ``kcp_addr`` or, as upstream, the host of Gateway
+``<namespace>/klm-watcher`` with its port or ``listener_port_overwrite``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from kcp_listener.config import ListenerConfig
+from kcp_listener.wiring import OperatorListener
+from kyma_operator.api import names
+from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
+from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
+from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
+from kyma_operator.controllers.kyma.triggers import KymaEventSink, ManifestRequestLog
+from kyma_operator.controllers.watcher.feature import (
+    WatcherFeature,
+    WatcherFeatureConfig,
+    build_watcher_feature,
+)
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, resource_for
+from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.leader import LeaderElectionConfig
+from kyma_operator.runtime.manager import Manager
+from kyma_operator.skrwatcher.installer import InstallerConfig
+from kyma_operator.skrwatcher.kcpaddr import GatewayAddressError, resolve_kcp_addr
+from kyma_operator.skrwatcher.store import IdentityConfig, utc_now
+
+log = logging.getLogger(__name__)
+
+MANAGER_NAME = "lifecycle-manager"
+
+
+class StartupError(RuntimeError):
+    """The operator cannot start (e.g. no KCP address); the message says what to fix."""
+
+
+def kcp_client(config: OperatorConfig) -> KubeClient:
+    """The KCP client: from ``config.kubeconfig``, else the in-cluster service account."""
+    if config.kubeconfig is not None:
+        try:
+            return KubeClient.from_kubeconfig_file(config.kubeconfig, user_agent="kyma-operator")
+        except ValueError as exc:
+            raise StartupError(str(exc)) from exc
+    configuration = k8s_client.Configuration()
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    except k8s_config.ConfigException as exc:
+        raise StartupError(f"no --kubeconfig given and not running in a cluster: {exc}") from exc
+    return KubeClient(configuration, user_agent="kyma-operator")
+
+
+async def resolve_agent_address(client: KubeClient, config: OperatorConfig) -> str:
+    """``config.kcp_addr``, else from the Gateway (upstream ``ResolveKcpAddr``)."""
+    if config.kcp_addr:
+        return config.kcp_addr
+    where = f"Gateway {config.namespace}/{config.gateway_name}"
+    try:
+        gateway = await client.get(resource_for(names.GATEWAY), config.gateway_name, config.namespace)
+    except NotFound as exc:
+        raise StartupError(f"{where} not found: set --kcp-addr or create the Gateway") from exc
+    except KubeError as exc:
+        raise StartupError(f"cannot read {where}: {exc}") from exc
+    try:
+        return resolve_kcp_addr(gateway, port_override=config.listener_port_overwrite)
+    except (GatewayAddressError, ValueError) as exc:
+        raise StartupError(str(exc)) from exc
+
+
+@dataclass
+class Operator:
+    config: OperatorConfig
+    client: KubeClient
+    manager: Manager
+    watcher: WatcherFeature
+    kyma: KymaController
+    listener: OperatorListener | None
+    kyma_events: KymaEventSink | None
+    """The listener's Kyma sink (observers see every request the listener routes)."""
+    manifest_requests: ManifestRequestLog
+    kcp_addr: str
+
+    async def run(self) -> None:
+        """Run until ``shutdown()``; then close the runtime clients."""
+        try:
+            await self.manager.run()
+        finally:
+            await self.kyma.close()
+
+    async def run_until_signal(self) -> None:
+        """``run()`` with graceful shutdown on SIGTERM/SIGINT."""
+        try:
+            await self.manager.run_until_signal()
+        finally:
+            await self.kyma.close()
+
+    async def shutdown(self) -> None:
+        await self.manager.shutdown()
+
+
+async def build_operator(
+    config: OperatorConfig,
+    client: KubeClient,
+    *,
+    clock: Clock | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
+    kcp_addr: str | None = None,
+) -> Operator:
+    """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up."""
+    agent_addr = kcp_addr or await resolve_agent_address(client, config)
+    ns = config.namespace
+    leader = (
+        LeaderElectionConfig(lease_name=config.leader_election_id, lease_namespace=ns)
+        if config.leader_elect
+        else None
+    )
+    manager = Manager(
+        client,
+        name=MANAGER_NAME,
+        namespace=ns,
+        leader_election=leader,
+        health_port=config.health_port,
+        metrics_port=config.metrics_port,
+        host=config.probe_host,
+        clock=clock,
+    )
+    host = agent_addr.rpartition(":")[0]
+    feature = build_watcher_feature(
+        client,
+        WatcherFeatureConfig(
+            controller=WatcherControllerConfig(namespace=ns, workers=config.watcher_workers),
+            identity=IdentityConfig(
+                namespace=config.istio_namespace,
+                server_names=(host,),
+                sync_namespace=config.sync_namespace,
+                additional_dns_names=config.additional_dns_names,
+                public_key_namespace=ns,
+            ),
+            installer=InstallerConfig(
+                kcp_addr=agent_addr,
+                sync_namespace=config.sync_namespace,
+                image=config.agent_image,
+                extra_env=dict(config.agent_env),
+                webhook_url=config.webhook_url,
+                webhook_configuration_name=config.webhook_configuration_name,
+                readiness_poll_seconds=config.agent_readiness_poll,
+            ),
+        ),
+        clock=clock,
+        wall_clock=wall_clock,
+    )
+    installers: Installers = (
+        WebhookUrlInstallers(
+            feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
+        )
+        if config.webhook_urls
+        else SingleInstaller(feature.installer)
+    )
+    kyma = build_kyma_controller(
+        client,
+        installers=installers,
+        config=KymaControllerConfig(
+            namespace=ns,
+            sync_namespace=config.sync_namespace,
+            workers=config.kyma_workers,
+            healthy_interval=config.kyma_healthy_interval,
+            unhealthy_interval=config.kyma_unhealthy_interval,
+            failure_base_delay=config.failure_base_delay,
+            failure_max_delay=config.failure_max_delay,
+        ),
+        clock=clock,
+        wall_clock=wall_clock,
+        registry=manager.registry,
+    )
+    kyma.attach_watcher_feature(feature)
+    feature.add_to(manager)
+    kyma.add_to(manager)
+    manifest_requests = ManifestRequestLog(manager.registry)
+    listener: OperatorListener | None = None
+    kyma_events: KymaEventSink | None = None
+    if config.listener_enabled:
+        listener_config = ListenerConfig(
+            namespace=ns,
+            host=config.listener_host,
+            port=config.listener_port,
+            auth_mode=config.listener_auth_mode,
+            public_origin=config.listener_public_origin,
+            heartbeat_max_silence_seconds=config.heartbeat_max_silence,
+        )
+        kyma_events = kyma.event_sink()
+        listener = OperatorListener(
+            listener_config,
+            client=client,
+            kyma_sink=kyma_events,
+            manifest_sink=manifest_requests,
+            registry=manager.registry,
+            is_leader=lambda: manager.is_leader,
+            kymas=kyma.kymas,
+        )
+        for informer in listener.informers:
+            manager.add_informer(informer)
+        manager.add_runnable(listener, leader_only=True)
+        kyma.use_heartbeats(listener.heartbeats, config.heartbeat_max_silence)
+    log.info(
+        "operator wired: namespace %s, agents send to %s, listener %s",
+        ns,
+        agent_addr,
+        f"{config.listener_host}:{config.listener_port}" if listener else "disabled",
+    )
+    return Operator(
+        config=config,
+        client=client,
+        manager=manager,
+        watcher=feature,
+        kyma=kyma,
+        listener=listener,
+        kyma_events=kyma_events,
+        manifest_requests=manifest_requests,
+        kcp_addr=agent_addr,
+    )

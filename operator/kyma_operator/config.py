@@ -1,0 +1,234 @@
+"""The operator's configuration: one validated model, filled from environment variables and flags.
+
+Every field ``some_setting`` can be set as ``--some-setting VALUE`` or as environment variable
+``KLM_SOME_SETTING`` (flags win; ``--kubeconfig`` also falls back to ``KUBECONFIG``). Booleans take
+``true``/``false`` (a bare ``--flag`` means true); mappings take ``key=value`` (flag repeated, or
+comma-separated in the environment); lists take repeated flags or comma-separated values. Invalid
+input is a ``ConfigError`` whose message names the flag and the variable, and nothing starts.
+
+Defaults are upstream's where upstream has one (namespaces, listener port 8082, probes on 8081,
+metrics on 8080, Gateway ``klm-watcher``); the probe and listener servers bind 127.0.0.1 unless told
+otherwise (in a cluster: ``--probe-host 0.0.0.0 --listener-host 0.0.0.0``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kcp_listener.config import AuthMode
+
+ENV_PREFIX = "KLM_"
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the settings concerned."""
+
+
+class OperatorConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # KCP access
+    kubeconfig: Path | None = None
+    """Kubeconfig of the KCP API server; unset: in-cluster service account."""
+    namespace: str = Field(default="kcp-system", min_length=1)
+    """Kymas, access Secrets, Watchers, Gateway, Leases (upstream ``kcp-system``)."""
+    istio_namespace: str = Field(default="istio-system", min_length=1)
+    """The operator CA, gateway credential and per-runtime certificates (upstream ``--istio-namespace``)."""
+
+    # process
+    leader_elect: bool = True
+    leader_election_id: str = Field(default="klm-controller-manager-leader-election", min_length=1)
+    """Name of the Lease in ``namespace``."""
+    probe_host: str = "127.0.0.1"
+    health_port: Port = 8081
+    metrics_port: Port | None = 8080
+    """Unset: metrics are served on the health port."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # listener
+    listener_enabled: bool = True
+    listener_host: str = "127.0.0.1"
+    listener_port: Port = 8082
+    listener_auth_mode: AuthMode = AuthMode.SIGNATURE
+    listener_public_origin: str | None = None
+    """``scheme://host[:port]`` the agents sign; unset: from each request."""
+    heartbeat_max_silence: Seconds = 180.0
+
+    # agents in the runtimes
+    kcp_addr: str | None = None
+    """``host:port`` agents send to; unset: resolved from the Gateway (upstream)."""
+    gateway_name: str = Field(default="klm-watcher", min_length=1)
+    listener_port_overwrite: Annotated[int, Field(ge=1, le=65535)] | None = None
+    """Port agents use instead of the Gateway's (upstream ``--listener-port-overwrite``, local set-ups)."""
+    sync_namespace: str = Field(default="kyma-system", min_length=1)
+    agent_image: str | None = None
+    agent_env: dict[str, str] = Field(default_factory=dict)
+    """Extra agent environment (e.g. ``KCP_SCHEME=http`` when agents reach the listener directly)."""
+    agent_readiness_poll: Seconds = 30.0
+    additional_dns_names: tuple[str, ...] = ()
+    """Extra SANs on every runtime certificate (``127.0.0.1`` for webhook URL mode on loopback)."""
+    webhook_configuration_name: str = Field(default="skr-webhook", min_length=1)
+    """Name of the runtime's ValidatingWebhookConfiguration (differs only when operators share runtimes)."""
+    webhook_url: str | None = None
+    """Local runs: runtimes call their agent at this ``https://`` base URL instead of the Service."""
+    webhook_urls: dict[str, str] = Field(default_factory=dict)
+    """Local runs: ``<kyma name>=https://host:port`` per runtime (one agent process each)."""
+
+    # controllers
+    kyma_workers: Annotated[int, Field(ge=1, le=64)] = 4
+    kyma_healthy_interval: Seconds = 1800.0
+    kyma_unhealthy_interval: Seconds = 300.0
+    failure_base_delay: Seconds = 5.0
+    failure_max_delay: Seconds = 30.0
+    watcher_workers: Annotated[int, Field(ge=1, le=16)] = 1
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("https://"):
+            raise ValueError("must start with https:// (the API server only calls webhooks over TLS)")
+        return value
+
+    @field_validator("webhook_urls")
+    @classmethod
+    def _https_each(cls, value: dict[str, str]) -> dict[str, str]:
+        for kyma, url in value.items():
+            if not url.startswith("https://"):
+                raise ValueError(f"{kyma}: must start with https://")
+        return value
+
+    @field_validator("kcp_addr")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"must be host:port, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OperatorConfig:
+        if self.failure_max_delay < self.failure_base_delay:
+            raise ValueError("failure_max_delay must not be smaller than failure_base_delay")
+        if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
+            raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
+        return self
+
+    @property
+    def kcp_host(self) -> str | None:
+        return self.kcp_addr.rpartition(":")[0] if self.kcp_addr else None
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def _shape(annotation: Any) -> str:
+    """``bool``, ``dict``, ``tuple`` or ``scalar`` for a field annotation (unwrapping ``X | None``)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _shape(inner[0]) if len(inner) == 1 else "scalar"
+    if origin is Annotated:
+        return _shape(typing.get_args(annotation)[0])
+    if annotation is bool:
+        return "bool"
+    if origin is dict:
+        return "dict"
+    if origin is tuple:
+        return "tuple"
+    return "scalar"
+
+
+def _pairs(items: Sequence[str], where: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{where}: expected key=value, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kyma-operator",
+        description="Kyma lifecycle operator: Kyma and Watcher controllers, SKR event listener.",
+        epilog=f"Every flag can also be set as environment variable {ENV_PREFIX}<FLAG_NAME>.",
+    )
+    for name, field in OperatorConfig.model_fields.items():
+        shape = _shape(field.annotation)
+        help_text = f"(env {env_name(name)}{', or KUBECONFIG' if name == 'kubeconfig' else ''})"
+        if shape == "bool":
+            parser.add_argument(
+                flag_name(name), dest=name, nargs="?", const="true", default=argparse.SUPPRESS, help=help_text
+            )
+        elif shape in ("dict", "tuple"):
+            parser.add_argument(
+                flag_name(name), dest=name, action="append", default=argparse.SUPPRESS, help=help_text
+            )
+        else:
+            parser.add_argument(flag_name(name), dest=name, default=argparse.SUPPRESS, help=help_text)
+    return parser
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorConfig:
+    """Environment first, flags on top; raises ``ConfigError`` (argparse errors exit as usual)."""
+    fields = OperatorConfig.model_fields
+    values: dict[str, Any] = {}
+    if environ.get("KUBECONFIG", "").strip():
+        values["kubeconfig"] = environ["KUBECONFIG"].strip()
+    for name, field in fields.items():
+        raw = environ.get(env_name(name), "").strip()
+        if not raw:
+            continue
+        shape = _shape(field.annotation)
+        if shape == "dict":
+            values[name] = _pairs(_split(raw), env_name(name))
+        elif shape == "tuple":
+            values[name] = tuple(_split(raw))
+        else:
+            values[name] = raw
+    flags = vars(build_parser().parse_args(list(argv)))
+    for name, raw in flags.items():
+        shape = _shape(fields[name].annotation)
+        if shape == "dict":
+            values[name] = _pairs([p for item in raw for p in _split(item)], flag_name(name))
+        elif shape == "tuple":
+            values[name] = tuple(p for item in raw for p in _split(item))
+        else:
+            values[name] = raw
+    try:
+        return OperatorConfig.model_validate(values)
+    except ValidationError as error:
+        problems = []
+        for item in error.errors(include_url=False):
+            loc = item["loc"]
+            key = str(loc[0]) if loc else ""
+            where = f"{flag_name(key)} / {env_name(key)}" if key in fields else "configuration"
+            problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+        raise ConfigError("invalid operator configuration: " + "; ".join(problems)) from None

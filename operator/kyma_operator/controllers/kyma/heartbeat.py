@@ -1,0 +1,112 @@
+"""Agent liveness per runtime, as the Kyma controller sees it (DESIGN: silent watcher failure).
+
+The listener records each runtime's last heartbeat in memory (``kcp_listener.health``). The Kyma
+reconcile turns it into condition ``SKRWatcherHeartbeat`` and picks its safety-net interval from
+it: long (default 30 min) while the agent is alive, upstream's 5 min otherwise, because then events
+may be lost and only polling notices changes.
+
+A heartbeat that stops arriving changes nothing in the API, so nothing would wake the Kyma: a
+healthy Kyma would notice only at its next 30-minute safety net. ``HeartbeatSweep`` closes that
+gap: every ``interval`` it compares, in memory, each runtime's health with what the Kyma's last
+reconcile saw and enqueues the Kymas whose health flipped (no API call; 5,000 Kymas are 5,000
+dictionary look-ups).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kyma_operator.api import names
+from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.request import Request
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+
+class HeartbeatSource(Protocol):
+    """What the controller reads (``kcp_listener.health.HeartbeatTracker`` implements it)."""
+
+    def is_healthy(self, runtime_id: str, max_silence: float | None = None) -> bool: ...
+
+    def last_seen(self, runtime_id: str) -> float | None: ...
+
+
+class KymaCache(Protocol):
+    def list(self, namespace: str | None = None) -> list[JSON]: ...
+
+
+class ObservedHealth:
+    """The agent health each Kyma's last reconcile used (written by the reconciler)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Request, bool] = {}
+
+    def record(self, request: Request, healthy: bool) -> None:
+        self._seen[request] = healthy
+
+    def forget(self, request: Request) -> None:
+        self._seen.pop(request, None)
+
+    def get(self, request: Request) -> bool | None:
+        return self._seen.get(request)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+class HeartbeatSweep:
+    """Enqueue Kymas whose agent health differs from what their last reconcile saw."""
+
+    def __init__(
+        self,
+        kymas: KymaCache,
+        observed: ObservedHealth,
+        enqueue: Callable[[Request], None],
+        *,
+        namespace: str | None = None,
+        interval: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self._kymas = kymas
+        self._observed = observed
+        self._enqueue = enqueue
+        self._namespace = namespace
+        self.interval = interval
+        self._clock = clock or RealClock()
+        self.heartbeats: HeartbeatSource | None = None
+        """Set once the listener exists; without it the sweep does nothing."""
+        self.sweeps = 0
+        self.enqueued = 0
+
+    def sweep(self) -> int:
+        """One comparison over all Kymas; returns how many were enqueued."""
+        self.sweeps += 1
+        heartbeats = self.heartbeats
+        if heartbeats is None:
+            return 0
+        count = 0
+        for obj in self._kymas.list(self._namespace):
+            meta = obj.get("metadata") or {}
+            runtime_id = (meta.get("labels") or {}).get(names.RUNTIME_ID_LABEL)
+            if not runtime_id or not meta.get("name"):
+                continue
+            request = Request(meta.get("namespace") or "", meta["name"])
+            seen = self._observed.get(request)
+            if seen is not None and seen != heartbeats.is_healthy(runtime_id):
+                self._enqueue(request)
+                count += 1
+        if count:
+            log.info("agent heartbeat health changed for %d runtime(s): reconciling their Kymas", count)
+        self.enqueued += count
+        return count
+
+    async def run(self) -> None:
+        while True:
+            await self._clock.sleep(self.interval)
+            self.sweep()

@@ -1,0 +1,171 @@
+"""The runtime's copy of the Kyma (``kyma-system/default``) and the metadata that makes it watched.
+
+Upstream (Kyma reconcile steps 6 and 10, SKR sync context): the sync namespace exists with
+``managed-by=kyma``; the runtime Kyma is created from the KCP spec if it is missing, and carries
+the labels ``operator.kyma-project.io/watched-by: kyma``, ``operator.kyma-project.io/managed-by:
+kyma``, ``kyma-project.io/runtime-id`` (plus global-account and subaccount ids when the KCP Kyma has
+them) and the annotation ``deprecated-operator.kyma-project.io/owned-by: <ns>/<kyma>``, applied with
+field manager ``kyma-sync-context``. ``watched-by=kyma`` is what the default Watcher's objectSelector
+matches, so this is what makes an edit of the runtime Kyma reach KCP as an event.
+
+Steady state costs two GETs and no write: the namespace and the metadata are applied only when
+something is missing or different. The runtime owns ``spec.modules``/``spec.channel`` of its copy
+(it is the source of truth upstream), so the spec is written only on creation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.controllers.watcher.reconciler import resource_for
+from kyma_operator.runtime.errors import AlreadyExists, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import NAMESPACES
+
+JSON = dict[str, Any]
+
+KYMAS = resource_for(names.KYMA)
+COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SUBACCOUNT_ID_LABEL)
+NAMESPACE_LABELS = {
+    names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA,
+    "istio-injection": "enabled",
+    "namespaces.warden.kyma-project.io/validate": "enabled",
+}
+
+
+class RemoteSyncError(Exception):
+    """The runtime cannot hold a Kyma copy (e.g. no Kyma CRD there); the message says why."""
+
+
+@dataclass(frozen=True)
+class RemoteKyma:
+    """The runtime's Kyma after the sync and what the sync had to do."""
+
+    obj: JSON
+    created: bool
+    metadata_applied: bool
+    namespace_applied: bool
+
+    @property
+    def spec(self) -> JSON:
+        spec = self.obj.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    def describe_spec(self) -> str:
+        modules = [str(m.get("name")) for m in self.spec.get("modules") or [] if isinstance(m, dict)]
+        return f"channel={self.spec.get('channel')} modules=[{', '.join(modules)}]"
+
+
+def sync_labels(kyma: Kyma) -> dict[str, str]:
+    labels = {names.WATCHED_BY_LABEL: names.MANAGED_BY_KYMA, names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA}
+    for key in COPIED_LABELS:
+        if kyma.labels.get(key):
+            labels[key] = kyma.labels[key]
+    return labels
+
+
+def sync_annotations(kyma: Kyma) -> dict[str, str]:
+    return {names.OWNED_BY_ANNOTATION: f"{kyma.namespace}/{kyma.name}"}
+
+
+def _missing(want: dict[str, str], have: dict[str, Any] | None) -> bool:
+    have = have or {}
+    return any(have.get(key) != value for key, value in want.items())
+
+
+class RemoteKymaSync:
+    """``ensure(kyma, skr)``: namespace and runtime Kyma with the sync metadata; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        sync_namespace: str = names.SKR_NAMESPACE,
+        remote_name: str = names.DEFAULT_REMOTE_KYMA_NAME,
+        field_manager: str = names.KYMA_SYNC_FIELD_MANAGER,
+        create_field_manager: str = names.FIELD_MANAGER,
+    ) -> None:
+        self.sync_namespace = sync_namespace
+        self.remote_name = remote_name
+        self.field_manager = field_manager
+        self.create_field_manager = create_field_manager
+
+    async def ensure(self, kyma: Kyma, skr: KubeClient) -> RemoteKyma:
+        namespace_applied = await self._ensure_namespace(skr)
+        labels, annotations = sync_labels(kyma), sync_annotations(kyma)
+        try:
+            current: JSON | None = await skr.get(KYMAS, self.remote_name, self.sync_namespace)
+        except NotFound:
+            current = None
+        if current is None:
+            created = await self._create(kyma, skr, labels, annotations)
+            if created is not None:
+                return RemoteKyma(created, True, False, namespace_applied)
+            current = await skr.get(KYMAS, self.remote_name, self.sync_namespace)  # lost a create race
+        meta = current.get("metadata") or {}
+        if not _missing(labels, meta.get("labels")) and not _missing(annotations, meta.get("annotations")):
+            return RemoteKyma(current, False, False, namespace_applied)
+        applied = await skr.apply(
+            KYMAS,
+            {
+                "apiVersion": KYMAS.api_version,
+                "kind": KYMAS.kind,
+                "metadata": {
+                    "name": self.remote_name,
+                    "namespace": self.sync_namespace,
+                    "labels": labels,
+                    "annotations": annotations,
+                },
+            },
+            field_manager=self.field_manager,
+            force=True,
+        )
+        return RemoteKyma(applied, False, True, namespace_applied)
+
+    async def _ensure_namespace(self, skr: KubeClient) -> bool:
+        try:
+            namespace = await skr.get(NAMESPACES, self.sync_namespace)
+        except NotFound:
+            namespace = None
+        if namespace is not None and not _missing(
+            NAMESPACE_LABELS, (namespace.get("metadata") or {}).get("labels")
+        ):
+            return False
+        await skr.apply(
+            NAMESPACES,
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": self.sync_namespace, "labels": dict(NAMESPACE_LABELS)},
+            },
+            field_manager=self.create_field_manager,
+            force=True,
+        )
+        return True
+
+    async def _create(
+        self, kyma: Kyma, skr: KubeClient, labels: dict[str, str], annotations: dict[str, str]
+    ) -> JSON | None:
+        spec = kyma.to_object().get("spec") or {}
+        body = {
+            "apiVersion": KYMAS.api_version,
+            "kind": KYMAS.kind,
+            "metadata": {
+                "name": self.remote_name,
+                "namespace": self.sync_namespace,
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "spec": {key: spec[key] for key in ("channel", "modules") if key in spec},
+        }
+        try:
+            return await skr.create(KYMAS, body, field_manager=self.create_field_manager)
+        except AlreadyExists:
+            return None
+        except NotFound as exc:
+            raise RemoteSyncError(
+                f"the runtime does not serve {names.KYMA.crd_name} (its CRD is missing; CRD sync to "
+                f"runtimes is not part of this operator yet): {exc.message}"
+            ) from exc

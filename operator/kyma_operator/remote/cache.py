@@ -1,0 +1,133 @@
+"""One API client per runtime, built from its kubeconfig Secret and reused across reconciles.
+
+Building a client parses the kubeconfig and opens new TLS connections, so clients are cached per
+Kyma. The cache entry is keyed by the Kyma *and* the Secret's uid and resourceVersion: a rotated
+kubeconfig (upstream rotates hourly in DEV, every 14h in PROD) is picked up on the next use without
+any TTL (upstream uses a random 23-25h TTL and leaked transports on rotation, #2216). A client is
+thrown away (and closed) when its Secret changed or disappeared, when a request through it failed
+with 401 or a TLS/transport error (``evict_on_error``), when its Kyma is gone, and on shutdown.
+
+Only the reconcile of a Kyma uses (and may replace) that Kyma's client, and the work queue never
+runs two reconciles of one Kyma at once, so a client is never closed while in use.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from kyma_operator.remote.errors import InvalidAccessSecret, SkrAccessError, is_connection_error
+from kyma_operator.remote.secrets import AccessSecret, SecretSelector
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
+
+log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[bytes], KubeClient]
+
+
+def default_client_factory(kubeconfig: bytes) -> KubeClient:
+    """A small client per runtime: few threads/connections, a request timeout well below upstream's."""
+    return KubeClient.from_kubeconfig_bytes(
+        kubeconfig, max_concurrency=4, request_timeout=15.0, user_agent="kyma-operator/skr"
+    )
+
+
+@dataclass
+class _Entry:
+    secret_uid: str
+    secret_version: str
+    client: KubeClient
+
+
+class SkrClientCache:
+    """``await get(kyma)`` returns the runtime's client; see the module docstring."""
+
+    def __init__(
+        self,
+        secrets: SecretSelector,
+        *,
+        factory: ClientFactory = default_client_factory,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self._secrets = secrets
+        self._factory = factory
+        self._entries: dict[Request, _Entry] = {}
+        self.created = 0
+        self.evicted = 0
+        self._evictions: Counter | None = None
+        if registry is not None:
+            self._evictions = Counter(
+                "kyma_operator_skr_client_evictions",
+                "Runtime API clients thrown away, by reason.",
+                ["reason"],
+                registry=registry,
+            )
+            gauge = Gauge(
+                "kyma_operator_skr_clients", "Runtime API clients currently cached.", registry=registry
+            )
+            gauge.set_function(lambda: len(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, kyma: Request) -> bool:
+        return kyma in self._entries
+
+    async def get(self, kyma: Request) -> KubeClient:
+        """The client for ``kyma``'s runtime; raises ``SkrAccessError`` when there is no usable Secret."""
+        entry = self._entries.get(kyma)
+        try:
+            secret = self._secrets.select(kyma)
+        except SkrAccessError:
+            if entry is not None:
+                await self._drop(kyma, "access-secret-unusable")
+            raise
+        if entry is not None:
+            if (entry.secret_uid, entry.secret_version) == (secret.uid, secret.resource_version):
+                return entry.client
+            await self._drop(kyma, "access-secret-changed")
+        client = self._build(secret)
+        self._entries[kyma] = _Entry(secret.uid, secret.resource_version, client)
+        self.created += 1
+        return client
+
+    def _build(self, secret: AccessSecret) -> KubeClient:
+        try:
+            return self._factory(secret.kubeconfig)
+        except ValueError as exc:
+            raise InvalidAccessSecret(
+                f"access Secret {secret.namespace}/{secret.name}: unusable kubeconfig: {exc}"
+            ) from None
+
+    async def evict(self, kyma: Request, reason: str = "evicted") -> bool:
+        """Close and forget ``kyma``'s client; True if there was one."""
+        if kyma not in self._entries:
+            return False
+        await self._drop(kyma, reason)
+        return True
+
+    async def evict_on_error(self, kyma: Request, exc: BaseException) -> bool:
+        """Evict if ``exc`` shows the client itself is bad (401, TLS, transport); True if evicted."""
+        if not is_connection_error(exc):
+            return False
+        log.info("runtime of Kyma %s: dropping its client after %s", kyma, type(exc).__name__)
+        return await self.evict(kyma, "unauthorized" if getattr(exc, "status", 0) == 401 else "transport")
+
+    async def _drop(self, kyma: Request, reason: str) -> None:
+        entry = self._entries.pop(kyma, None)
+        if entry is None:
+            return
+        self.evicted += 1
+        if self._evictions is not None:
+            self._evictions.labels(reason).inc()
+        await entry.client.close()
+
+    async def close(self) -> None:
+        """Close every client (operator shutdown)."""
+        entries, self._entries = self._entries, {}
+        for entry in entries.values():
+            await entry.client.close()

@@ -1,0 +1,161 @@
+"""Runs the real operator (``kyma_operator.app``) against the session's KCP and SKR API servers.
+
+Each test gets its own KCP namespace (Kymas, access Secrets, Watchers, PKI) and its own runtime
+namespace ``<ns>-skr`` and webhook configuration ``<ns>-webhook`` in the shared SKRs, so tests do
+not see each other's objects. Reconciles are observed through the reconciler's report hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kyma_operator.api import names
+from kyma_operator.app import Operator, build_operator
+from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.kyma.reconciler import ReconcileReport
+from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
+from kyma_operator.runtime.errors import AlreadyExists, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import NAMESPACES, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from tests.controlplane.binaries import REPO_ROOT
+from tests.controlplane.cluster import free_port
+
+KYMAS = resource_for(names.KYMA)
+DEFAULT_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-kyma.yaml"
+
+
+def default_watcher(namespace: str) -> dict[str, Any]:
+    """Upstream's default Kyma Watcher (manifests/kcp/watcher-kyma.yaml) in ``namespace``."""
+    body: dict[str, Any] = yaml.safe_load(Path(DEFAULT_WATCHER).read_text())
+    body["metadata"]["namespace"] = namespace
+    body["spec"]["serviceInfo"]["namespace"] = namespace
+    return body
+
+
+def kyma_body(name: str, namespace: str, runtime_id: str, channel: str = "regular") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {names.RUNTIME_ID_LABEL: runtime_id},
+            "annotations": {names.SKR_DOMAIN_ANNOTATION: f"{runtime_id}.example.com"},
+        },
+        "spec": {"channel": channel},
+    }
+
+
+def access_secret(name: str, namespace: str, kyma: str, kubeconfig: bytes) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": {names.KYMA_NAME_LABEL: kyma}},
+        "data": {"config": base64.b64encode(kubeconfig).decode()},
+    }
+
+
+@dataclass
+class RunningOperator:
+    operator: Operator
+    namespace: str
+    reports: list[ReconcileReport] = field(default_factory=list)
+    routed: list[Request] = field(default_factory=list)
+
+    @property
+    def sync_namespace(self) -> str:
+        return self.operator.config.sync_namespace
+
+    @property
+    def webhook_configuration(self) -> str:
+        return self.operator.config.webhook_configuration_name
+
+    def request(self, name: str) -> Request:
+        return Request(self.namespace, name)
+
+    def reports_for(self, name: str) -> list[ReconcileReport]:
+        return [r for r in self.reports if r.request == self.request(name)]
+
+    async def wait_report(
+        self,
+        predicate: Callable[[ReconcileReport], bool],
+        *,
+        what: str,
+        deadline: float = 15.0,
+        after: int = 0,
+    ) -> ReconcileReport:
+        """The first report (from index ``after`` on) matching ``predicate``, polling until ``deadline``."""
+        until = time.monotonic() + deadline
+        while time.monotonic() < until:
+            for report in self.reports[after:]:
+                if predicate(report):
+                    return report
+            await asyncio.sleep(0.02)
+        seen = "\n  ".join(r.line() for r in self.reports[after:][-10:])
+        raise AssertionError(f"timed out after {deadline}s waiting for {what}; last reports:\n  {seen}")
+
+
+def operator_config(namespace: str, **overrides: Any) -> OperatorConfig:
+    listener_port = free_port()
+    values: dict[str, Any] = {
+        "namespace": namespace,
+        "istio_namespace": namespace,
+        "leader_elect": False,
+        "health_port": 0,
+        "metrics_port": None,
+        "listener_enabled": False,
+        "listener_port": listener_port,
+        "kcp_addr": f"127.0.0.1:{listener_port}",
+        "sync_namespace": f"{namespace}-skr",
+        "webhook_configuration_name": f"{namespace}-webhook",
+        "webhook_url": f"https://127.0.0.1:{free_port()}",  # nothing listens: failurePolicy Ignore
+        "additional_dns_names": ("127.0.0.1",),
+        "agent_env": {"KCP_SCHEME": "http"},
+        "failure_base_delay": 0.2,
+        "failure_max_delay": 2.0,
+        "kyma_workers": 2,
+    }
+    values.update(overrides)
+    return OperatorConfig(**values)
+
+
+@contextlib.asynccontextmanager
+async def running_operator(
+    kcp: KubeClient, config: OperatorConfig, *, skrs: tuple[KubeClient, ...] = ()
+) -> AsyncIterator[RunningOperator]:
+    """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config."""
+    operator = await build_operator(config, kcp)
+    running = RunningOperator(operator, config.namespace)
+    operator.kyma.reconciler.observers.append(running.reports.append)
+    if operator.kyma_events is not None:
+        operator.kyma_events.observers.append(running.routed.append)
+    task = asyncio.create_task(operator.run())
+    try:
+        await asyncio.wait_for(operator.manager.started.wait(), 15.0)
+        yield running
+    finally:
+        await operator.shutdown()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        for skr in skrs:
+            with contextlib.suppress(NotFound):
+                await skr.delete(VALIDATING_WEBHOOK_CONFIGURATIONS, config.webhook_configuration_name)
+            with contextlib.suppress(NotFound):
+                await skr.delete(NAMESPACES, config.sync_namespace)
+
+
+async def create_runtime(
+    kcp: KubeClient, namespace: str, name: str, runtime_id: str, kubeconfig: bytes | None
+) -> dict[str, Any]:
+    """A Kyma and (if ``kubeconfig``) its access Secret, plus the default Watcher if missing."""
+    with contextlib.suppress(AlreadyExists):
+        await kcp.create(WATCHERS, default_watcher(namespace))
+    if kubeconfig is not None:
+        await kcp.create(SECRETS, access_secret(f"{name}-kubeconfig", namespace, name, kubeconfig))
+    return await kcp.create(KYMAS, kyma_body(name, namespace, runtime_id))
