@@ -1,9 +1,10 @@
 """A KCP stand-in process for agent benchmarks: HTTPS with mTLS, counts events per watched object.
 
-Run by ``benchmarks.agent_bench`` (``python -m benchmarks.agent_receiver --port ... --cert ...``). One
-uvicorn worker on uvloop + httptools. ``--verify`` also checks every RFC 9421 signature with
-``kcp_listener.signing.SignatureVerifier`` (off by default, so the receiver's CPU use stays small on
-a 2-core machine and the agent's sender is what is measured). ``GET /stats`` returns the counts.
+Run by ``benchmarks.agent_bench`` (``python -m benchmarks.agent_receiver --port ... --cert ...``).
+One uvicorn worker on uvloop + httptools serving a raw ASGI app (no framework): the stand-in should
+take as little CPU as possible from the agent on this 2-core machine. ``--verify-key`` also checks
+every RFC 9421 signature with ``kcp_listener.signing.SignatureVerifier`` (off by default).
+``GET /stats`` returns the counts, ``POST /reset`` clears them.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import argparse
 import json
 import ssl
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from fastapi import FastAPI, Request, Response
 
 from kcp_listener.signing import SignatureError, SignatureVerifier, load_public_key
 
@@ -31,48 +32,72 @@ class _Keys:
         return [self._key] if key_id == self._key_id else []
 
 
-def app(verifier: SignatureVerifier | None) -> FastAPI:
-    api = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+ASGIApp = Callable[
+    [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+    Awaitable[None],
+]
+
+
+def app(verifier: SignatureVerifier | None) -> ASGIApp:
+    """A raw ASGI app (no framework): the stand-in for KCP should take as little CPU as possible."""
     counts: Counter[str] = Counter()
     operations: Counter[str] = Counter()
     totals = {"events": 0, "heartbeats": 0, "rejected": 0}
 
-    @api.post("/v2/{manager}/{what}")
-    async def receive(manager: str, what: str, request: Request) -> Response:
-        body = await request.body()
+    async def respond(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, body: bytes) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def application(
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        path: str = scope["path"]
+        if scope["method"] == "GET" and path == "/stats":
+            payload = {
+                **totals,
+                "operations": dict(operations),
+                "top": counts.most_common(5),
+                "names": len(counts),
+            }
+            await respond(send, 200, json.dumps(payload).encode())
+            return
+        if scope["method"] == "POST" and path == "/reset":
+            counts.clear()
+            operations.clear()
+            totals.update(events=0, heartbeats=0, rejected=0)
+            await respond(send, 200, b"{}")
+            return
         if verifier is not None:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            host = headers.get("host", "")
             try:
-                verifier.verify(request.method, str(request.url), request.headers, body)
+                verifier.verify(scope["method"], f"{scope['scheme']}://{host}{path}", headers, body)
             except SignatureError:
                 totals["rejected"] += 1
-                return Response(b'{"error":"unauthenticated"}', 401)
-        if what == "heartbeat":
+                await respond(send, 401, b'{"error":"unauthenticated"}')
+                return
+        if path.endswith("/heartbeat"):
             totals["heartbeats"] += 1
         else:
             document = json.loads(body)
             counts[document["watched"]["name"]] += 1
             operations[document.get("operation", "")] += 1
             totals["events"] += 1
-        return Response(b'{"accepted":true}', 200, media_type="application/json")
+        await respond(send, 200, b'{"accepted":true}')
 
-    @api.get("/stats")
-    async def stats() -> Response:
-        payload = {
-            **totals,
-            "operations": dict(operations),
-            "top": counts.most_common(5),
-            "names": len(counts),
-        }
-        return Response(json.dumps(payload).encode(), 200, media_type="application/json")
-
-    @api.post("/reset")
-    async def reset() -> Response:
-        counts.clear()
-        operations.clear()
-        totals.update(events=0, heartbeats=0, rejected=0)
-        return Response(b"{}", 200, media_type="application/json")
-
-    return api
+    return application
 
 
 def main() -> None:
