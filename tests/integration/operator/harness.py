@@ -101,6 +101,23 @@ class RunningOperator:
         raise AssertionError(f"timed out after {deadline}s waiting for {what}; last reports:\n  {seen}")
 
 
+async def settled(running: RunningOperator, *names: str, deadline: float = 15.0) -> None:
+    """Each Kyma had a reconcile that wrote nothing (converged), and the work queue is idle."""
+
+    def converged(name: str) -> Callable[[ReconcileReport], bool]:
+        return lambda r: (
+            r.request.name == name and not r.status_written and r.outcome in ("Processing", "Ready")
+        )
+
+    for name in names:
+        await running.wait_report(
+            converged(name),
+            what=f"{name} converged",
+            deadline=deadline,
+        )
+    await asyncio.wait_for(running.operator.kyma.controller.queue.wait_idle(), deadline)
+
+
 def operator_config(namespace: str, **overrides: Any) -> OperatorConfig:
     listener_port = free_port()
     values: dict[str, Any] = {
@@ -129,7 +146,13 @@ def operator_config(namespace: str, **overrides: Any) -> OperatorConfig:
 async def running_operator(
     kcp: KubeClient, config: OperatorConfig, *, skrs: tuple[KubeClient, ...] = ()
 ) -> AsyncIterator[RunningOperator]:
-    """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config."""
+    """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config.
+
+    The default Kyma Watcher exists before the operator starts (a Watcher created later would fan
+    out to every Kyma, which some tests must not see).
+    """
+    with contextlib.suppress(AlreadyExists):
+        await kcp.create(WATCHERS, default_watcher(config.namespace))
     operator = await build_operator(config, kcp)
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)
@@ -153,9 +176,7 @@ async def running_operator(
 async def create_runtime(
     kcp: KubeClient, namespace: str, name: str, runtime_id: str, kubeconfig: bytes | None
 ) -> dict[str, Any]:
-    """A Kyma and (if ``kubeconfig``) its access Secret, plus the default Watcher if missing."""
-    with contextlib.suppress(AlreadyExists):
-        await kcp.create(WATCHERS, default_watcher(namespace))
+    """A Kyma and (if ``kubeconfig``) its access Secret."""
     if kubeconfig is not None:
         await kcp.create(SECRETS, access_secret(f"{name}-kubeconfig", namespace, name, kubeconfig))
     return await kcp.create(KYMAS, kyma_body(name, namespace, runtime_id))

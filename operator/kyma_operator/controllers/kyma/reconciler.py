@@ -18,6 +18,12 @@ Flow (upstream steps in brackets, see ``reference/upstream-kyma-manifest-control
    5 min otherwise (or earlier when a certificate or key rotation is due); Processing -> the
    installer's readiness poll; Error -> backoff.
 
+Events can overtake their write: the agent sees a change in a *validating admission* call, before
+the API server stores it, and answers and sends at once, so the reconcile may read the runtime
+Kyma before the edit is visible. A reconcile woken by a runtime event that finds the runtime Kyma's
+spec unchanged since the previous reconcile therefore looks again after ``event_settle_delay``
+(once per such event; remembered per Kyma in memory, a digest per Kyma).
+
 Not here yet (later issues), and deliberately not stubbed: module resolution through
 ModuleTemplates/ModuleReleaseMetas, Manifests and their aggregation into ``status.modules`` and
 the state, the ``Modules``/``ModuleCatalog``/``CRDsSync`` conditions, CRD and catalog sync into the
@@ -30,6 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,8 +51,8 @@ from kyma_operator.api.meta import Condition, InvalidObjectError, State
 from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
-from kyma_operator.controllers.kyma.skrsync import KYMAS, RemoteKymaSync, RemoteSyncError
-from kyma_operator.controllers.kyma.triggers import TriggerLog
+from kyma_operator.controllers.kyma.skrsync import KYMAS, RemoteKyma, RemoteKymaSync, RemoteSyncError
+from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD, TriggerLog
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.clock import Clock, RealClock
@@ -81,6 +89,8 @@ class KymaControllerConfig(BaseModel):
     failure_base_delay: float = Field(default=5.0, gt=0)
     failure_max_delay: float = Field(default=30.0, gt=0)
     """Backoff of failed reconciles (upstream ``--failure-base-delay`` / ``--failure-max-delay``)."""
+    event_settle_delay: float = Field(default=0.25, gt=0)
+    """Re-read delay when a runtime event arrived but the runtime Kyma looks unchanged (see below)."""
     heartbeat_sweep_interval: float = Field(default=30.0, gt=0)
     heartbeat_max_silence: float | None = Field(default=None, gt=0)
     """``None``: the listener's ``heartbeat_max_silence_seconds``."""
@@ -143,6 +153,9 @@ class KymaReconciler:
         self.on_start: list[Callable[[Request, tuple[str, ...]], None]] = []
         """Called as a reconcile begins (benchmarks measure event -> reconcile start)."""
         self.status_writes = 0
+        self._remote_specs: dict[Request, str] = {}
+        """Digest of the runtime Kyma's spec as the last reconcile read it."""
+        self.settle_rereads = 0
 
     # -- entry point -----------------------------------------------------------------------------
 
@@ -170,6 +183,7 @@ class KymaReconciler:
         if obj is None:
             await self.skr_clients.evict(request, "kyma-gone")
             self.observed_health.forget(request)
+            self._remote_specs.pop(request, None)
             report.set("gone", "no such Kyma (deleted, or not created yet)")
             return Result()
         try:
@@ -206,6 +220,7 @@ class KymaReconciler:
             condition = st.unreachable_condition(reason, message, now)
             return await self._fail(kyma, rv, report, condition, heartbeat, message)
         report.remote_spec = remote.describe_spec()
+        settle = self._needs_settle_reread(request, remote, report.triggers)
         agent = await self.installers.for_kyma(kyma.name).ensure(kyma, skr)
         state, webhook = st.webhook_condition(agent, now)
         outcome = st.Outcome(state, (webhook, *heartbeat), _operation(state, agent.message))
@@ -219,7 +234,19 @@ class KymaReconciler:
             interval = self.config.unhealthy_interval
         if agent.requeue_after is not None:
             interval = min(interval, max(1.0, agent.requeue_after))
+        if settle:
+            self.triggers.note(request, RUNTIME_EVENT_REREAD)
+            interval = min(interval, self.config.event_settle_delay)
         return Result(requeue_after=interval)
+
+    def _needs_settle_reread(self, request: Request, remote: RemoteKyma, triggers: tuple[str, ...]) -> bool:
+        digest = hashlib.sha256(json.dumps(remote.spec, sort_keys=True).encode()).hexdigest()
+        previous = self._remote_specs.get(request)
+        self._remote_specs[request] = digest
+        reread = RUNTIME_EVENT in triggers and previous == digest and not remote.created
+        if reread:
+            self.settle_rereads += 1
+        return reread
 
     async def _fail(
         self,
@@ -340,6 +367,7 @@ class KymaReconciler:
             skipped = skipped or " (runtime unreachable; runtime part skipped)"
         await self.skr_clients.evict(request, "kyma-deleted")
         self.observed_health.forget(request)
+        self._remote_specs.pop(request, None)
         finalizers = [f for f in kyma.metadata.finalizers if f != names.KYMA_FINALIZER]
         try:
             await self.client.patch(

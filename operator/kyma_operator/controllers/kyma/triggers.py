@@ -30,6 +30,7 @@ from kyma_operator.runtime.request import Request
 log = logging.getLogger(__name__)
 
 RUNTIME_EVENT = "runtime event"
+RUNTIME_EVENT_REREAD = "runtime event, re-read"
 KYMA_CHANGED = "KCP Kyma changed"
 WATCHER_FANOUT = "Watcher change fan-out"
 ACCESS_SECRET = "access Secret changed"
