@@ -1,7 +1,8 @@
-"""The README's run command starts KCP + SKR with CRDs, reports how to reach them, and stops cleanly."""
+"""The README's run command brings the whole system up, routes a runtime edit to its Kyma, and stops."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import kubernetes
@@ -10,13 +11,36 @@ import pytest
 from tests.controlplane import localrun
 
 
-def test_local_run_once_brings_up_kcp_and_skr_with_crds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_run_once_routes_a_runtime_edit_to_a_targeted_reconcile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert localrun.main(["--once", "--skrs", "1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"ready in [0-9.]+s; 7 CRDs installed in KCP", out)
     urls = dict(re.findall(r"^\s+(kcp|skr-1)\s+(https://127\.0\.0\.1:\d+)", out, re.MULTILINE))
     assert set(urls) == {"kcp", "skr-1"}
-    # Everything was stopped again: the written kubeconfig points at a server that is gone.
+    assert re.search(r"operator running: listener on 127\.0\.0\.1:\d+", out)
+    pids = [int(pid) for pid in re.findall(r"agent for skr-1 started \(pid (\d+)\)", out)]
+    assert len(pids) == 1
+    assert re.search(r"agent for skr-1 running on https://127\.0\.0\.1:\d+ \(ready\)", out)
+    assert "Kyma kcp-system/rt-skr-1 is Ready" in out
+
+    # the edit, the routed event and the targeted reconcile that read the new spec, in this order
+    edit = out.index(
+        "--once: editing runtime Kyma kyma-system/default in skr-1: spec.channel regular -> fast"
+    )
+    routed = out.index(
+        "event from runtime rt-skr-1 (signed, verified) -> listener enqueues Kyma kcp-system/rt-skr-1", edit
+    )
+    reconciled = re.compile(
+        r"targeted reconcile Kyma kcp-system/rt-skr-1 \[runtime event[^\]]*\]: Ready: .*channel=fast"
+    )
+    assert reconciled.search(out, routed)
+    assert "--once: OK" in out
+
+    # everything was stopped again: the agent process and the API servers are gone
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
     api_client = kubernetes.config.new_client_from_config(
         config_file=str(localrun.RUN_DIR / "kcp.kubeconfig")
     )
