@@ -1,0 +1,88 @@
+"""Operator configuration from environment and flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kcp_listener.config import AuthMode
+from kyma_operator.config import ConfigError, OperatorConfig, load_config
+
+
+def test_defaults_are_upstreams() -> None:
+    config = load_config([], {})
+    assert config == OperatorConfig()
+    assert (config.namespace, config.istio_namespace, config.sync_namespace) == (
+        "kcp-system",
+        "istio-system",
+        "kyma-system",
+    )
+    assert (config.listener_port, config.health_port, config.metrics_port) == (8082, 8081, 8080)
+    assert config.leader_elect and config.listener_enabled
+    assert config.kcp_addr is None  # resolved from the Gateway at start-up
+    assert (config.kyma_healthy_interval, config.kyma_unhealthy_interval) == (1800.0, 300.0)
+
+
+def test_environment_then_flags() -> None:
+    env = {
+        "KUBECONFIG": "/tmp/kcp.kubeconfig",
+        "KLM_LISTENER_PORT": "9000",
+        "KLM_LEADER_ELECT": "false",
+        "KLM_AGENT_ENV": "KCP_SCHEME=http, HEARTBEAT_INTERVAL=5s",
+        "KLM_ADDITIONAL_DNS_NAMES": "127.0.0.1,localhost",
+        "KLM_LOG_LEVEL": "debug",
+    }
+    config = load_config(
+        [
+            "--listener-port",
+            "9100",
+            "--listener-auth-mode",
+            "both",
+            "--webhook-urls",
+            "kyma-1=https://127.0.0.1:9443",
+            "--webhook-urls",
+            "kyma-2=https://127.0.0.1:9444",
+            "--listener-enabled",
+        ],
+        env,
+    )
+    assert config.kubeconfig == Path("/tmp/kcp.kubeconfig")
+    assert config.listener_port == 9100  # flag wins
+    assert config.leader_elect is False
+    assert config.listener_enabled is True  # bare boolean flag
+    assert config.listener_auth_mode is AuthMode.BOTH
+    assert config.agent_env == {"KCP_SCHEME": "http", "HEARTBEAT_INTERVAL": "5s"}
+    assert config.additional_dns_names == ("127.0.0.1", "localhost")
+    assert config.webhook_urls == {"kyma-1": "https://127.0.0.1:9443", "kyma-2": "https://127.0.0.1:9444"}
+    assert config.log_level == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--listener-port", "70000"], {}, "--listener-port / KLM_LISTENER_PORT"),
+        ([], {"KLM_KCP_ADDR": "no-port"}, "--kcp-addr / KLM_KCP_ADDR: must be host:port"),
+        (["--webhook-url", "http://127.0.0.1:1"], {}, "must start with https://"),
+        (["--webhook-urls", "kyma-1"], {}, "--webhook-urls: expected key=value"),
+        ([], {"KLM_LEADER_ELECT": "maybe"}, "--leader-elect / KLM_LEADER_ELECT"),
+        (["--kyma-healthy-interval", "60"], {}, "kyma_healthy_interval must not be smaller"),
+    ],
+)
+def test_invalid_input_names_the_setting(argv: list[str], env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=r"invalid operator configuration|expected key=value") as info:
+        load_config(argv, env)
+    assert message in str(info.value)
+
+
+def test_unknown_flag_exits_like_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        load_config(["--no-such-flag"], {})
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_main_rejects_bad_configuration_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from kyma_operator.__main__ import main
+
+    assert main(["--listener-port", "-1"]) == 2
+    assert "--listener-port / KLM_LISTENER_PORT" in capsys.readouterr().err

@@ -1,0 +1,122 @@
+"""Why-it-ran bookkeeping, the listener sinks and the heartbeat sweep (no API involved)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kcp_listener.routing import ObjectRef
+from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
+from kyma_operator.controllers.kyma.triggers import (
+    RUNTIME_EVENT,
+    KymaEventSink,
+    ManifestRequestLog,
+    NotingQueue,
+    TriggerLog,
+)
+from kyma_operator.runtime.clock import FakeClock, settle
+from kyma_operator.runtime.controller import ChannelSource
+from kyma_operator.runtime.request import Request
+
+A = Request("kcp-system", "a")
+B = Request("kcp-system", "b")
+
+
+def test_trigger_log_collects_distinct_reasons_until_taken() -> None:
+    log = TriggerLog()
+    log.note(A, "x")
+    log.note(A, "y")
+    log.note(A, "x")
+    assert log.take(A) == ("x", "y")
+    assert log.take(A) == ()
+    assert len(log) == 0
+
+
+def test_kyma_event_sink_notes_observes_and_pushes_back_when_full() -> None:
+    log = TriggerLog()
+    sink = KymaEventSink(ChannelSource(maxsize=1), log)
+    seen: list[Request] = []
+    sink.observers.append(seen.append)
+    assert sink.offer(ObjectRef("kcp-system", "a"))
+    assert sink.depth() == 1
+    assert not sink.offer(ObjectRef("kcp-system", "b"))  # full: the listener answers 429
+    assert seen == [A, B]
+    assert log.take(A) == (RUNTIME_EVENT,)
+
+
+def test_manifest_requests_are_counted_until_a_manifest_controller_exists() -> None:
+    registry = CollectorRegistry()
+    sink = ManifestRequestLog(registry)
+    assert sink.offer(ObjectRef("kcp-system", "m1"))
+    assert sink.offer(ObjectRef("kcp-system", "m2"))
+    assert (sink.count, sink.depth()) == (2, 0)
+    assert registry.get_sample_value("kyma_operator_manifest_requests_unhandled_total") == 2
+
+
+def test_noting_queue_notes_before_delegating() -> None:
+    added: list[tuple[Request, float]] = []
+
+    class Queue:
+        def add_after(self, key: Request, delay: float) -> None:
+            added.append((key, delay))
+
+    log = TriggerLog()
+    NotingQueue(Queue(), log, "fan-out").add_after(A, 0.5)
+    assert added == [(A, 0.5)]
+    assert log.take(A) == ("fan-out",)
+
+
+class Kymas:
+    def __init__(self, *objs: dict[str, Any]) -> None:
+        self.objs = list(objs)
+
+    def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [o for o in self.objs if namespace is None or o["metadata"]["namespace"] == namespace]
+
+
+def kyma(name: str, runtime_id: str | None) -> dict[str, Any]:
+    labels = {"kyma-project.io/runtime-id": runtime_id} if runtime_id else {}
+    return {"metadata": {"name": name, "namespace": "kcp-system", "labels": labels}}
+
+
+class Heartbeats:
+    def __init__(self) -> None:
+        self.healthy: set[str] = set()
+
+    def is_healthy(self, runtime_id: str, max_silence: float | None = None) -> bool:
+        return runtime_id in self.healthy
+
+    def last_seen(self, runtime_id: str) -> float | None:
+        return 1.0 if runtime_id in self.healthy else None
+
+
+async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
+    observed = ObservedHealth()
+    enqueued: list[Request] = []
+    clock = FakeClock()
+    sweep = HeartbeatSweep(
+        Kymas(kyma("a", "rt-a"), kyma("b", "rt-b"), kyma("c", "rt-c"), kyma("d", None)),
+        observed,
+        enqueued.append,
+        namespace="kcp-system",
+        interval=30,
+        clock=clock,
+    )
+    assert sweep.sweep() == 0  # no listener yet
+    heartbeats = Heartbeats()
+    sweep.heartbeats = heartbeats
+    observed.record(A, False)  # a: unhealthy when last reconciled
+    observed.record(B, True)  # b: healthy when last reconciled
+    # c: never reconciled -> not swept (its first reconcile decides)
+    heartbeats.healthy = {"rt-b"}
+    assert sweep.sweep() == 0
+    heartbeats.healthy = {"rt-a"}  # a came back, b went silent
+    task = asyncio.create_task(sweep.run())
+    await clock.wait_for_pending()
+    clock.advance(30)
+    await settle()
+    task.cancel()
+    assert sorted(enqueued) == [A, B]
+    assert sweep.enqueued == 2
