@@ -63,9 +63,16 @@ def manifest(namespace: str, name: str, kyma_name: str) -> dict[str, object]:
 
 
 def event(owner: str | None = None, operation: Operation = Operation.UPDATE, namespace: str = "") -> bytes:
+    if owner:
+        # A module resource in the runtime, annotated with its owning Manifest.
+        watched = ObjectKey(namespace="kyma-system", name="module-deployment")
+        gvk = GroupVersionKind(group="apps", version="v1", kind="Deployment")
+    else:
+        watched = ObjectKey(namespace="kyma-system", name="default")
+        gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma")
     return WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
-        watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
+        watched=watched,
+        watched_gvk=gvk,
         operation=operation,
         owner=ObjectKey(namespace=namespace, name=owner) if owner else None,
     ).to_wire()
