@@ -218,25 +218,27 @@ class VerifiedSignature:
     created: int
 
 
+Verified = tuple[str, str, str, str, int]
+"""``(key_id, runtime_id, key_version, nonce, created)``: what :meth:`SignatureVerifier.verify_parts`
+returns (a plain tuple: the listener's hot path does not pay for a dataclass)."""
+
+
 @dataclass(frozen=True)
 class _SignatureInput:
     components: tuple[str, ...]
     params: tuple[tuple[str, Any], ...]
     signature: bytes
-    canonical_params: str | None = None
-    """The member as received, when it is already the canonical serialization (fast path)."""
 
 
 # What EventSigner emits (components and parameters in this order) is matched by one regular
 # expression; anything else goes through the general structured-field parser.
 _SF_KEY = r"[a-z*][a-z0-9_\-.*]*"
-_SF_PLAIN_STRING = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*"'  # printable ASCII without quote/backslash
-_CANONICAL_INPUT = re.compile(
-    rf"({_SF_KEY})=\(\"@method\" \"@authority\" \"@target-uri\" \"content-type\" \"content-digest\"\)"
-    rf";created=(0|[1-9][0-9]{{0,14}});keyid=({_SF_PLAIN_STRING});alg=\"ed25519\""
-    rf";expires=(0|[1-9][0-9]{{0,14}});nonce=({_SF_PLAIN_STRING});tag=({_SF_PLAIN_STRING})"
+_SF_PLAIN = r"[\x20\x21\x23-\x5b\x5d-\x7e]*"  # string content: printable ASCII without quote/backslash
+_CANONICAL_INPUT = re.compile(  # groups: label, then the rest (the params as sent), then each value
+    rf"({_SF_KEY})=(\(\"@method\" \"@authority\" \"@target-uri\" \"content-type\" \"content-digest\"\)"
+    rf";created=(0|[1-9][0-9]{{0,14}});keyid=\"({_SF_PLAIN})\";alg=\"ed25519\""
+    rf";expires=(0|[1-9][0-9]{{0,14}});nonce=\"({_SF_PLAIN})\";tag=\"({_SF_PLAIN})\")"
 )
-_CANONICAL_SIGNATURE = re.compile(rf"({_SF_KEY})=:([A-Za-z0-9+/]+={{0,2}}):")
 _FAST_DIGEST = re.compile(r"sha-256=:([A-Za-z0-9+/]{43}=):")
 _DIGESTS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
 
@@ -267,10 +269,17 @@ def _parse_dictionary(value: str) -> dict[str, tuple[Any, dict[str, Any]]]:
     return cast(dict[str, tuple[Any, dict[str, Any]]], parsed)
 
 
+def content_digest(body: bytes) -> str:
+    """The RFC 9530 ``Content-Digest`` field value our signer sends: ``sha-256=:<base64>:``."""
+    return "sha-256=:" + binascii.b2a_base64(hashlib.sha256(body).digest(), newline=False).decode() + ":"
+
+
 def check_content_digest(field: str | None, body: bytes) -> None:
     """RFC 9530 check of the raw body; every supplied sha-256/sha-512 member must match."""
     if field is None:
         raise SignatureError("missing", "Content-Digest header missing")
+    if field == content_digest(body):
+        return  # the signer's form, and it matches (the body and its digest are not secret)
     match = _FAST_DIGEST.fullmatch(field)
     if match is not None:
         expected = base64.b64decode(match.group(1))
@@ -292,27 +301,28 @@ def check_content_digest(field: str | None, body: bytes) -> None:
         raise SignatureError("bad-digest", "Content-Digest has no sha-256 or sha-512 member")
 
 
-def _parse_fast(sig_input: str, signature: str) -> _SignatureInput | None:
+_Canonical = tuple[bytes, str, int, str, int, str, str]
+"""``(signature, params as sent, created, keyid, expires, nonce, tag)`` of a canonical input."""
+
+
+def _parse_canonical(sig_input: str, signature: str) -> _Canonical | None:
+    """The signer's single-signature form: one regular expression and a strict base64 decode.
+
+    A match fixes the components, the parameter names, order and types, and ``alg``; the
+    Signature field must be exactly ``<same label>=:<base64>:``. Anything else: None.
+    """
     m_in = _CANONICAL_INPUT.fullmatch(sig_input)
     if m_in is None:
         return None
-    m_sig = _CANONICAL_SIGNATURE.fullmatch(signature)
-    if m_sig is None or m_in.group(1) != m_sig.group(1):
+    label, params, created, keyid, expires, nonce, tag = m_in.groups()
+    start = len(label) + 2
+    if len(signature) <= start + 1 or not signature.startswith(label + "=:") or signature[-1] != ":":
         return None
-    try:
-        raw = base64.b64decode(m_sig.group(2), validate=True)
-    except binascii.Error:
+    try:  # strict: only the base64 alphabet and correct padding (a ':' inside fails too)
+        raw = binascii.a2b_base64(signature[start:-1], strict_mode=True)
+    except ValueError:
         return None
-    _label, created, keyid, expires, nonce, tag = m_in.groups()
-    params = (
-        ("created", int(created)),
-        ("keyid", keyid[1:-1]),
-        ("alg", ALGORITHM),
-        ("expires", int(expires)),
-        ("nonce", nonce[1:-1]),
-        ("tag", tag[1:-1]),
-    )
-    return _SignatureInput(COVERED_COMPONENTS, params, raw, sig_input[len(_label) + 1 :])
+    return raw, params, int(created), keyid, int(expires), nonce, tag
 
 
 def _parse_general(sig_input: str, signature: str, tag: str) -> _SignatureInput:
@@ -343,21 +353,27 @@ def _parse_general(sig_input: str, signature: str, tag: str) -> _SignatureInput:
 _AUTHORITY = re.compile(r"([A-Za-z0-9\-._~%!$&'()*+,;=]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?")
 
 
-def split_url(url: str) -> tuple[str, str, str]:
-    """``(scheme, @authority, @target-uri)`` of an absolute URL, as RFC 9421 derives them.
-
-    The host is lower-cased and a default port dropped (what ``httpx`` does to the URL it signs).
-    """
+def _split_raw(url: str) -> tuple[str, str, str]:
+    """``(scheme, authority, path)`` of a URL as written (not normalised); fragment dropped."""
     scheme, sep, rest = url.partition("://")
     cut = len(rest)
     for stop in "/?#":
         index = rest.find(stop)
         if index != -1 and index < cut:
             cut = index
-    scheme, authority = _origin(scheme if sep else "", rest[:cut])
     path = rest[cut:].partition("#")[0]
     if not path.startswith("/"):
         path = "/" + path
+    return (scheme if sep else ""), rest[:cut], path
+
+
+def split_url(url: str) -> tuple[str, str, str]:
+    """``(scheme, @authority, @target-uri)`` of an absolute URL, as RFC 9421 derives them.
+
+    The host is lower-cased and a default port dropped (what ``httpx`` does to the URL it signs).
+    """
+    scheme, authority, path = _split_raw(url)
+    scheme, authority = _origin(scheme, authority)
     return scheme, authority, f"{scheme}://{authority}{path}"
 
 
@@ -374,6 +390,29 @@ def _origin(scheme: str, authority: str) -> tuple[str, str]:
     if port is None or port.lstrip("0") == _DEFAULT_PORTS.get(scheme):
         return scheme, host
     return scheme, f"{host}:{port}"
+
+
+def _canonical_base(
+    method: str, authority: str, target: str, fields: Mapping[str, str], params: str
+) -> bytes:
+    """The signature base for a canonical Signature-Input (``params`` = its inner list + parameters).
+
+    One f-string instead of :func:`signature_base`'s general loop; equal to it (tests cross-check).
+    """
+    content_type = (fields.get("content-type") or "").strip()
+    digest = (fields.get("content-digest") or "").strip()
+    covered = f"{method}{authority}{target}{content_type}{digest}"
+    if not content_type or not covered.isascii() or not covered.isprintable():
+        raise SignatureError("malformed", "covered components must be present and printable ASCII")
+    return (
+        f'"@method": {method}\n"@authority": {authority}\n"@target-uri": {target}\n'
+        f'"content-type": {content_type}\n"content-digest": {digest}\n"@signature-params": {params}'
+    ).encode("ascii")
+
+
+_parse_key_id_cached = functools.lru_cache(maxsize=16_384)(parse_key_id)
+"""``parse_key_id`` memoised: a listener sees the same few thousand key ids all day (a malformed
+id raises and is not cached, so it cannot push good entries out)."""
 
 
 class SignatureVerifier:
@@ -401,48 +440,74 @@ class SignatureVerifier:
     def verify_fields(
         self, method: str, url: str, fields: Mapping[str, str], body: bytes
     ) -> VerifiedSignature:
-        """:meth:`verify` for headers whose names are already lower-case (the listener's hot path)."""
-        sig_input_field = fields.get("signature-input")
-        signature_field = fields.get("signature")
-        if sig_input_field is None or signature_field is None:
+        """:meth:`verify` for headers whose names are already lower-case."""
+        scheme, authority, path = _split_raw(url)
+        return VerifiedSignature(*self.verify_parts(method, scheme, authority, path, fields, body))
+
+    def verify_parts(
+        self, method: str, scheme: str, authority: str, path: str, fields: Mapping[str, str], body: bytes
+    ) -> Verified:
+        """The listener's hot path: the request URL in parts, as received.
+
+        ``scheme`` and ``authority`` (``host[:port]``) are normalised here like :func:`split_url`
+        does, ``path`` is the request target's path plus ``?query``. ``fields`` has lower-case
+        names. Checks, in this order: signature headers present, Content-Digest, Signature-Input
+        structure and profile, nonce, time window, key id, trusted key, Ed25519. Raises
+        :class:`SignatureError`.
+        """
+        sig_input = fields.get("signature-input")
+        signature = fields.get("signature")
+        if sig_input is None or signature is None:
             raise SignatureError("missing", "Signature-Input and Signature headers required")
         # The body is untrusted until its digest matches: check it before parsing anything else.
-        check_content_digest(fields.get("content-digest"), body)
-        parsed = _parse_fast(sig_input_field, signature_field)
-        if parsed is None:
-            parsed = _parse_general(sig_input_field, signature_field, self._tag)
-            params = self._check_general(parsed)
-        else:  # the regular expression fixed components, parameter names, types and alg
-            params = dict(parsed.params)
-            if params["tag"] != self._tag:
+        digest = fields.get("content-digest")
+        if digest is None or digest != content_digest(body):
+            check_content_digest(digest, body)  # raises with the exact reason, or accepts other forms
+        fast = _parse_canonical(sig_input, signature)
+        if fast is not None:
+            raw, canonical, created, key_id, expires, nonce, tag = fast
+            if tag != self._tag:
                 raise SignatureError("tag", f'signature tag must be "{self._tag}"')
-        nonce: str = params["nonce"]
+        else:
+            canonical = None
+            parsed = _parse_general(sig_input, signature, self._tag)
+            params = self._check_general(parsed)
+            raw = parsed.signature
+            nonce, created, expires, key_id = (
+                params["nonce"],
+                params["created"],
+                params["expires"],
+                params["keyid"],
+            )
         if not nonce or len(nonce) > MAX_NONCE_LENGTH:
             raise SignatureError("malformed", "nonce must be 1-128 characters")
-        created: int = params["created"]
-        expires: int = params["expires"]
         now = self._clock()
         if created > now + self._skew:
             raise SignatureError("future", "signature created in the future")
         if created + self._max_age < now - self._skew or expires < now - self._skew:
             raise SignatureError("stale", "signature too old or expired")
-        key_id: str = params["keyid"]
         try:
-            runtime_id, key_version = parse_key_id(key_id)
+            runtime_id, key_version = _parse_key_id_cached(key_id)
         except ValueError as exc:
             raise SignatureError("malformed", str(exc)) from exc
         public_keys = self._keys.public_keys(key_id)
         if not public_keys:
             raise SignatureError("unknown-key", "no trusted key for this keyid")
-        if len(parsed.signature) != 64:
+        if len(raw) != 64:
             raise SignatureError("bad-signature", "an Ed25519 signature has 64 bytes")
-        base = self._signature_base(method, url, fields, parsed)
+        scheme, authority = _origin(scheme, authority)
+        if canonical is None:
+            base = signature_base(
+                method, f"{scheme}://{authority}{path}", fields, parsed.params, parsed.components
+            )
+        else:
+            base = _canonical_base(method, authority, f"{scheme}://{authority}{path}", fields, canonical)
         for key in public_keys:
             try:
-                key.verify(parsed.signature, base)
+                key.verify(raw, base)
             except _CryptoInvalidSignature:
                 continue
-            return VerifiedSignature(key_id, runtime_id, key_version, nonce, created)
+            return key_id, runtime_id, key_version, nonce, created
         raise SignatureError("bad-signature", "signature does not verify")
 
     def _check_general(self, parsed: _SignatureInput) -> dict[str, Any]:
@@ -465,23 +530,6 @@ class SignatureVerifier:
         ):
             raise SignatureError("components", "signature must cover " + " ".join(COVERED_COMPONENTS))
         return params
-
-    @staticmethod
-    def _signature_base(method: str, url: str, fields: Mapping[str, str], parsed: _SignatureInput) -> bytes:
-        if parsed.canonical_params is None:
-            return signature_base(method, url, fields, parsed.params, parsed.components)
-        # Canonical input in the signer's order: one f-string instead of the general loop.
-        _scheme, authority, target = split_url(url)
-        content_type = (fields.get("content-type") or "").strip()
-        digest = (fields.get("content-digest") or "").strip()
-        covered = f"{method}{authority}{target}{content_type}{digest}"
-        if not content_type or not covered.isascii() or not covered.isprintable():
-            raise SignatureError("malformed", "covered components must be present and printable ASCII")
-        return (
-            f'"@method": {method}\n"@authority": {authority}\n"@target-uri": {target}\n'
-            f'"content-type": {content_type}\n"content-digest": {digest}\n'
-            f'"@signature-params": {parsed.canonical_params}'
-        ).encode("ascii")
 
 
 def signature_base(

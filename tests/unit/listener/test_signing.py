@@ -252,14 +252,51 @@ def test_selects_our_signature_among_several(private_key: Ed25519PrivateKey, key
 def test_signature_base_matches_the_library(private_key: Ed25519PrivateKey) -> None:
     """What our fast path signs over is byte-identical to the library's signature base."""
     request = signed(private_key)
-    parsed = signing._parse_fast(request.headers["signature-input"], request.headers["signature"])
-    assert parsed is not None
-    ours = SignatureVerifier._signature_base("POST", URL, dict(request.headers), parsed)
+    fast = signing._parse_canonical(request.headers["signature-input"], request.headers["signature"])
+    assert fast is not None
+    raw, canonical = fast[:2]
+    _scheme, authority, target = signing.split_url(URL)
+    ours = signing._canonical_base("POST", authority, target, dict(request.headers), canonical)
     general = signing._parse_general(
         request.headers["signature-input"], request.headers["signature"], "kcp-events"
     )
-    assert SignatureVerifier._signature_base("POST", URL, dict(request.headers), general) == ours
-    private_key.public_key().verify(parsed.signature, ours)
+    assert general.signature == raw
+    assert signing.signature_base("POST", URL, request.headers, general.params, general.components) == ours
+    private_key.public_key().verify(raw, ours)
+
+
+def test_canonical_form_is_parsed_exactly(private_key: Ed25519PrivateKey) -> None:
+    request = signed(private_key)
+    sig_input, signature = request.headers["signature-input"], request.headers["signature"]
+    fast = signing._parse_canonical(sig_input, signature)
+    general = signing._parse_general(sig_input, signature, SIGNATURE_TAG)
+    assert fast is not None
+    _raw, _canonical, created, key_id, expires, nonce, tag = fast
+    assert dict(general.params) == {
+        "created": created,
+        "keyid": key_id,
+        "alg": "ed25519",
+        "expires": expires,
+        "nonce": nonce,
+        "tag": tag,
+    }
+    # Anything else takes the general parser: other label in Signature, bad base64, extra parameter.
+    assert signing._parse_canonical(sig_input, signature.replace("kcp=", "sig=")) is None
+    assert signing._parse_canonical(sig_input, "kcp=:AAA*:") is None
+    assert signing._parse_canonical(sig_input + ';x="1"', signature) is None
+
+
+def test_content_digest_fast_form_and_other_forms() -> None:
+    assert signing.content_digest(BODY) == (
+        "sha-256=:" + base64.b64encode(hashlib.sha256(BODY).digest()).decode() + ":"
+    )
+    signing.check_content_digest(signing.content_digest(BODY), BODY)
+    sha512 = "sha-512=:" + base64.b64encode(hashlib.sha512(BODY).digest()).decode() + ":"
+    signing.check_content_digest(sha512, BODY)
+    signing.check_content_digest(f"{signing.content_digest(BODY)}, {sha512}", BODY)
+    with pytest.raises(SignatureError) as info:
+        signing.check_content_digest(signing.content_digest(BODY + b" "), BODY)
+    assert info.value.reason == "bad-digest"
 
 
 # --- verification: every rejection reason -------------------------------------------------------------
