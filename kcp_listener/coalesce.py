@@ -95,14 +95,19 @@ class CoalescingSink:
 
     def offer(self, ref: ObjectRef) -> bool:
         now = self._timer.now()
-        self._prune(now)
+        order = self._order
+        if order and now - order[0][0] >= self._window:
+            self._prune(now)
         last = self._last.get(ref)
         if last is None or now - last >= self._window:
-            if ref in self._trailing:  # a retry after a full inner sink is pending: this replaces it
-                self._trailing.pop(ref).cancel()
+            trailing = self._trailing
+            if trailing and ref in trailing:  # a retry after a full inner sink is pending: this replaces it
+                trailing.pop(ref).cancel()
             if not self._inner.offer(ref):
                 return False
-            self._forwarded(ref, now)
+            self.forwarded += 1
+            self._last[ref] = now
+            order.append((now, ref))
             return True
         self.coalesced += 1
         if self._on_coalesced is not None:

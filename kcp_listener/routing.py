@@ -50,6 +50,17 @@ _KYMA_KIND = "Kyma"
 class ObjectRef:
     namespace: str
     name: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    """Computed once: refs are dict keys on the listener's hot path (coalescing, directories)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.namespace, self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[ObjectRef], tuple[str, str]]:
+        return ObjectRef, (self.namespace, self.name)  # str hashes differ between processes
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -84,7 +95,7 @@ class RoutingError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Targets:
     kymas: tuple[ObjectRef, ...] = ()
     manifests: tuple[ObjectRef, ...] = ()
@@ -106,9 +117,11 @@ class Router:
         kyma = self.kyma_of(runtime_id)
         if event.operation is Operation.RESYNC:
             return Targets(kymas=(kyma,), manifests=tuple(self._directory.manifests_of(kyma)))
-        is_kyma = event.watched_gvk.kind == _KYMA_KIND and event.watched_gvk.group == _KYMA_GROUP
-        if event.owner is not None and not is_kyma:
-            owner = ObjectRef(event.owner.namespace or kyma.namespace, event.owner.name)
+        owned_by = event.owner
+        if owned_by is not None and not (
+            event.watched_gvk.kind == _KYMA_KIND and event.watched_gvk.group == _KYMA_GROUP
+        ):
+            owner = ObjectRef(owned_by.namespace or kyma.namespace, owned_by.name)
             owner_kyma = self._directory.manifest_kyma(owner) if owner.namespace == kyma.namespace else None
             if owner_kyma is None:
                 raise RoutingError("unknown-owner", "owner not found for this runtime")

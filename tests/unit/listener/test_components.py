@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import base64
+import copy
+import dataclasses
+import pickle
+import random
 from urllib.parse import quote
 
 import pytest
@@ -113,6 +117,43 @@ def test_replay_cache_future_created_expires_later() -> None:
     assert cache.check("k", "late") is ReplayVerdict.REPLAY
     clock.now = 1070
     assert cache.check("k", "late") is ReplayVerdict.NEW
+
+
+def test_replay_cache_answers_like_an_exact_model() -> None:
+    """Random traffic on a fake clock (jumps, idle gaps, skewed ``created``, re-used nonces):
+    every verdict equals that of a plain dict of exact expiry times, and memory stays bounded."""
+    rng = random.Random(7)
+    clock = Clock(1000.0)
+    cache = ReplayCache(max_age=60, skew=5, max_entries=1_000_000, clock=clock)
+    model: dict[tuple[str, str], float] = {}
+    nonces = [f"n{i}" for i in range(400)]
+    for step in range(20_000):
+        clock.now += rng.choice((0.0, 0.001, 0.3, 0.7, 1.0, 2.5)) if step % 2000 else 400.0
+        key = (rng.choice(("a:v1", "b:v1")), rng.choice(nonces))
+        expected = ReplayVerdict.REPLAY if model.get(key, -1.0) > clock.now else ReplayVerdict.NEW
+        assert cache.check(*key) is expected, step
+        if rng.random() < 0.8:
+            created = int(clock.now) + rng.randint(-70, 5)
+            cache.remember(*key, created=created)
+            model[key] = max(created + 65.0, clock.now, model.get(key, 0.0))
+        if step % 500 == 0:
+            live = sum(1 for at in model.values() if at > clock.now)
+            recent = sum(1 for at in model.values() if at > clock.now - 2)
+            assert live <= len(cache) <= recent  # an entry outlives its expiry by at most ~a second
+
+
+def test_replay_cache_after_a_long_idle_gap_and_a_clock_step_back() -> None:
+    clock = Clock(1000.0)
+    cache = ReplayCache(max_age=60, skew=5, max_entries=10, clock=clock)
+    cache.remember("k", "n1", created=1000)
+    clock.now = 10_000_000.0  # months idle: no walk over every second in between
+    assert cache.check("k", "n2") is ReplayVerdict.NEW
+    assert len(cache) == 0
+    cache.remember("k", "n2", created=int(clock.now))
+    clock.now -= 30  # wall clock stepped back: nothing is forgotten early
+    assert cache.check("k", "n2") is ReplayVerdict.REPLAY
+    clock.now += 30 + 65
+    assert cache.check("k", "n2") is ReplayVerdict.NEW
 
 
 def test_replay_cache_rejects_bad_bound() -> None:
@@ -254,6 +295,18 @@ def test_router_decisions() -> None:
         with pytest.raises(RoutingError) as info:
             router.route(runtime_id, event)
         assert info.value.reason == reason
+
+
+def test_object_ref_is_a_value() -> None:
+    ref = ObjectRef("kcp-system", "k1")
+    assert ref == ObjectRef("kcp-system", "k1") and hash(ref) == hash(ObjectRef("kcp-system", "k1"))
+    assert {ref: 1}[ObjectRef("kcp-system", "k1")] == 1
+    assert sorted([ObjectRef("b", "a"), ObjectRef("a", "b")]) == [ObjectRef("a", "b"), ObjectRef("b", "a")]
+    assert repr(ref) == "ObjectRef(namespace='kcp-system', name='k1')" and str(ref) == "kcp-system/k1"
+    assert pickle.loads(pickle.dumps(ref)) == ref and copy.copy(ref) == ref
+    assert dataclasses.replace(ref, name="k2") == ObjectRef("kcp-system", "k2")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ref.name = "k2"  # type: ignore[misc]
 
 
 def test_list_sink_is_bounded() -> None:
