@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from time import perf_counter
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -53,10 +54,42 @@ def _headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
+_FIELDS = {
+    name.encode(): name
+    for name in (
+        "host",
+        "content-length",
+        "content-type",
+        "content-digest",
+        "signature-input",
+        "signature",
+        "x-forwarded-proto",
+        "x-forwarded-client-cert",
+    )
+}
+"""Every header the intake reads (the fast path decodes only these)."""
+
+
+def _fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """:func:`_headers` restricted to :data:`_FIELDS`, in one pass over the raw ASGI list."""
+    headers: dict[str, str] = {}
+    for name, value in raw:
+        key = _FIELDS.get(name)
+        if key is None:
+            if name.islower():  # ASGI servers send lower-case names; anything else gets a second look
+                continue
+            key = _FIELDS.get(name.lower())
+            if key is None:
+                continue
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
+
+
 def _target(scope: Scope) -> str:
     raw = scope.get("raw_path")
     path = raw.decode("latin-1") if raw else scope["path"]
-    query = scope.get("query_string") or b""
+    query = scope.get("query_string")
     return f"{path}?{query.decode('latin-1')}" if query else path
 
 
@@ -64,50 +97,87 @@ _INTERNAL_ERROR = error_reply(500, {"error": "internal error"})
 
 
 async def _send_reply(send: Send, reply: Reply) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": reply.status,
-            "headers": [*reply.headers, (b"content-length", str(len(reply.body)).encode())],
-        }
-    )
+    await send({"type": "http.response.start", "status": reply.status, "headers": reply.asgi_headers})
     await send({"type": "http.response.body", "body": reply.body})
 
 
+async def _read_rest(receive: Receive, first: bytes, limit: int) -> bytes | None:
+    """The rest of a body that came in several ``http.request`` messages (``None``: over ``limit``)."""
+    chunks = [first]
+    size = len(first)
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        more = message.get("more_body", False)
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _declared_too_large(declared: str, limit: int) -> bool:
+    try:
+        return int(declared) > limit
+    except ValueError:
+        return False  # the HTTP server rejects malformed lengths before we get here
+
+
 class FastPath:
-    """ASGI app serving the event routes itself and everything else through ``app`` (FastAPI)."""
+    """ASGI app serving the event routes itself and everything else through ``app`` (FastAPI).
+
+    Same pipeline as the FastAPI routes (``EventIntake.process``), without their per-request
+    objects: one pass over the raw headers for the few the intake reads, the body taken from
+    the first ``http.request`` message when it is complete, prebuilt response headers.
+    """
 
     def __init__(self, app: ASGIApp, intake: EventIntake) -> None:
         self.app = app
         self.intake = intake
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        matched = self.intake.match(scope["path"]) if scope["type"] == "http" else None
+        intake = self.intake
+        matched = intake.route_of(scope["path"]) if scope["type"] == "http" else None
         if matched is None:
             await self.app(scope, receive, send)
             return
-
-        async def body() -> tuple[bytes, bool]:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientDisconnected
-            return message.get("body", b""), message.get("more_body", False)
-
+        manager, route = matched
+        metrics = intake.metrics
+        started = perf_counter()
+        metrics.inflight += 1
         try:
-            reply = await self.intake.handle(
-                scope["method"],
-                scope["path"],
-                _target(scope),
-                scope.get("scheme", "http"),
-                _headers(scope["headers"]),
-                body,
-                matched,
-            )
+            method = scope["method"]
+            if method != "POST":
+                reply = intake.not_allowed(method)
+            else:
+                headers = _fields(scope["headers"])
+                limit = intake.max_body_bytes
+                declared = headers.get("content-length")
+                body: bytes | None = None
+                if declared is None or not _declared_too_large(declared, limit):
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    body = message.get("body", b"")
+                    if len(body) > limit:
+                        body = None
+                    elif message.get("more_body", False):
+                        body = await _read_rest(receive, body, limit)
+                reply = intake.process(
+                    method, manager, route, _target(scope), scope.get("scheme", "http"), headers, body
+                )
         except ClientDisconnected:
             return
         except Exception:  # what Starlette's ServerErrorMiddleware would do, without its cost
             log.exception("kcp listener: unexpected error handling %s", scope["path"])
             reply = _INTERNAL_ERROR
+        else:
+            metrics.observe(route, reply.status, perf_counter() - started)
+        finally:
+            metrics.inflight -= 1
         await _send_reply(send, reply)
 
 

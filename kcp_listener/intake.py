@@ -12,10 +12,15 @@ request passed all of them (DESIGN.md 4.2):
    events for one target within ``coalesce_window_seconds`` collapse into one trailing request
    (``coalesce.py``).
 
-Both the FastAPI routes and the pure-ASGI fast path (``app.py``) call :meth:`EventIntake.handle`,
-so they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
+Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
+reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
+they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
 A nonce is remembered once the request was authenticated and answered for good (200, 400, 404);
 a 429 or 503 leaves it unused so the agent may retry the same signed request.
+
+Everything on the accepted path is written for a CPU budget of a few microseconds next to the
+Ed25519 verification (DESIGN.md §7, ``benchmarks/results/listener.md``): no exceptions, no
+logging, no per-request dataclasses, pydantic-core validation straight from the bytes.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import cast
 
 from pydantic import ValidationError
 
@@ -35,7 +41,7 @@ from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
 from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
-from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier, VerifiedSignature
+from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
 
 __all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
@@ -62,6 +68,12 @@ class Reply:
     status: int
     body: bytes
     headers: tuple[tuple[bytes, bytes], ...] = (_JSON,)
+    asgi_headers: tuple[tuple[bytes, bytes], ...] = field(init=False, repr=False, compare=False)
+    """``headers`` plus ``content-length``: what an ASGI ``http.response.start`` carries."""
+
+    def __post_init__(self) -> None:
+        length = (b"content-length", str(len(self.body)).encode())
+        object.__setattr__(self, "asgi_headers", (*self.headers, length))
 
 
 def error_reply(status: int, payload: Mapping[str, object], *extra: tuple[bytes, bytes]) -> Reply:
@@ -73,7 +85,13 @@ _reply = error_reply
 
 
 _ACCEPTED = _reply(200, {"status": "accepted"})
+_NOT_FOUND = _reply(404, {"error": "not found"})
+_UNKNOWN_MANAGER = _reply(404, {"error": "unknown manager"})
 _NOT_SERVING = "not serving (not leader or shutting down)"
+
+# pydantic-core validators of the two bodies: ``Model.model_validate_json`` minus its Python wrapper.
+_validate_event = cast(Callable[[bytes], WatchEvent], WatchEvent.__pydantic_validator__.validate_json)
+_validate_heartbeat = cast(Callable[[bytes], Heartbeat], Heartbeat.__pydantic_validator__.validate_json)
 
 
 class _Rejected(Exception):
@@ -138,12 +156,25 @@ class EventIntake:
         self._clock = clock
         self._on_accepted = on_accepted
         self._managers = frozenset(config.managers)
+        self.max_body_bytes = config.max_body_bytes
+        mode = config.auth_mode
+        self._needs_xfcc = mode.needs_xfcc
+        self._needs_signature = mode.needs_signature
+        self._both = mode is AuthMode.BOTH
+        origin = config.public_origin
+        self._public_origin = origin.partition("://")[::2] if origin is not None else None
+        self._trust_forwarded_proto = config.trust_forwarded_proto
         self._retry_after = (b"retry-after", str(config.retry_after_seconds).encode())
         self._too_large = _reply(
             413,
             {"error": f"body larger than {config.max_body_bytes} bytes is not allowed"},
             (b"connection", b"close"),
         )
+        self._paths = {
+            f"/{CONTRACT_VERSION}/{manager}/{kind}": (manager, kind)
+            for manager in config.managers
+            for kind in (RouteKind.EVENT, RouteKind.HEARTBEAT)
+        }
         metrics.track_depth("kyma", kyma_sink.depth)
         metrics.track_depth("manifest", manifest_sink.depth)
 
@@ -155,6 +186,10 @@ class EventIntake:
     @property
     def replay_cache(self) -> ReplayCache:
         return self._replay
+
+    def route_of(self, path: str) -> tuple[str, str] | None:
+        """:meth:`match`, with the configured managers' paths looked up in a dict first."""
+        return self._paths.get(path) or self.match(path)
 
     @staticmethod
     def match(path: str) -> tuple[str, str] | None:
@@ -188,58 +223,30 @@ class EventIntake:
         try:
             matched = matched or self.match(path)
             if matched is None:
-                reply = _reply(404, {"error": "not found"})
+                reply = _NOT_FOUND
             else:
                 manager, route = matched
-                reply = await self._pipeline(method, manager, route, target, scheme, headers, body)
+                if method != "POST":
+                    reply = self.not_allowed(method)
+                else:
+                    data = await self.read_body(headers.get("content-length"), body)
+                    reply = self.process(method, manager, route, target, scheme, headers, data)
         finally:
             metrics.inflight -= 1
-        seconds = time.perf_counter() - started
-        metrics.observe(route, reply.status, seconds)
+        metrics.observe(route, reply.status, time.perf_counter() - started)
         return reply
 
-    async def _pipeline(
-        self,
-        method: str,
-        manager: str,
-        route: str,
-        target: str,
-        scheme: str,
-        headers: Mapping[str, str],
-        body_source: BodySource,
-    ) -> Reply:
-        if method != "POST":
-            return _reply(405, {"error": f"{method} method is not allowed on this path"}, (b"allow", b"POST"))
-        body = await self._read_body(headers, body_source)
-        if body is None:
-            self.metrics.too_large()
-            return self._too_large
-        if manager not in self._managers:
-            return _reply(404, {"error": "unknown manager"})
-        if not self._serving():
-            self.metrics.rejected("not-serving")
-            return _reply(503, {"error": _NOT_SERVING}, self._retry_after)
-        try:
-            runtime_id, signature = self._authenticate(method, target, scheme, headers, body)
-        except _Rejected as rejected:
-            return rejected.reply
-        try:
-            if route == RouteKind.EVENT:
-                reply = self._accept_event(runtime_id, body)
-            else:
-                reply = self._accept_heartbeat(runtime_id, body)
-        except _Rejected as rejected:
-            if rejected.final and signature is not None:
-                self._replay.remember(signature.key_id, signature.nonce, signature.created)
-            return rejected.reply
-        if signature is not None:
-            self._replay.remember(signature.key_id, signature.nonce, signature.created)
-        return reply
+    @staticmethod
+    def not_allowed(method: str) -> Reply:
+        """Step 1: the answer to any method but POST."""
+        return _reply(405, {"error": f"{method} method is not allowed on this path"}, (b"allow", b"POST"))
 
-    async def _read_body(self, headers: Mapping[str, str], receive: BodySource) -> bytes | None:
-        """The whole body, or None once it exceeds the limit (the rest is never read)."""
-        limit = self.config.max_body_bytes
-        declared = headers.get("content-length")
+    async def read_body(self, declared: str | None, receive: BodySource) -> bytes | None:
+        """Step 2: the whole body, or None once it exceeds the limit (the rest is never read).
+
+        ``declared`` is the Content-Length header, if any.
+        """
+        limit = self.max_body_bytes
         if declared is not None:
             try:
                 if int(declared) > limit:
@@ -258,52 +265,86 @@ class EventIntake:
                 chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def process(
+        self,
+        method: str,
+        manager: str,
+        route: str,
+        target: str,
+        scheme: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+    ) -> Reply:
+        """Steps 2-9 for a POST whose body was read (``None``: over the size limit)."""
+        if body is None:
+            self.metrics.too_large()
+            return self._too_large
+        if manager not in self._managers:
+            return _UNKNOWN_MANAGER
+        if not self._serving():
+            self.metrics.rejected("not-serving")
+            return _reply(503, {"error": _NOT_SERVING}, self._retry_after)
+        try:
+            runtime_id, key_id, nonce, created = self._authenticate(method, target, scheme, headers, body)
+        except _Rejected as rejected:
+            return rejected.reply
+        try:
+            if route == RouteKind.EVENT:
+                reply = self._accept_event(runtime_id, body)
+            else:
+                reply = self._accept_heartbeat(runtime_id, body)
+        except _Rejected as rejected:
+            if rejected.final and key_id:
+                self._replay.remember(key_id, nonce, created)
+            return rejected.reply
+        if key_id:
+            self._replay.remember(key_id, nonce, created)
+        return reply
+
     def _unauthenticated(self, reason: str) -> _Rejected:
         self.metrics.auth_failed(reason)
         return _Rejected(_reply(401, {"error": "unauthenticated", "reason": reason}), final=False)
 
-    def _url(self, target: str, scheme: str, headers: Mapping[str, str]) -> str:
-        origin = self.config.public_origin
-        if origin is None:
-            if self.config.trust_forwarded_proto:
-                forwarded = headers.get("x-forwarded-proto")
-                if forwarded:
-                    scheme = forwarded.split(",", 1)[0].strip().lower()
-            host = headers.get("host")
-            if not host:
-                raise self._unauthenticated("malformed")
-            origin = f"{scheme}://{host}"
-        return origin + target
-
     def _authenticate(
         self, method: str, target: str, scheme: str, headers: Mapping[str, str], body: bytes
-    ) -> tuple[str, VerifiedSignature | None]:
-        mode = self.config.auth_mode
-        signature: VerifiedSignature | None = None
+    ) -> tuple[str, str, str, int]:
+        """``(runtime_id, key_id, nonce, created)``; the last three empty without a signature."""
         runtime_id = ""
-        if mode.needs_xfcc:
+        if self._needs_xfcc:
             try:
                 runtime_id = self._xfcc.runtime_id(headers.get("x-forwarded-client-cert"))
             except XfccError as exc:
                 raise self._unauthenticated(exc.reason) from None
-        if mode.needs_signature:
-            try:
-                signature = self._verifier.verify_fields(
-                    method, self._url(target, scheme, headers), headers, body
-                )
-            except SignatureError as exc:
-                raise self._unauthenticated(exc.reason) from None
-            if mode is AuthMode.BOTH and signature.runtime_id != runtime_id:
-                raise self._unauthenticated("identity-mismatch")
-            runtime_id = signature.runtime_id
-            verdict = self._replay.check(signature.key_id, signature.nonce)
+        if not self._needs_signature:
+            return runtime_id, "", "", 0
+        if self._public_origin is not None:
+            scheme, authority = self._public_origin
+        else:
+            if self._trust_forwarded_proto:
+                forwarded = headers.get("x-forwarded-proto")
+                if forwarded:
+                    scheme = forwarded.split(",", 1)[0].strip().lower()
+            authority = headers.get("host") or ""
+            if not authority:
+                raise self._unauthenticated("malformed")
+        if not target.startswith("/"):
+            target = "/" + target
+        try:
+            key_id, signed_by, _version, nonce, created = self._verifier.verify_parts(
+                method, scheme, authority, target, headers, body
+            )
+        except SignatureError as exc:
+            raise self._unauthenticated(exc.reason) from None
+        if self._both and signed_by != runtime_id:
+            raise self._unauthenticated("identity-mismatch")
+        verdict = self._replay.check(key_id, nonce)
+        if verdict is not ReplayVerdict.NEW:
             if verdict is ReplayVerdict.REPLAY:
                 self.metrics.replayed()
                 raise self._unauthenticated("replay")
-            if verdict is ReplayVerdict.FULL:
-                self.metrics.rejected("replay-cache-full")
-                raise _Rejected(_reply(429, {"error": "too many requests"}, self._retry_after), final=False)
-        return runtime_id, signature
+            self.metrics.rejected("replay-cache-full")
+            raise _Rejected(_reply(429, {"error": "too many requests"}, self._retry_after), final=False)
+        return signed_by, key_id, nonce, created
 
     @staticmethod
     def _invalid(exc: ValidationError) -> _Rejected:
@@ -312,7 +353,7 @@ class EventIntake:
 
     def _accept_event(self, runtime_id: str, body: bytes) -> Reply:
         try:
-            event = WatchEvent.model_validate_json(body)
+            event = _validate_event(body)
         except ValidationError as exc:
             self.metrics.rejected("invalid-body")
             raise self._invalid(exc) from None
@@ -323,14 +364,15 @@ class EventIntake:
             log.info("event from runtime %s rejected: %s", runtime_id, exc.reason)
             raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
         full = False
+        enqueued = self.metrics.enqueued
         for ref in targets.kymas:
             if self._kyma_sink.offer(ref):
-                self.metrics.enqueued_to("kyma")
+                enqueued["kyma"] += 1
             else:
                 full = True
         for ref in targets.manifests:
             if self._manifest_sink.offer(ref):
-                self.metrics.enqueued_to("manifest")
+                enqueued["manifest"] += 1
             else:
                 full = True
         if full:
@@ -343,7 +385,7 @@ class EventIntake:
 
     def _accept_heartbeat(self, runtime_id: str, body: bytes) -> Reply:
         try:
-            Heartbeat.model_validate_json(body)
+            _validate_heartbeat(body)
         except ValidationError as exc:
             self.metrics.rejected("invalid-body")
             raise self._invalid(exc) from None
