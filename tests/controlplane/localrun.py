@@ -33,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,13 +135,15 @@ class Runtime:
 # -- KCP set-up --------------------------------------------------------------------------------
 
 
-def kcp_documents(gateway_host: str) -> list[dict[str, Any]]:
-    """``manifests/kcp`` in kustomization order, with the Gateway host overlaid."""
+def kcp_documents(gateway_host: str, skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """``manifests/kcp`` in kustomization order, with the Gateway host overlaid; ``skip``: file names."""
     (kustomization,) = [
         d for d in yaml.safe_load_all((KCP_MANIFESTS / "kustomization.yaml").read_text()) if d
     ]
     documents = []
     for name in kustomization["resources"]:
+        if name in skip:
+            continue
         for doc in yaml.safe_load_all((KCP_MANIFESTS / name).read_text()):
             if not doc:
                 continue
@@ -152,9 +154,11 @@ def kcp_documents(gateway_host: str) -> list[dict[str, Any]]:
     return documents
 
 
-async def apply_kcp_manifests(kcp: KubeClient, gateway_host: str = "127.0.0.1") -> list[str]:
+async def apply_kcp_manifests(
+    kcp: KubeClient, gateway_host: str = "127.0.0.1", skip: Collection[str] = ()
+) -> list[str]:
     applied = []
-    for doc in kcp_documents(gateway_host):
+    for doc in kcp_documents(gateway_host, skip):
         resource = _MANIFEST_KINDS[(doc["apiVersion"], doc["kind"])]
         await kcp.apply(resource, doc, field_manager=FIELD_MANAGER)
         applied.append(f"{doc['kind']}/{doc['metadata']['name']}")
@@ -490,9 +494,17 @@ def is_event_reconcile(report: ReconcileReport) -> bool:
 
 @contextlib.asynccontextmanager
 async def local_system(
-    plane: ControlPlane, skr_names: Sequence[str], say: Say, *, verbose: bool = True
+    plane: ControlPlane,
+    skr_names: Sequence[str],
+    say: Say,
+    *,
+    verbose: bool = True,
+    skip_manifests: Collection[str] = (),
 ) -> AsyncIterator[LocalSystem]:
-    """Set up KCP, start the operator and one agent per runtime; stop all of it on exit."""
+    """Set up KCP, start the operator and one agent per runtime; stop all of it on exit.
+
+    ``skip_manifests``: files of ``manifests/kcp`` not to apply (benchmarks: one Watcher only).
+    """
     kcp_server = plane["kcp"]
     kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path)
     runtimes = [
@@ -503,7 +515,7 @@ async def local_system(
     agents: list[LocalAgent] = []
     tasks: list[asyncio.Task[Any]] = []
     try:
-        applied = await apply_kcp_manifests(kcp)
+        applied = await apply_kcp_manifests(kcp, skip=skip_manifests)
         say(f"KCP: applied manifests/kcp ({', '.join(applied)}); Gateway host overlaid with 127.0.0.1")
         for runtime in runtimes:
             await register_runtime(kcp, runtime)
