@@ -587,10 +587,10 @@ async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool
             ready.result()
             if once:
                 return await _demonstrate(system)
-            first = system.runtimes[0]
+            kubeconfig = (RUN_DIR / f"{system.runtimes[0].name}.kubeconfig").relative_to(REPO_ROOT)
             say(
-                f"running; try: KUBECONFIG={first.server.kubeconfig_path.relative_to(REPO_ROOT)} kubectl -n "
-                f'{SYNC_NAMESPACE} patch kyma default --type merge -p \'{{"spec":{{"channel":"fast"}}}}\''
+                f"running; try: KUBECONFIG={kubeconfig} kubectl -n {SYNC_NAMESPACE} patch kyma default "
+                """--type merge -p '{"spec":{"channel":"fast"}}'"""
             )
             say("press Ctrl-C to stop")
             await stop.wait()
