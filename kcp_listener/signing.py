@@ -16,8 +16,14 @@ depend on). Verification has two implementations with the same interface:
   parser for anything else), building the RFC 9421 signature base itself. It costs about one
   Ed25519 verification plus a few microseconds, where the library costs ~4x that (python-ecosystem
   notes: ~257 us per verify), which alone would cap one worker below the 4,000 events/s target.
-* :class:`LibrarySignatureVerifier` - the same checks delegated to the library. Tests cross-check
-  both (library-signed requests verify on the fast path and vice versa); benchmarks compare costs.
+  The Ed25519 check itself is libsodium's (PyNaCl ``crypto_sign_open``): ~41 us against ~84 us
+  for OpenSSL's through ``cryptography`` on the benchmark machine, i.e. the difference between
+  reaching and missing DESIGN.md §7's "80 % of a bare FastAPI endpoint". libsodium is the
+  stricter of the two (it also rejects small-order and non-canonical points), so no check is
+  weaker; keys stay ``cryptography`` objects everywhere else (32 raw bytes are handed over).
+* :class:`LibrarySignatureVerifier` - the same checks delegated to the library (and so to
+  ``cryptography``/OpenSSL). Tests cross-check both (library-signed requests verify on the fast
+  path and vice versa); benchmarks compare costs.
 
 Replay protection (remembering nonces) is the listener's ``replay`` module; this module only
 checks that a nonce is present and that ``created``/``expires`` are inside the time window.
@@ -40,7 +46,6 @@ from typing import Any, Protocol, cast
 
 import http_sf
 import httpx
-from cryptography.exceptions import InvalidSignature as _CryptoInvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from http_message_signatures import (
@@ -52,6 +57,8 @@ from http_message_signatures import (
 from http_message_signatures import (
     InvalidSignature as _LibInvalidSignature,
 )
+from nacl.bindings import crypto_sign_open as _sodium_open
+from nacl.exceptions import BadSignatureError as _SodiumBadSignature
 
 __all__ = [
     "ALGORITHM",
@@ -502,10 +509,11 @@ class SignatureVerifier:
             )
         else:
             base = _canonical_base(method, authority, f"{scheme}://{authority}{path}", fields, canonical)
+        signed = raw + base  # libsodium's input: signature, then message
         for key in public_keys:
             try:
-                key.verify(raw, base)
-            except _CryptoInvalidSignature:
+                _sodium_open(signed, key.public_bytes_raw())
+            except _SodiumBadSignature:
                 continue
             return key_id, runtime_id, key_version, nonce, created
         raise SignatureError("bad-signature", "signature does not verify")

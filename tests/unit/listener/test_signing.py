@@ -455,6 +455,43 @@ def test_bad_urls(private_key: Ed25519PrivateKey, keys: Keys, url: str) -> None:
     assert reason(verifiers(keys)[0], signed(private_key), url=url) == "malformed"
 
 
+ED25519_ORDER = 2**252 + 27742317777372353535851937790883648493
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["fast", "library"])
+def test_malleated_signature_is_rejected(private_key: Ed25519PrivateKey, keys: Keys, which: int) -> None:
+    """S + L verifies the same equation; RFC 8032 requires S < L, so both verifiers refuse it."""
+    request = signed(private_key)
+    label, _, value = request.headers["signature"].partition("=")
+    raw = base64.b64decode(value.strip(":"))
+    s_plus_l = (int.from_bytes(raw[32:], "little") + ED25519_ORDER).to_bytes(32, "little")
+    forged = f"{label}=:{base64.b64encode(raw[:32] + s_plus_l).decode()}:"
+    assert reason(verifiers(keys)[which], request, signature=forged) == "bad-signature"
+
+
+def test_small_order_key_cannot_validate_a_forgery() -> None:
+    """A degenerate (identity point) key in the store must not accept the all-zero "signature".
+
+    OpenSSL (``cryptography``) accepts that forgery for any message; libsodium, which the fast
+    verifier uses, rejects small-order points.
+    """
+    identity = b"\x01" + bytes(31)
+    degenerate = Ed25519PublicKey.from_public_bytes(identity)
+    keys = Keys({KEY_ID: [degenerate]})
+    digest = "sha-256=:" + base64.b64encode(hashlib.sha256(BODY).digest()).decode() + ":"
+    inner = " ".join(f'"{c}"' for c in COVERED_COMPONENTS)
+    headers = {
+        "content-type": "application/json",
+        "content-digest": digest,
+        "signature-input": f'kcp=({inner});created={int(NOW)};keyid="{KEY_ID}";alg="ed25519"'
+        f';expires={int(NOW) + 60};nonce="forged";tag="{SIGNATURE_TAG}"',
+        "signature": "kcp=:" + base64.b64encode(identity + bytes(32)).decode() + ":",
+    }
+    with pytest.raises(SignatureError) as info:
+        SignatureVerifier(keys, clock=lambda: NOW).verify("POST", URL, headers, BODY)
+    assert info.value.reason == "bad-signature"
+
+
 def test_split_url() -> None:
     assert signing.split_url("HTTPS://Kcp.Example:443/a?b=1#frag") == (
         "https",
