@@ -218,10 +218,14 @@ def latency_scenario(
     agent = Agent(files, kcp_addr)
     with process([sys.executable, "-m", "skr_watcher"], agent.env, AGENT_CPU if pin else None) as proc:
         poll(agent.ready, 30, "agent")
+        cpu_before, wall_before = _cpu_seconds(proc.pid), time.perf_counter()
         result = load(
             files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(duration),
             cpus=PEER_CPU if pin else None,
         )  # fmt: skip
+        if label == "reachable":  # the last events may still be on their way
+            poll(lambda: agent.metrics().get("watcher_queue_depth", 1) == 0, 30, "queue drained")
+        cpu, wall = _cpu_seconds(proc.pid) - cpu_before, time.perf_counter() - wall_before
         metrics = agent.metrics()
         rss = _rss_mb(proc.pid)
     count = metrics.get("watcher_admission_duration_seconds_count", 0.0)
@@ -239,8 +243,16 @@ def latency_scenario(
         "kcp_failures": sum(v for k, v in metrics.items() if k.startswith("watcher_failed_kcp_total")),
         "queue_depth": metrics.get("watcher_queue_depth", 0.0),
         "rss_mb": rss,
+        "agent_cpu_ms_per_admission": cpu / result["requests"] * 1000,
+        "agent_cpu_share": cpu / wall,
         "load_average_1m": os.getloadavg()[0],
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (from /proc), robust against other load on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float:
@@ -372,10 +384,10 @@ def report(
         "",
         _row(
             "round", "KCP", "CPUs", "load avg", "requests", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
-            "max ms", "p99 from write ms", "handler mean ms", "events sent", "coalesced", "KCP failures",
-            "agent RSS MB",
+            "max ms", "p99 from write ms", "handler mean ms", "agent CPU ms/admission", "agent CPU share",
+            "events sent", "coalesced", "KCP failures", "agent RSS MB",
         ),
-        _row(*["---"] * 16),
+        _row(*["---"] * 18),
     ]  # fmt: skip
     for row in latency:
         s, w = row["load"]["from_schedule_ms"], row["load"]["from_write_ms"]
@@ -393,6 +405,8 @@ def report(
                 f"{s['max']:.1f}",
                 f"{w['p99']:.2f}",
                 f"{row['handler_mean_ms']:.3f}",
+                f"{row['agent_cpu_ms_per_admission']:.2f}",
+                f"{row['agent_cpu_share']:.0%}",
                 f"{row['events_sent']:.0f}",
                 f"{row['events_coalesced']:.0f}",
                 f"{row['kcp_failures']:.0f}",
