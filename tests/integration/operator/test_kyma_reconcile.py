@@ -100,6 +100,12 @@ async def test_kyma_with_access_secret_gets_agent_and_synced_runtime_copy(
         ]
         assert after_skr == before_skr
 
+        # the operator's own Secrets carry the Kyma's name label too (certificate, signing keys,
+        # published public keys), but they are not access Secrets: no "more than one" error
+        labelled = await kcp_client.list(SECRETS, ns, label_selector=f"{names.KYMA_NAME_LABEL}=kyma-a")
+        assert len(labelled.items) == 4
+        assert again.outcome != State.ERROR.value
+
 
 async def test_missing_duplicate_and_restored_access_secret(
     kcp_client: KubeClient,
@@ -126,7 +132,6 @@ async def test_missing_duplicate_and_restored_access_secret(
         with pytest.raises(NotFound):
             await skr_client.get(KYMAS, "default", running.sync_namespace)
 
-        # the operator's own Secrets labelled with the Kyma name are not access Secrets
         mark = len(running.reports)
         await kcp_client.create(SECRETS, access_secret("kyma-x-kubeconfig", ns, "kyma-x", skr.kubeconfig))
         report = await running.wait_report(
