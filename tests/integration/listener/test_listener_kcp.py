@@ -38,16 +38,8 @@ from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS
-from tests.integration.listener.helpers import (
-    DEADLINE,
-    MANAGER,
-    b64,
-    event,
-    eventually,
-    key_secret,
-    kyma,
-    manifest,
-)
+from tests.integration.listener.helpers import DEADLINE, MANAGER, b64, event, key_secret, kyma, manifest
+from tests.polling import eventually
 
 
 @contextlib.asynccontextmanager

@@ -24,7 +24,7 @@ from tests.integration.operator.harness import (
     settled,
 )
 from tests.integration.skrwatcher.e2e import agent_config, write_agent_files
-from tests.integration.skrwatcher.helpers import eventually
+from tests.polling import eventually
 
 
 async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(

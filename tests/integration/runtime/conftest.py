@@ -93,19 +93,3 @@ async def namespace(client: KubeClient, unique_name: str) -> AsyncIterator[str]:
 async def widgets(client: KubeClient) -> Resource:
     await install_widget_crd(client)
     return WIDGETS
-
-
-async def eventually(
-    predicate: Any, within: float = 10.0, interval: float = 0.02, what: str = "condition"
-) -> None:
-    """Poll ``predicate`` (sync or async) until truthy, failing after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        outcome = predicate()
-        if asyncio.iscoroutine(outcome):
-            outcome = await outcome
-        if outcome:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(interval)

@@ -29,8 +29,7 @@ from kyma_operator.runtime import (
 )
 from kyma_operator.runtime.resources import CONFIGMAPS, NAMESPACES
 from tests.controlplane.cluster import ControlPlane
-
-from .conftest import eventually
+from tests.polling import eventually
 
 
 class Recorder(FuncHandler):

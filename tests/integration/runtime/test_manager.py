@@ -27,8 +27,7 @@ from kyma_operator.runtime import (
     Result,
 )
 from kyma_operator.runtime.resources import CONFIGMAPS, LEASES
-
-from .conftest import eventually
+from tests.polling import eventually
 
 
 class Recording:

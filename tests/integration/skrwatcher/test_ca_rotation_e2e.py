@@ -32,7 +32,8 @@ from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore, Runtim
 from skr_watcher import credentials
 from skr_watcher.kcp_client import KcpClient
 from tests.integration.skrwatcher.e2e import TlsGateway, agent_config, running_listener
-from tests.integration.skrwatcher.helpers import WallClock, eventually
+from tests.integration.skrwatcher.helpers import WallClock
+from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
 DAY = datetime.timedelta(days=1)

@@ -38,7 +38,8 @@ from kyma_operator.skrwatcher.installer import (
     KymaRef,
 )
 from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore
-from tests.integration.skrwatcher.helpers import WallClock, eventually
+from tests.integration.skrwatcher.helpers import WallClock
+from tests.polling import eventually
 
 T0 = datetime.datetime(2026, 7, 1, tzinfo=datetime.UTC)
 

@@ -25,8 +25,8 @@ from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore
 from skr_watcher.agent import Agent
 from tests.controlplane.cluster import free_port
 from tests.integration.skrwatcher.e2e import agent_config, running_listener, write_agent_files
-from tests.integration.skrwatcher.helpers import eventually
 from tests.integration.skrwatcher.test_installer import watcher_body
+from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
 

@@ -11,8 +11,8 @@ from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.queue import WorkQueue
 from kyma_operator.runtime.request import Request
-from tests.integration.skrwatcher.helpers import eventually
 from tests.integration.watcher.test_watcher_controller import watcher
+from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
 

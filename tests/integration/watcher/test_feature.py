@@ -17,8 +17,8 @@ from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from kyma_operator.skrwatcher.installer import InstallerConfig
 from kyma_operator.skrwatcher.store import IdentityConfig
-from tests.integration.skrwatcher.helpers import eventually
 from tests.integration.watcher.test_watcher_controller import GATEWAYS, VIRTUAL_SERVICES, gateway, watcher
+from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
 

@@ -26,7 +26,7 @@ from kyma_operator.runtime.resources import (
 from kyma_operator.skrwatcher.installer import AgentInstaller, InstallerConfig, KymaRef
 from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore
 from tests.controlplane.cluster import free_port
-from tests.integration.skrwatcher.helpers import eventually
+from tests.polling import eventually
 
 KCP_DIR = Path(__file__).resolve().parents[3] / "manifests" / "kcp"
 GATEWAYS = Resource("networking.istio.io", "v1beta1", "gateways", "Gateway")

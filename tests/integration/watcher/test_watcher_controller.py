@@ -20,7 +20,7 @@ from kyma_operator.runtime.errors import Invalid, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CORE_EVENTS, Resource
-from tests.integration.skrwatcher.helpers import eventually
+from tests.polling import eventually
 
 GATEWAYS = Resource("networking.istio.io", "v1beta1", "gateways", "Gateway")
 VIRTUAL_SERVICES = Resource("networking.istio.io", "v1beta1", "virtualservices", "VirtualService")
@@ -158,7 +158,7 @@ async def test_gateway_change_and_virtual_service_drift_are_repaired_promptly(
         vs = await _get(kcp_client, VIRTUAL_SERVICES, "w", ns)
         return bool(vs and vs["spec"]["hosts"] == ["new.example.com"])
 
-    await eventually(hosts_updated, deadline=5.0, what="VirtualService hosts follow the Gateway")
+    await eventually(hosts_updated, within=5.0, what="VirtualService hosts follow the Gateway")
 
     # an edited VirtualService is put back
     current = await kcp_client.get(VIRTUAL_SERVICES, "w", ns)
@@ -170,7 +170,7 @@ async def test_gateway_change_and_virtual_service_drift_are_repaired_promptly(
         vs = await _get(kcp_client, VIRTUAL_SERVICES, "w", ns)
         return bool(vs and vs["spec"]["http"][0]["route"][0]["destination"]["port"]["number"] == 8082)
 
-    await eventually(port_restored, deadline=5.0, what="edited VirtualService repaired")
+    await eventually(port_restored, within=5.0, what="edited VirtualService repaired")
 
     # a deleted VirtualService is re-created
     uid_before = (await kcp_client.get(VIRTUAL_SERVICES, "w", ns))["metadata"]["uid"]
@@ -180,7 +180,7 @@ async def test_gateway_change_and_virtual_service_drift_are_repaired_promptly(
         vs = await _get(kcp_client, VIRTUAL_SERVICES, "w", ns)
         return bool(vs and vs["metadata"]["uid"] != uid_before)
 
-    await eventually(recreated, deadline=5.0, what="deleted VirtualService re-created")
+    await eventually(recreated, within=5.0, what="deleted VirtualService re-created")
 
     # a spec change of the Watcher (manager) changes the route
     await kcp_client.patch(WATCHERS, "w", {"spec": {"manager": "other-manager"}}, ns)
@@ -189,7 +189,7 @@ async def test_gateway_change_and_virtual_service_drift_are_repaired_promptly(
         vs = await _get(kcp_client, VIRTUAL_SERVICES, "w", ns)
         return bool(vs and vs["spec"]["http"][0]["match"][0]["uri"]["prefix"] == "/v2/other-manager/")
 
-    await eventually(rerouted, deadline=5.0, what="route follows spec.manager")
+    await eventually(rerouted, within=5.0, what="route follows spec.manager")
 
 
 async def test_deleting_a_watcher_removes_its_virtual_service_and_finalizer(
