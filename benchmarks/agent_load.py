@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import ssl
 import statistics
@@ -163,6 +164,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             scheduled_latency.append(done - target)
             write_latency.append(done - sent)
 
+    # a load generator must not stall itself: no collector pauses while measuring
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     started = time.perf_counter()
     tasks: list[asyncio.Task[None]] = []
     if args.mode == "burst":
@@ -186,6 +191,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             tasks.append(asyncio.create_task(one(i, target)))
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - started
+    gc.enable()
     while not connections.empty():
         connections.get_nowait().writer.close()
 
