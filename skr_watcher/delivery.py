@@ -136,7 +136,10 @@ class Delivery:
             entry = await self.queue.get()
             if entry is None:
                 return
-            await self._deliver(entry)
+            try:
+                await self._deliver(entry)
+            finally:
+                self.queue.done(entry)
 
     async def _deliver(self, entry: QueuedEvent) -> None:
         manager = entry.manager

@@ -91,6 +91,8 @@ class SendQueue:
         self._maxsize = maxsize
         self._entries: OrderedDict[int, QueuedEvent] = OrderedDict()
         self._pending: dict[EventKey, QueuedEvent] = {}
+        self._taken: dict[EventKey, QueuedEvent] = {}
+        """The newest entry per key that a sender took and has not finished (``done``)."""
         self._seq = 0
         self._nonempty = asyncio.Event()
         self._closed = False
@@ -114,7 +116,7 @@ class SendQueue:
             existing.event = merged(existing.event, event)
             existing.coalesced += 1
             return PutResult(coalesced=True)
-        dropped = self._pop_oldest() if len(self._entries) >= self._maxsize else None
+        dropped = self._remove_oldest() if len(self._entries) >= self._maxsize else None
         self._seq += 1
         entry = QueuedEvent(key, event, now, seq=self._seq)
         self._entries[self._seq] = entry
@@ -124,7 +126,7 @@ class SendQueue:
 
     def get_nowait(self) -> QueuedEvent | None:
         """The oldest entry, or None when empty."""
-        return self._pop_oldest() if self._entries else None
+        return self._take() if self._entries else None
 
     async def get(self) -> QueuedEvent | None:
         """Wait for the oldest entry; None once the queue is closed and empty."""
@@ -133,19 +135,34 @@ class SendQueue:
                 return None
             self._nonempty.clear()
             await self._nonempty.wait()
-        return self._pop_oldest()
+        return self._take()
 
     def is_superseded(self, entry: QueuedEvent) -> bool:
-        """True when a newer entry for the same key waits and makes ``entry`` unnecessary."""
+        """True when a newer entry for the same key (waiting, or taken by another sender) makes
+        ``entry`` unnecessary."""
+        operation = entry.event.operation
         pending = self._pending.get(entry.key)
-        return pending is not None and supersedes(pending.event.operation, entry.event.operation)
+        if pending is not None and supersedes(pending.event.operation, operation):
+            return True
+        taken = self._taken.get(entry.key)
+        return taken is not None and taken.seq > entry.seq and supersedes(taken.event.operation, operation)
+
+    def done(self, entry: QueuedEvent) -> None:
+        """A sender finished with ``entry`` (delivered, dropped or abandoned)."""
+        if self._taken.get(entry.key) is entry:
+            del self._taken[entry.key]
 
     def close(self) -> None:
         """Wake all waiters; ``get`` returns the remaining entries, then None."""
         self._closed = True
         self._nonempty.set()
 
-    def _pop_oldest(self) -> QueuedEvent:
+    def _take(self) -> QueuedEvent:
+        entry = self._remove_oldest()
+        self._taken[entry.key] = entry
+        return entry
+
+    def _remove_oldest(self) -> QueuedEvent:
         _, entry = self._entries.popitem(last=False)
         if self._pending.get(entry.key) is entry:
             del self._pending[entry.key]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Sequence
@@ -229,6 +230,27 @@ async def test_undelivered_event_is_abandoned_when_a_newer_one_is_queued() -> No
         rig.kcp.down = False
         await until(lambda: len(rig.kcp.of(Operation.UPDATE)) == 1 and len(rig.kcp.of(Operation.RESYNC)) == 1)
         assert rig.kcp.of(Operation.UPDATE)[0].owner == ObjectKey(namespace="kcp-system", name="v2")
+    finally:
+        await rig.delivery.stop(flush_within=0.5)
+        await client.aclose()
+
+
+async def test_a_burst_while_kcp_is_down_is_delivered_once_with_several_senders() -> None:
+    rig, client = make_rig(senders=4)
+    try:
+        rig.kcp.down = True
+        rig.delivery.start()
+        for version in range(1, 101):
+            rig.delivery.submit("lifecycle-manager", event("hot", version=version))
+            await asyncio.sleep(0)  # let idle senders take entries: several end up in flight
+        await until(lambda: rig.kcp.calls >= 20)
+        rig.kcp.down = False
+        await until(lambda: len(rig.kcp.of(Operation.RESYNC)) == 1 and rig.value("watcher_queue_depth") == 0)
+        await until(lambda: rig.value("watcher_events_sent_total") == 2)
+        hot = rig.kcp.of(Operation.UPDATE)
+        assert len(hot) == 1
+        assert hot[0].owner == ObjectKey(namespace="kcp-system", name="v100")
+        assert rig.value("watcher_events_superseded_total") >= 3
     finally:
         await rig.delivery.stop(flush_within=0.5)
         await client.aclose()

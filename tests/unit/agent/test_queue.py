@@ -165,3 +165,28 @@ async def test_close_wakes_all_waiters() -> None:
 def test_invalid_size() -> None:
     with pytest.raises(ValueError, match="maxsize"):
         SendQueue(0)
+
+
+def test_an_entry_taken_later_supersedes_an_older_one_in_flight() -> None:
+    queue = SendQueue(10)
+    queue.put("lm", event("a", marker=1), 0)
+    first = queue.get_nowait()
+    queue.put("lm", event("a", marker=2), 0)
+    second = queue.get_nowait()
+    assert first is not None and second is not None
+    assert queue.is_superseded(first)
+    assert not queue.is_superseded(second)
+    queue.done(second)
+    assert not queue.is_superseded(first)  # the newer one is finished; the older is a harmless hint
+    queue.done(first)
+
+
+def test_a_dropped_entry_is_not_counted_as_taken() -> None:
+    queue = SendQueue(1)
+    queue.put("lm", event("a", marker=1), 0)
+    assert queue.put("lm", event("b"), 0).dropped is not None
+    queue.put("lm", event("a", marker=2), 0)  # "b" dropped, "a" queued again
+    queue.put("lm", event("c"), 0)
+    taken = queue.get_nowait()
+    assert taken is not None and taken.event.watched.name == "c"
+    assert not queue.is_superseded(taken)
