@@ -46,7 +46,7 @@ async def test_call_later_runs_in_order_and_can_be_cancelled() -> None:
 
 async def test_cancelled_sleep_leaves_no_timer() -> None:
     clock = FakeClock()
-    task = asyncio.create_task(clock.sleep(10))
+    task = asyncio.create_task(clock.sleep(1.0))  # virtual seconds: FakeClock never waits
     await clock.wait_for_pending(1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
