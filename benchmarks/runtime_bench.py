@@ -180,7 +180,7 @@ async def write_to_reconcile_latency(client: KubeClient, namespace: str, n: int 
 
 
 async def create_widgets(client: KubeClient, namespace: str, count: int) -> float:
-    from tests.integration.runtime.conftest import WIDGETS, install_widget_crd
+    from tests.integration.kyma_operator.runtime.conftest import WIDGETS, install_widget_crd
 
     await install_widget_crd(client)
     semaphore = asyncio.Semaphore(16)
@@ -202,7 +202,7 @@ async def create_widgets(client: KubeClient, namespace: str, count: int) -> floa
 
 def informer_child(kubeconfig: str, namespace: str, strip: bool) -> None:
     """Runs in a child process: baseline RSS, then RSS with a synced informer (printed as JSON)."""
-    from tests.integration.runtime.conftest import WIDGETS
+    from tests.integration.kyma_operator.runtime.conftest import WIDGETS
 
     async def main() -> dict[str, float]:
         client = KubeClient.from_kubeconfig_file(kubeconfig)

@@ -29,6 +29,8 @@ from kubernetes import config as k8s_config
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.wiring import OperatorListener
+from kyma_operator.agentinstall.installer import InstallerConfig
+from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
 from kyma_operator.api import names
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
@@ -41,14 +43,12 @@ from kyma_operator.controllers.watcher.feature import (
     build_watcher_feature,
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, resource_for
+from kyma_operator.identity.store import IdentityConfig, utc_now
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
-from kyma_operator.skrwatcher.installer import InstallerConfig
-from kyma_operator.skrwatcher.kcpaddr import GatewayAddressError, resolve_kcp_addr
-from kyma_operator.skrwatcher.store import IdentityConfig, utc_now
 
 log = logging.getLogger(__name__)
 

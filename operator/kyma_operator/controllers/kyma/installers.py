@@ -13,11 +13,11 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from kyma_operator.agentinstall.installer import AgentInstaller, KymaRef, WatcherCache
+from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api.kyma import Kyma
+from kyma_operator.identity.store import utc_now
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.skrwatcher.installer import AgentInstaller, KymaRef, WatcherCache
-from kyma_operator.skrwatcher.readiness import AgentStatus
-from kyma_operator.skrwatcher.store import utc_now
 
 
 class Installer(Protocol):

@@ -18,10 +18,10 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from kyma_operator.agentinstall import readiness
+from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api.kyma import KymaConditionType, KymaStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
-from kyma_operator.skrwatcher import readiness
-from kyma_operator.skrwatcher.readiness import AgentStatus
 
 SKR_WEBHOOK = KymaConditionType.SKR_WEBHOOK.value
 WATCHER_HEARTBEAT = "SKRWatcherHeartbeat"

@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
 from kyma_operator.controllers.watcher.fanout import DelayingQueue, ObjectCache, WatcherFanout
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
+from kyma_operator.identity.bundle import RotationPolicy
+from kyma_operator.identity.rotator import TrustRotator
+from kyma_operator.identity.signing_keys import SigningPolicy
+from kyma_operator.identity.store import IdentityConfig, IdentityStore, TrustState, utc_now
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
-from kyma_operator.skrwatcher.bundle import RotationPolicy
-from kyma_operator.skrwatcher.installer import AgentInstaller, InstallerConfig
-from kyma_operator.skrwatcher.rotator import TrustRotator
-from kyma_operator.skrwatcher.signing_keys import SigningPolicy
-from kyma_operator.skrwatcher.store import IdentityConfig, IdentityStore, TrustState, utc_now
 
 
 class WatcherFeatureConfig(BaseModel):

@@ -1,0 +1,8 @@
+"""Per-runtime agent installation: what the operator puts into each runtime so that it sends events.
+
+* ``installer``: render (from ``skr_watcher.artefacts``), apply and remove the agent in a runtime;
+* ``readiness``: the agent's readiness for the Kyma ``SKRWebhook`` condition;
+* ``kcpaddr``: the KCP address agents send to, from the ``klm-watcher`` Gateway.
+
+Credentials come from ``kyma_operator.identity``.
+"""
