@@ -49,8 +49,8 @@ import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
-from kcp_listener.signing import private_key_pem, public_key_pem
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.keys import private_key_pem, public_key_pem
 from skr_watcher import credentials
 from skr_watcher.clock import SystemClock
 from skr_watcher.config import AgentConfig

@@ -3,7 +3,7 @@
 Run by ``benchmarks.agent_bench`` (``python -m benchmarks.agent_receiver --port ... --cert ...``).
 One uvicorn worker on uvloop + httptools serving a raw ASGI app (no framework): the stand-in should
 take as little CPU as possible from the agent on this 2-core machine. ``--verify-key`` also checks
-every RFC 9421 signature with ``kcp_listener.signing.SignatureVerifier`` (off by default).
+every RFC 9421 signature with ``kcp_listener.verifier.SignatureVerifier`` (off by default).
 ``GET /stats`` returns the counts, ``POST /reset`` clears them.
 """
 
@@ -20,7 +20,9 @@ from typing import Any
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from kcp_listener.signing import SignatureError, SignatureVerifier, load_public_key
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.keys import load_public_key
+from kyma_wire.profile import SignatureError
 
 
 class _Keys:

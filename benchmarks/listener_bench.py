@@ -64,22 +64,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent, event_path
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, Router
-from kcp_listener.signing import (
-    COVERED_COMPONENTS,
-    SIGNATURE_TAG,
-    EventSigner,
-    LibrarySignatureVerifier,
-    SignatureVerifier,
-    make_key_id,
-    public_key_pem,
-    signature_base,
-)
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent, event_path
+from kyma_wire.keys import public_key_pem
+from kyma_wire.profile import COVERED_COMPONENTS, SIGNATURE_TAG, make_key_id, signature_base
+from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 REPO = Path(__file__).resolve().parents[1]
 MANAGER = "lifecycle-manager"

@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import WatchEvent, event_path
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -33,9 +32,10 @@ from kcp_listener.kube import ChannelSink
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, ObjectRef, RequestSink, Router
 from kcp_listener.server import ListenerServer
-from kcp_listener.signing import load_public_key
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.request import Request, Result
+from kyma_wire.events import WatchEvent, event_path
+from kyma_wire.keys import load_public_key
 
 MANAGER = "lifecycle-manager"
 NAMESPACE = "kcp-system"

@@ -21,8 +21,8 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
-from kcp_listener.contract import Heartbeat, WatchEvent, event_path, heartbeat_path
 from kcp_listener.intake import BodySource, ClientDisconnected, EventIntake, Reply, error_reply
+from kyma_wire.events import Heartbeat, WatchEvent, event_path, heartbeat_path
 
 __all__ = ["FastPath", "build_asgi", "create_app"]
 

@@ -19,8 +19,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kcp_listener.contract import MAX_BODY_BYTES
-from kcp_listener.signing import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
+from kyma_wire.events import MAX_BODY_BYTES
+from kyma_wire.profile import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 
 _MANAGER = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

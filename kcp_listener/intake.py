@@ -36,13 +36,14 @@ from pydantic import ValidationError
 
 from kcp_listener.coalesce import CoalescingSink, LoopTimer, Timer
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import CONTRACT_VERSION, Heartbeat, WatchEvent
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
 from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
-from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier
+from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
+from kyma_wire.events import CONTRACT_VERSION, Heartbeat, WatchEvent
+from kyma_wire.profile import SignatureError
 
 __all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
 

@@ -34,7 +34,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from kcp_listener.signing import load_public_key, make_key_id
+from kyma_wire.keys import load_public_key
+from kyma_wire.profile import make_key_id
 
 __all__ = [
     "KEY_SUFFIX",

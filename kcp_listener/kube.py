@@ -12,13 +12,13 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from kcp_listener.contract import RUNTIME_ID_LABEL
 from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, KeyStore
 from kcp_listener.routing import KYMA_NAME_LABEL, ObjectRef
 from kyma_operator.runtime.controller import ChannelSource
 from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS, Resource
+from kyma_wire.names import RUNTIME_ID_LABEL
 
 __all__ = [
     "KYMAS",

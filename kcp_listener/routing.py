@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kcp_listener.contract import Operation, WatchEvent
+from kyma_wire.events import Operation, WatchEvent
 
 __all__ = [
     "KYMA_NAME_LABEL",

@@ -27,7 +27,6 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import RUNTIME_ID_LABEL
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -36,6 +35,7 @@ from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import RequestSink, Router
 from kcp_listener.server import ListenerServer
 from kyma_operator.runtime.informer import FuncHandler, Informer, ListWatcher
+from kyma_wire.names import RUNTIME_ID_LABEL
 
 __all__ = ["OperatorListener"]
 

@@ -19,13 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kcp_listener.contract import (
-    OWNED_BY_ANNOTATION,
-    GroupVersionKind,
-    ObjectKey,
-    Operation,
-    WatchEvent,
-)
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.names import OWNED_BY_ANNOTATION
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")

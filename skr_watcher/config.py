@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kcp_listener.contract import CONTRACT_VERSION
-from kcp_listener.signing import parse_key_id
+from kyma_wire.events import CONTRACT_VERSION
+from kyma_wire.profile import parse_key_id
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -70,7 +70,7 @@ class AgentConfig(BaseModel):
     signing_key: Path | None = Field(default=None, validation_alias="SIGNING_KEY")
     """PEM Ed25519 private key; without it events are sent unsigned (listener mode ``xfcc``)."""
     signing_key_id: str | None = Field(default=None, validation_alias="SIGNING_KEY_ID")
-    """``<runtime-id>:<key-version>`` (see ``kcp_listener.signing.make_key_id``)."""
+    """``<runtime-id>:<key-version>`` (see ``kyma_wire.profile.make_key_id``)."""
     signing_key_id_file: Path | None = Field(default=None, validation_alias="SIGNING_KEY_ID_FILE")
     """A file holding the key id, re-read with the key when the mounted Secret rotates."""
     signing_key_version: str | None = Field(default=None, validation_alias="SIGNING_KEY_VERSION")

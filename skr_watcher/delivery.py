@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 
-from kcp_listener.contract import Heartbeat, Operation, WatchEvent, event_path, heartbeat_path
+from kyma_wire.events import Heartbeat, Operation, WatchEvent, event_path, heartbeat_path
 from skr_watcher.clock import Clock
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics

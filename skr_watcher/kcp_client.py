@@ -19,7 +19,7 @@ _JSON = "application/json"
 
 
 class Signer(Protocol):
-    """``kcp_listener.signing.EventSigner`` or ``skr_watcher.signer.FastEventSigner``."""
+    """``skr_watcher.signer.FastEventSigner`` (or the reference signer in tests)."""
 
     key_id: str
 

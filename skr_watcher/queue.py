@@ -15,7 +15,7 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from kcp_listener.contract import Operation, WatchEvent
+from kyma_wire.events import Operation, WatchEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from enum import Enum
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
 
 RUNTIME_KYMA = ObjectKey(namespace="kyma-system", name="default")
 KYMA_GVK = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma")

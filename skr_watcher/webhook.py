@@ -20,7 +20,7 @@ from typing import Protocol
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from kcp_listener.contract import WatchEvent
+from kyma_wire.events import WatchEvent
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import Clock
 from skr_watcher.metrics import AgentMetrics

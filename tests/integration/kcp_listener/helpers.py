@@ -6,10 +6,11 @@ import base64
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.contract import RUNTIME_ID_LABEL, GroupVersionKind, ObjectKey, Operation, WatchEvent
 from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, secret_name
 from kcp_listener.routing import KYMA_NAME_LABEL
-from kcp_listener.signing import public_key_pem
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.keys import public_key_pem
+from kyma_wire.names import RUNTIME_ID_LABEL
 
 DEADLINE = 20.0
 MANAGER = "lifecycle-manager"

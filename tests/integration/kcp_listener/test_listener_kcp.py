@@ -19,27 +19,24 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import (
-    RUNTIME_ID_LABEL,
-    Heartbeat,
-    Operation,
-    event_path,
-    heartbeat_path,
-)
 from kcp_listener.keystore import (
     KeyStore,
     secret_name,
 )
 from kcp_listener.kube import KYMAS, MANIFESTS, ChannelSink, feed_keystore, signing_key_informer
 from kcp_listener.routing import ObjectRef
-from kcp_listener.signing import EventSigner, make_key_id, public_key_pem
 from kcp_listener.wiring import OperatorListener
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS
+from kyma_wire.events import Heartbeat, Operation, event_path, heartbeat_path
+from kyma_wire.keys import public_key_pem
+from kyma_wire.names import RUNTIME_ID_LABEL
+from kyma_wire.profile import make_key_id
 from tests.integration.kcp_listener.helpers import DEADLINE, MANAGER, b64, event, key_secret, kyma, manifest
 from tests.polling import eventually
+from tests.rfc9421_reference import EventSigner
 
 
 @contextlib.asynccontextmanager

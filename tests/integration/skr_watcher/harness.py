@@ -24,7 +24,7 @@ import kubernetes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcp_listener.signing import private_key_pem
+from kyma_wire.keys import private_key_pem
 from skr_watcher.artefacts import WebhookSpec, render_webhook_configuration
 from tests.controlplane.cluster import APIServer, free_port
 from tests.controlplane.pki import CertificateAuthority, KeyPair

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from kcp_listener.contract import OWNED_BY_ANNOTATION, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import OWNED_BY_ANNOTATION
 from tests.controlplane.cluster import APIServer
 from tests.integration.skr_watcher.harness import GROUP, WATCH_LABEL, WIDGETS, AgentRig, agent_rig, widget
 from tests.integration.skr_watcher.receiver import Received, named

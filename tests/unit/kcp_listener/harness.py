@@ -18,13 +18,14 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.app import ASGIApp, build_asgi
 from kcp_listener.coalesce import Timer
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import event_path, heartbeat_path
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, ListSink, Router
-from kcp_listener.signing import EventSigner, make_key_id
+from kyma_wire.events import event_path, heartbeat_path
+from kyma_wire.profile import make_key_id
+from tests.rfc9421_reference import EventSigner
 
 NOW = 1_800_000_000.0
 NS = "kcp-system"

@@ -13,9 +13,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
 from kcp_listener.routing import InMemoryDirectory, ObjectRef
-from kcp_listener.signing import EventSigner, make_key_id
+from kyma_wire.events import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
+from kyma_wire.profile import make_key_id
+from tests.rfc9421_reference import EventSigner
 from tests.unit.kcp_listener.harness import (
     MANAGER,
     NOW,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kcp_listener.coalesce import CoalescingSink
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, WatchEvent
 from kcp_listener.routing import ListSink, ObjectRef
 from kyma_operator.runtime.clock import FakeClock
+from kyma_wire.events import GroupVersionKind, ObjectKey, WatchEvent
 from tests.unit.kcp_listener.harness import Harness
 
 KYMA = ObjectRef("kcp-system", "kyma-1")

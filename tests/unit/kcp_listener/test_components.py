@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.keystore import KeyStore, secret_name
 from kcp_listener.replay import ReplayCache, ReplayVerdict
 from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, Router, RoutingError, Targets
-from kcp_listener.signing import public_key_pem
 from kcp_listener.xfcc import XfccError, XfccParser
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.keys import public_key_pem
 from tests.unit.kcp_listener.harness import Clock, client_cert_pem, istio_xfcc
 
 # --- XFCC ----------------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ import pytest
 
 from kcp_listener.app import FastPath
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from kcp_listener.intake import EventIntake
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, event_path
 
 Message = dict[str, Any]

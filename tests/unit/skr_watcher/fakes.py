@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kcp_listener.contract import WatchEvent
+from kyma_wire.events import WatchEvent
 
 WALL_START = datetime.datetime(2026, 11, 21, 10, 0, 0, tzinfo=datetime.UTC)
 

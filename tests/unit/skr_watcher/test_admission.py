@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kcp_listener.contract import OWNED_BY_ANNOTATION, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import OWNED_BY_ANNOTATION
 from skr_watcher.admission import (
     Decision,
     MalformedReview,

@@ -12,13 +12,14 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from kcp_listener.contract import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
-from kcp_listener.signing import EventSigner, SignatureVerifier
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.events import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
 from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
 from skr_watcher.retry import Backoff
+from tests.rfc9421_reference import EventSigner
 from tests.unit.skr_watcher.fakes import WALL_START, FakeClock, until
 
 KEY_ID = "runtime-1:v1"

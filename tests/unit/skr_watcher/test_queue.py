@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from skr_watcher.queue import SendQueue
 from skr_watcher.resync import resync_event
 from tests.unit.skr_watcher.fakes import WALL_START

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcp_listener.contract import Operation
+from kyma_wire.events import Operation
 from skr_watcher.resync import KYMA_GVK, RUNTIME_KYMA, ResyncTracker, resync_event
 from tests.unit.skr_watcher.fakes import WALL_START
 

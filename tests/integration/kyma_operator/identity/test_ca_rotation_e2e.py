@@ -19,7 +19,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, WatchEvent, event_path
 from kcp_listener.routing import ObjectRef
 from kyma_operator.agentinstall.installer import KymaRef
 from kyma_operator.api import names
@@ -29,6 +28,7 @@ from kyma_operator.identity.ca import issued_by
 from kyma_operator.identity.store import IdentityConfig, IdentityStore, RuntimeIdentity
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
+from kyma_wire.events import GroupVersionKind, ObjectKey, WatchEvent, event_path
 from skr_watcher import credentials
 from skr_watcher.kcp_client import KcpClient
 from tests.integration.kyma_operator.identity.e2e import TlsGateway, agent_config, running_listener

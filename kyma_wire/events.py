@@ -1,4 +1,4 @@
-"""The wire contract between the runtime agent and the KCP listener: paths, limits and the event body.
+"""The agent's request bodies and where they go: paths, limits, the event and heartbeat models.
 
 One definition, imported by both sides (``skr_watcher`` sends what ``kcp_listener`` parses). The body
 is a superset of the upstream runtime-watcher v2 body, so the upstream Go agent's events parse here
@@ -16,9 +16,6 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 CONTRACT_VERSION = "v2"
 MAX_BODY_BYTES = 16 * 1024
 """Upstream's ``http.MaxBytesHandler(16384)``; larger bodies get 413 and are never parsed."""
-
-RUNTIME_ID_LABEL = "kyma-project.io/runtime-id"
-OWNED_BY_ANNOTATION = "deprecated-operator.kyma-project.io/owned-by"
 
 
 def event_path(manager: str) -> str:
