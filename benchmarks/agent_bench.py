@@ -49,8 +49,9 @@ import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
-from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
 from kyma_wire.keys import private_key_pem, public_key_pem
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from skr_watcher import credentials
 from skr_watcher.clock import SystemClock
 from skr_watcher.config import AgentConfig
@@ -291,14 +292,14 @@ async def _sender_throughput(
     gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Manifest")
     now = clock.now()
     for i in range(n):
-        event = WatchEvent(
-            watched=ObjectKey(namespace="kcp-system", name=f"manifest-{i}"),
+        event = AgentEvent(
+            watched=ObjectKey(namespace=KCP_NAMESPACE, name=f"manifest-{i}"),
             watched_gvk=gvk,
             operation=Operation.UPDATE,
-            owner=ObjectKey(namespace="kcp-system", name=f"manifest-{i}"),
+            owner=ObjectKey(namespace=KCP_NAMESPACE, name=f"manifest-{i}"),
             observed_at=now,
         )
-        delivery.submit("lifecycle-manager", event)
+        delivery.submit(OPERATOR_NAME, event)
     started = time.perf_counter()
     delivery.start()
     left = await delivery.stop(flush_within=600)

@@ -8,7 +8,7 @@ How it measures (one run, side by side):
 * Servers run in their own process (``benchmarks.listener_server``), one uvicorn worker on uvloop +
   httptools each, started one at a time (the machine has 2 cores; the load generator takes one).
   ``plain`` is a bare FastAPI ``POST /v2/lifecycle-manager/event`` that parses the body into the
-  ``WatchEvent`` model; ``listener`` is the full listener (signature mode: digest, RFC 9421
+  ``AgentEvent`` model; ``listener`` is the full listener (signature mode: digest, RFC 9421
   Ed25519 verify, replay cache, body validation, routing over 5,000 runtimes) enqueuing into two
   real runtime ``Controller``s whose reconcilers count.
 * Throughput: ``wrk -t1 -c50`` with a Lua script cycling through N pre-signed requests (nonces
@@ -70,17 +70,18 @@ from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, Router
 from kcp_listener.verifier import SignatureVerifier
-from kyma_wire.events import GroupVersionKind, ObjectKey, Operation, WatchEvent, event_path
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, event_path
 from kyma_wire.keys import public_key_pem
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, SKR_NAMESPACE
 from kyma_wire.profile import COVERED_COMPONENTS, SIGNATURE_TAG, make_key_id, signature_base
 from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 REPO = Path(__file__).resolve().parents[1]
-MANAGER = "lifecycle-manager"
+MANAGER = OPERATOR_NAME
 PATH = event_path(MANAGER)
 HOST = "127.0.0.1"
-BODY = WatchEvent(
-    watched=ObjectKey(namespace="kyma-system", name="default"),
+BODY = AgentEvent(
+    watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
     watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
     operation=Operation.UPDATE,
     observed_at=datetime.datetime(2026, 11, 21, 10, 0, 0, 123456, tzinfo=datetime.UTC),
@@ -471,7 +472,7 @@ async def pipeline(runtimes: Runtimes, count: int = 5000, repeats: int = 4) -> f
     directory = InMemoryDirectory()
     for runtime_id, key in zip(runtimes.ids, runtimes.keys, strict=True):
         keys.set_keys(runtime_id, runtime_id, {"v1": key.public_key()})
-        directory.add_kyma("kcp-system", f"kyma-{runtime_id}", runtime_id)
+        directory.add_kyma(KCP_NAMESPACE, f"kyma-{runtime_id}", runtime_id)
     registry = CollectorRegistry()
     intake = EventIntake(
         ListenerConfig(replay_cache_entries=2_000_000),

@@ -34,11 +34,12 @@ from kcp_listener.routing import InMemoryDirectory, ObjectRef, RequestSink, Rout
 from kcp_listener.server import ListenerServer
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.request import Request, Result
-from kyma_wire.events import WatchEvent, event_path
+from kyma_wire.events import AgentEvent, event_path
 from kyma_wire.keys import load_public_key
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 
-MANAGER = "lifecycle-manager"
-NAMESPACE = "kcp-system"
+MANAGER = OPERATOR_NAME
+NAMESPACE = KCP_NAMESPACE
 
 
 class CountingReconciler:
@@ -98,7 +99,7 @@ def plain_app() -> FastAPI:
     app = FastAPI()
 
     @app.post(event_path(MANAGER))
-    async def event(body: WatchEvent) -> dict[str, str]:
+    async def event(body: AgentEvent) -> dict[str, str]:
         return {"status": "accepted"}
 
     return app

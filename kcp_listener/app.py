@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 from kcp_listener.intake import BodySource, ClientDisconnected, EventIntake, Reply, error_reply
-from kyma_wire.events import Heartbeat, WatchEvent, event_path, heartbeat_path
+from kyma_wire.events import AgentEvent, Heartbeat, event_path, heartbeat_path
 
 __all__ = ["FastPath", "build_asgi", "create_app"]
 
@@ -255,7 +255,7 @@ def create_app(intake: EventIntake, *, title: str = "kcp-listener") -> FastAPI:
         )
 
     for path_of, model, summary in (
-        (event_path, WatchEvent, "Receive a watch event from a runtime agent"),
+        (event_path, AgentEvent, "Receive an event from a runtime agent"),
         (heartbeat_path, Heartbeat, "Receive a heartbeat from a runtime agent"),
     ):
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")

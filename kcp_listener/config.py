@@ -20,12 +20,13 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kyma_wire.events import MAX_BODY_BYTES
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 
 _MANAGER = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
-DEFAULT_NAMESPACE = "kcp-system"
-DEFAULT_MANAGER = "lifecycle-manager"
+DEFAULT_NAMESPACE = KCP_NAMESPACE
+DEFAULT_MANAGER = OPERATOR_NAME
 UPSTREAM_PORT = 8082
 """Upstream's in-cluster listener port (``0.0.0.0:8082``)."""
 

@@ -42,7 +42,7 @@ from kcp_listener.replay import ReplayCache, ReplayVerdict
 from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
 from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
-from kyma_wire.events import CONTRACT_VERSION, Heartbeat, WatchEvent
+from kyma_wire.events import CONTRACT_VERSION, AgentEvent, Heartbeat
 from kyma_wire.profile import SignatureError
 
 __all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
@@ -91,7 +91,7 @@ _UNKNOWN_MANAGER = _reply(404, {"error": "unknown manager"})
 _NOT_SERVING = "not serving (not leader or shutting down)"
 
 # pydantic-core validators of the two bodies: ``Model.model_validate_json`` minus its Python wrapper.
-_validate_event = cast(Callable[[bytes], WatchEvent], WatchEvent.__pydantic_validator__.validate_json)
+_validate_event = cast(Callable[[bytes], AgentEvent], AgentEvent.__pydantic_validator__.validate_json)
 _validate_heartbeat = cast(Callable[[bytes], Heartbeat], Heartbeat.__pydantic_validator__.validate_json)
 
 

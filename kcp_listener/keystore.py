@@ -40,14 +40,10 @@ from kyma_wire.profile import make_key_id
 __all__ = [
     "KEY_SUFFIX",
     "RUNTIME_ID_DATA_KEY",
-    "SIGNING_KEY_LABEL",
-    "SIGNING_KEY_LABEL_VALUE",
     "KeyStore",
     "secret_name",
 ]
 
-SIGNING_KEY_LABEL = "operator.kyma-project.io/watcher-signing-key"
-SIGNING_KEY_LABEL_VALUE = "public"
 RUNTIME_ID_DATA_KEY = "runtime-id"
 KEY_SUFFIX = ".pub"
 

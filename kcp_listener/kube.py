@@ -12,13 +12,18 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, KeyStore
-from kcp_listener.routing import KYMA_NAME_LABEL, ObjectRef
+from kcp_listener.keystore import KeyStore
+from kcp_listener.routing import ObjectRef
 from kyma_operator.runtime.controller import ChannelSource
 from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS, Resource
-from kyma_wire.names import RUNTIME_ID_LABEL
+from kyma_wire.names import (
+    KYMA_NAME_LABEL,
+    RUNTIME_ID_LABEL,
+    WATCHER_SIGNING_KEY_LABEL,
+    WATCHER_SIGNING_KEY_LABEL_VALUE,
+)
 
 __all__ = [
     "KYMAS",
@@ -110,7 +115,7 @@ def signing_key_informer(client: ListWatcher, namespace: str, **kwargs: Any) -> 
         client,
         SECRETS,
         namespace=namespace,
-        label_selector=f"{SIGNING_KEY_LABEL}={SIGNING_KEY_LABEL_VALUE}",
+        label_selector=f"{WATCHER_SIGNING_KEY_LABEL}={WATCHER_SIGNING_KEY_LABEL_VALUE}",
         name="kcp-listener-signing-keys",
         **kwargs,
     )

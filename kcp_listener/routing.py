@@ -27,10 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kyma_wire.events import Operation, WatchEvent
+from kyma_wire.events import AgentEvent, Operation
 
 __all__ = [
-    "KYMA_NAME_LABEL",
     "InMemoryDirectory",
     "KymaDirectory",
     "ListSink",
@@ -41,7 +40,6 @@ __all__ = [
     "Targets",
 ]
 
-KYMA_NAME_LABEL = "operator.kyma-project.io/kyma-name"
 _KYMA_GROUP = "operator.kyma-project.io"
 _KYMA_KIND = "Kyma"
 
@@ -113,7 +111,7 @@ class Router:
             raise RoutingError("ambiguous-runtime", "more than one Kyma for this runtime")
         return kymas[0]
 
-    def route(self, runtime_id: str, event: WatchEvent) -> Targets:
+    def route(self, runtime_id: str, event: AgentEvent) -> Targets:
         kyma = self.kyma_of(runtime_id)
         if event.operation is Operation.RESYNC:
             return Targets(kymas=(kyma,), manifests=tuple(self._directory.manifests_of(kyma)))

@@ -19,7 +19,7 @@ MAX_BODY_BYTES = 16 * 1024
 
 
 def event_path(manager: str) -> str:
-    """``/v2/<manager>/event``: where agents post watch events (and upstream's only route)."""
+    """``/v2/<manager>/event``: where agents post events (and upstream's only route)."""
     return f"/{CONTRACT_VERSION}/{manager}/event"
 
 
@@ -57,8 +57,13 @@ class Operation(StrEnum):
     of this runtime (its Kyma and all its Manifests)."""
 
 
-class WatchEvent(_Wire):
-    """What the agent posts to ``event_path``. ``operation``, ``owner`` and ``observedAt`` are ours."""
+class AgentEvent(_Wire):
+    """What the agent posts to ``event_path``. ``operation``, ``owner`` and ``observedAt`` are ours.
+
+    Upstream (runtime-watcher) calls this body ``WatchEvent``; here it is ``AgentEvent`` so that it
+    is never mistaken for a Kubernetes watch event (``kyma_operator.runtime.kube.WatchEvent``,
+    metav1's ``WatchEvent``). The name is not on the wire: the JSON body is unchanged.
+    """
 
     watched: ObjectKey
     watched_gvk: GroupVersionKind = Field(

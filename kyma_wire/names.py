@@ -13,7 +13,7 @@ from typing import Final
 OPERATOR_GROUP: Final = "operator.kyma-project.io"
 OPERATOR_VERSION: Final = "v1beta2"
 
-MANAGER_NAME: Final = "lifecycle-manager"
+OPERATOR_NAME: Final = "lifecycle-manager"
 """Upstream's operator name: the ``<manager>`` of ``/v2/<manager>/event``, the ``managed-by`` value of
 what it owns, and its field manager."""
 
@@ -22,9 +22,14 @@ SKR_NAMESPACE: Final = "kyma-system"
 DEFAULT_REMOTE_KYMA_NAME: Final = "default"
 """The runtime's own copy of its Kyma is ``kyma-system/default``."""
 
+MANAGED_BY_KYMA: Final = "kyma"
+"""The ``managed-by`` value of what the Kyma controller writes into a runtime (the agent among it)."""
+
 # --- labels -------------------------------------------------------------------------------------
 RUNTIME_ID_LABEL: Final = "kyma-project.io/runtime-id"
 MANAGED_BY_LABEL: Final = f"{OPERATOR_GROUP}/managed-by"
+WATCHED_BY_LABEL: Final = f"{OPERATOR_GROUP}/watched-by"
+"""What the default Watchers select on: the agent is called for objects carrying it."""
 KYMA_NAME_LABEL: Final = f"{OPERATOR_GROUP}/kyma-name"
 POD_RESTART_TRIGGER_LABEL: Final = f"{OPERATOR_GROUP}/pod-restart-trigger"
 WATCHER_SIGNING_KEY_LABEL: Final = f"{OPERATOR_GROUP}/watcher-signing-key"

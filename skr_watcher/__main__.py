@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import uvloop
 
-from skr_watcher import __version__
+from skr_watcher import __version__, logs
 from skr_watcher.agent import Agent
 from skr_watcher.config import AgentConfig, ConfigError
 from skr_watcher.credentials import CredentialError
@@ -52,9 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"skr-watcher: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.configure(config.log_level, sys.stderr)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(_serve(config))

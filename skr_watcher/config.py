@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kyma_wire.events import CONTRACT_VERSION
+from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -76,7 +77,7 @@ class AgentConfig(BaseModel):
     signing_key_version: str | None = Field(default=None, validation_alias="SIGNING_KEY_VERSION")
     """With ``RUNTIME_ID``: the key id is ``<RUNTIME_ID>:<SIGNING_KEY_VERSION>``."""
     runtime_id: str = Field(default="", validation_alias="RUNTIME_ID")
-    manager: str = Field(default="lifecycle-manager", validation_alias="MANAGER")
+    manager: str = Field(default=OPERATOR_NAME, validation_alias="MANAGER")
     """Manager used for heartbeats and the start-up resync; events use the manager of their path."""
     heartbeat_interval: Seconds = Field(default=30.0, validation_alias="HEARTBEAT_INTERVAL")
     """0 disables heartbeats."""

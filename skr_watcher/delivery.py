@@ -14,7 +14,8 @@ import contextlib
 import logging
 import time
 
-from kyma_wire.events import Heartbeat, Operation, WatchEvent, event_path, heartbeat_path
+from kyma_wire.events import AgentEvent, Heartbeat, Operation, event_path, heartbeat_path
+from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.clock import Clock
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
@@ -35,7 +36,7 @@ class Delivery:
         clock: Clock,
         backoff: Backoff,
         sender_tasks: int = 4,
-        heartbeat_manager: str = "lifecycle-manager",
+        heartbeat_manager: str = OPERATOR_NAME,
         heartbeat_interval: float = 30.0,
         agent_version: str = "",
         tracker: ResyncTracker | None = None,
@@ -57,7 +58,7 @@ class Delivery:
 
     # -- admission side ---------------------------------------------------------------------------
 
-    def submit(self, manager: str, event: WatchEvent) -> None:
+    def submit(self, manager: str, event: AgentEvent) -> None:
         """Queue ``event`` for ``manager`` (coalescing); the oldest entry goes if the queue is full."""
         if self.queue.closed:
             self.metrics.events_dropped.labels("shutdown").inc()

@@ -20,7 +20,7 @@ from typing import Protocol
 from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from kyma_wire.events import WatchEvent
+from kyma_wire.events import AgentEvent
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import Clock
 from skr_watcher.metrics import AgentMetrics
@@ -38,7 +38,7 @@ _SECURITY_HEADERS = {
 
 
 class EventSink(Protocol):
-    def submit(self, manager: str, event: WatchEvent) -> None: ...
+    def submit(self, manager: str, event: AgentEvent) -> None: ...
 
 
 def _problem(message: str) -> bytes:

@@ -52,8 +52,6 @@ from kyma_operator.runtime.manager import Manager
 
 log = logging.getLogger(__name__)
 
-MANAGER_NAME = "lifecycle-manager"
-
 
 class StartupError(RuntimeError):
     """The operator cannot start (e.g. no KCP address); the message says what to fix."""
@@ -140,7 +138,7 @@ async def build_operator(
     )
     manager = Manager(
         client,
-        name=MANAGER_NAME,
+        name=names.OPERATOR_NAME,
         namespace=ns,
         leader_election=leader,
         health_port=config.health_port,

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kcp_listener.config import AuthMode
+from kyma_operator.api import names
 
 ENV_PREFIX = "KLM_"
 
@@ -40,7 +41,7 @@ class OperatorConfig(BaseModel):
     # KCP access
     kubeconfig: Path | None = None
     """Kubeconfig of the KCP API server; unset: in-cluster service account."""
-    namespace: str = Field(default="kcp-system", min_length=1)
+    namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
     """Kymas, access Secrets, Watchers, Gateway, Leases (upstream ``kcp-system``)."""
     istio_namespace: str = Field(default="istio-system", min_length=1)
     """The operator CA, gateway credential and per-runtime certificates (upstream ``--istio-namespace``)."""
@@ -70,7 +71,7 @@ class OperatorConfig(BaseModel):
     gateway_name: str = Field(default="klm-watcher", min_length=1)
     listener_port_overwrite: Annotated[int, Field(ge=1, le=65535)] | None = None
     """Port agents use instead of the Gateway's (upstream ``--listener-port-overwrite``, local set-ups)."""
-    sync_namespace: str = Field(default="kyma-system", min_length=1)
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
     agent_image: str | None = None
     agent_env: dict[str, str] = Field(default_factory=dict)
     """Extra agent environment (e.g. ``KCP_SCHEME=http`` when agents reach the listener directly)."""

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fastapi import FastAPI, Request, Response
 
 from kcp_listener.verifier import SignatureVerifier
-from kyma_wire.events import Heartbeat, Operation, WatchEvent
+from kyma_wire.events import AgentEvent, Heartbeat, Operation
 from kyma_wire.profile import SignatureError
 from tests.controlplane.cluster import free_port
 from tests.controlplane.pki import KeyPair
@@ -33,7 +33,7 @@ from tests.controlplane.pki import KeyPair
 class Received:
     manager: str
     key_id: str
-    event: WatchEvent | None = None
+    event: AgentEvent | None = None
     heartbeat: Heartbeat | None = None
 
 
@@ -109,7 +109,7 @@ class Receiver:
                     return Response(b'{"error":"replay"}', 401)
                 self._nonces.add(verified.nonce)
             if what == "event":
-                record = Received(manager, verified.key_id, event=WatchEvent.model_validate_json(body))
+                record = Received(manager, verified.key_id, event=AgentEvent.model_validate_json(body))
             elif what == "heartbeat":
                 record = Received(manager, verified.key_id, heartbeat=Heartbeat.model_validate_json(body))
             else:

@@ -24,12 +24,13 @@ from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, ListSink, Router
 from kyma_wire.events import event_path, heartbeat_path
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import make_key_id
 from tests.rfc9421_reference import EventSigner
 
 NOW = 1_800_000_000.0
-NS = "kcp-system"
-MANAGER = "lifecycle-manager"
+NS = KCP_NAMESPACE
+MANAGER = OPERATOR_NAME
 BASE_URL = "http://kcp.test"
 
 

@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.routing import InMemoryDirectory, ObjectRef
-from kyma_wire.events import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import AgentEvent, GroupVersionKind, Heartbeat, ObjectKey, Operation
+from kyma_wire.names import SKR_NAMESPACE
 from kyma_wire.profile import make_key_id
 from tests.rfc9421_reference import EventSigner
 from tests.unit.kcp_listener.harness import (
@@ -40,8 +41,8 @@ def event(
     gvk: GroupVersionKind | None = None,
 ) -> bytes:
     """An event about the runtime's Kyma, or (with an owner) about a module resource."""
-    return WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
+    return AgentEvent(
+        watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
         watched_gvk=gvk or (DEPLOY_GVK if owner else KYMA_GVK),
         operation=operation,
         owner=ObjectKey(namespace=NS, name=owner) if owner else None,

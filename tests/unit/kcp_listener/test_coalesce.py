@@ -6,11 +6,12 @@ from kcp_listener.coalesce import CoalescingSink
 from kcp_listener.config import ListenerConfig
 from kcp_listener.routing import ListSink, ObjectRef
 from kyma_operator.runtime.clock import FakeClock
-from kyma_wire.events import GroupVersionKind, ObjectKey, WatchEvent
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey
+from kyma_wire.names import KCP_NAMESPACE, SKR_NAMESPACE
 from tests.unit.kcp_listener.harness import Harness
 
-KYMA = ObjectRef("kcp-system", "kyma-1")
-OTHER = ObjectRef("kcp-system", "kyma-2")
+KYMA = ObjectRef(KCP_NAMESPACE, "kyma-1")
+OTHER = ObjectRef(KCP_NAMESPACE, "kyma-2")
 
 
 def make(window: float = 0.5, capacity: int = 100_000) -> tuple[CoalescingSink, ListSink, FakeClock]:
@@ -85,8 +86,8 @@ async def test_listener_counts_coalesced_events() -> None:
     clock = FakeClock()
     harness = Harness(ListenerConfig(coalesce_window_seconds=0.5), timer=clock)
     harness.add_runtime("rt-1", "kyma-1")
-    body = WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
+    body = AgentEvent(
+        watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
         watched_gvk=GroupVersionKind(version="v1", kind="ConfigMap"),
     ).to_wire()
     for _ in range(5):

@@ -58,9 +58,9 @@ def test_openapi_documents_the_event_routes() -> None:
     operation = paths["/v2/{manager}/event"]["post"]
     assert {"200", "400", "401", "404", "405", "413", "429", "503"} <= set(operation["responses"])
     body = operation["requestBody"]["content"]["application/json"]["schema"]
-    assert body == {"$ref": "#/components/schemas/WatchEvent"}
+    assert body == {"$ref": "#/components/schemas/AgentEvent"}
     schemas = signed_schema.raw_schema["components"]["schemas"]
-    assert {"watched", "watchedGvk"} <= set(schemas["WatchEvent"]["required"])
+    assert {"watched", "watchedGvk"} <= set(schemas["AgentEvent"]["required"])
 
 
 @signed_schema.parametrize()

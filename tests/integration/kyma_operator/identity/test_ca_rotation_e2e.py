@@ -28,7 +28,8 @@ from kyma_operator.identity.ca import issued_by
 from kyma_operator.identity.store import IdentityConfig, IdentityStore, RuntimeIdentity
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
-from kyma_wire.events import GroupVersionKind, ObjectKey, WatchEvent, event_path
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, event_path
+from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from skr_watcher import credentials
 from skr_watcher.kcp_client import KcpClient
 from tests.integration.kyma_operator.identity.e2e import TlsGateway, agent_config, running_listener
@@ -79,12 +80,12 @@ class AgentStandIn:
         """POST one event; returns the HTTP status (transport errors propagate)."""
         loaded = credentials.load(self.config, lambda: datetime.datetime.now(datetime.UTC).timestamp())
         client = KcpClient(self.config.kcp_base_url, ssl_context=loaded.client_context, signer=loaded.signer)
-        event = WatchEvent(
-            watched=ObjectKey(namespace="kyma-system", name="default"),
+        event = AgentEvent(
+            watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
             watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
         )
         try:
-            response = await client.post(event_path("lifecycle-manager"), event.to_wire())
+            response = await client.post(event_path(OPERATOR_NAME), event.to_wire())
         finally:
             await client.aclose()
         if response.status_code == 200:

@@ -19,9 +19,10 @@ from kyma_operator.controllers.kyma.triggers import (
 from kyma_operator.runtime.clock import FakeClock, settle
 from kyma_operator.runtime.controller import ChannelSource
 from kyma_operator.runtime.request import Request
+from kyma_wire.names import KCP_NAMESPACE, RUNTIME_ID_LABEL
 
-A = Request("kcp-system", "a")
-B = Request("kcp-system", "b")
+A = Request(KCP_NAMESPACE, "a")
+B = Request(KCP_NAMESPACE, "b")
 
 
 def test_trigger_log_collects_distinct_reasons_until_taken() -> None:
@@ -39,9 +40,9 @@ def test_kyma_event_sink_notes_observes_and_pushes_back_when_full() -> None:
     sink = KymaEventSink(ChannelSource(maxsize=1), log)
     seen: list[Request] = []
     sink.observers.append(seen.append)
-    assert sink.offer(ObjectRef("kcp-system", "a"))
+    assert sink.offer(ObjectRef(KCP_NAMESPACE, "a"))
     assert sink.depth() == 1
-    assert not sink.offer(ObjectRef("kcp-system", "b"))  # full: the listener answers 429
+    assert not sink.offer(ObjectRef(KCP_NAMESPACE, "b"))  # full: the listener answers 429
     assert seen == [A, B]
     assert log.take(A) == (RUNTIME_EVENT,)
 
@@ -49,8 +50,8 @@ def test_kyma_event_sink_notes_observes_and_pushes_back_when_full() -> None:
 def test_manifest_requests_are_counted_until_a_manifest_controller_exists() -> None:
     registry = CollectorRegistry()
     sink = ManifestRequestLog(registry)
-    assert sink.offer(ObjectRef("kcp-system", "m1"))
-    assert sink.offer(ObjectRef("kcp-system", "m2"))
+    assert sink.offer(ObjectRef(KCP_NAMESPACE, "m1"))
+    assert sink.offer(ObjectRef(KCP_NAMESPACE, "m2"))
     assert (sink.count, sink.depth()) == (2, 0)
     assert registry.get_sample_value("kyma_operator_manifest_requests_unhandled_total") == 2
 
@@ -77,8 +78,8 @@ class Kymas:
 
 
 def kyma(name: str, runtime_id: str | None) -> dict[str, Any]:
-    labels = {"kyma-project.io/runtime-id": runtime_id} if runtime_id else {}
-    return {"metadata": {"name": name, "namespace": "kcp-system", "labels": labels}}
+    labels = {RUNTIME_ID_LABEL: runtime_id} if runtime_id else {}
+    return {"metadata": {"name": name, "namespace": KCP_NAMESPACE, "labels": labels}}
 
 
 class Heartbeats:
@@ -100,7 +101,7 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
         Kymas(kyma("a", "rt-a"), kyma("b", "rt-b"), kyma("c", "rt-c"), kyma("d", None)),
         observed,
         enqueued.append,
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
         interval=30,
         clock=clock,
     )

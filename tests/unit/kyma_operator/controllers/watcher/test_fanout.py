@@ -10,11 +10,12 @@ from kyma_operator.controllers.watcher.fanout import WatcherFanout, watcher_chan
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.queue import WorkQueue
 from kyma_operator.runtime.request import Request
+from kyma_wire.names import KCP_NAMESPACE
 
 
 class _Kymas:
     def __init__(self, names: list[str]) -> None:
-        self.items = [{"metadata": {"namespace": "kcp-system", "name": n}} for n in names]
+        self.items = [{"metadata": {"namespace": KCP_NAMESPACE, "name": n}} for n in names]
 
     def list(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [i for i in self.items if namespace is None or i["metadata"]["namespace"] == namespace]
@@ -32,8 +33,8 @@ def test_fanout_is_debounced_and_spread() -> None:
     clock.advance(1.0)
     assert fanout.fanouts == 1 and fanout.enqueued == 10
     # k00 at once, then one every 1/rate seconds
-    assert queue.is_queued(Request("kcp-system", "k00"))
-    assert queue.ready_at(Request("kcp-system", "k09")) == pytest.approx(1.0 + 9 / 5.0)
+    assert queue.is_queued(Request(KCP_NAMESPACE, "k00"))
+    assert queue.ready_at(Request(KCP_NAMESPACE, "k09")) == pytest.approx(1.0 + 9 / 5.0)
     clock.advance(0.5)
     assert len(queue) == 3  # k00, k01 (0.2 s), k02 (0.4 s)
     clock.advance(2.0)
@@ -63,12 +64,12 @@ def test_filter_and_namespace() -> None:
         queue,
         clock=clock,
         debounce=0.0,
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
         kyma_filter=lambda o: o["metadata"]["name"] != "skip",
     )
     fanout.trigger("x")
     clock.advance(1.0)
-    assert len(queue) == 1 and queue.is_queued(Request("kcp-system", "keep"))
+    assert len(queue) == 1 and queue.is_queued(Request(KCP_NAMESPACE, "keep"))
 
 
 def test_invalid_settings() -> None:
