@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kyma_wire.events import MAX_BODY_BYTES
+from kyma_wire.events import MAX_BATCH_BYTES, MAX_BODY_BYTES
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 
@@ -52,7 +52,7 @@ class ListenerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     managers: tuple[str, ...] = (DEFAULT_MANAGER,)
-    """Served as ``/v2/<manager>/event`` and ``/v2/<manager>/heartbeat``."""
+    """Served as ``/v2/<manager>/event``, ``/v2/<manager>/events`` and ``/v2/<manager>/heartbeat``."""
     auth_mode: AuthMode = AuthMode.SIGNATURE
     namespace: str = DEFAULT_NAMESPACE
     """Where Kymas, Manifests and the public signing-key Secrets live."""
@@ -60,6 +60,8 @@ class ListenerConfig(BaseModel):
     """Bind address; in-cluster use ``0.0.0.0`` (upstream binds ``:8082``)."""
     port: Annotated[int, Field(ge=0, le=65535)] = UPSTREAM_PORT
     max_body_bytes: Annotated[int, Field(ge=1, le=1024 * 1024)] = MAX_BODY_BYTES
+    max_batch_bytes: Annotated[int, Field(ge=1, le=8 * 1024 * 1024)] = MAX_BATCH_BYTES
+    """Limit for ``/v2/<manager>/events`` (a batch of at most ``MAX_BATCH_EVENTS`` events)."""
     max_xfcc_bytes: Annotated[int, Field(ge=1)] = 32 * 1024
     """Upstream rejects XFCC values over 32 KiB."""
     public_origin: str | None = None

@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 __all__ = ["CONTROLLERS", "ListenerMetrics"]
 
 CONTROLLERS = ("kyma", "manifest")
-ROUTES = ("event", "heartbeat", "other")
+ROUTES = ("event", "events", "heartbeat", "other")
 UPSTREAM_SERVER_NAME = "listener"
 DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -63,6 +63,8 @@ class ListenerMetrics:
         self.replays = 0
         self.oversize = 0
         self.heartbeats = 0
+        self.batches = 0
+        self.batched_events = 0
         self.inflight = 0
         self.last_duration = 0.0
         self.durations = {route: _Histogram() for route in ROUTES}
@@ -108,6 +110,10 @@ class ListenerMetrics:
 
     def heartbeat(self) -> None:
         self.heartbeats += 1
+
+    def batch(self, events: int) -> None:
+        self.batches += 1
+        self.batched_events += events
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -177,6 +183,12 @@ class _Collector(Collector):
             m.oversize,
         )
         yield _counter("kcp_listener_heartbeats", "Accepted heartbeats.", m.heartbeats)
+        yield _counter("kcp_listener_batches", "Authenticated batch requests (/events).", m.batches)
+        yield _counter(
+            "kcp_listener_batched_events",
+            "Events received in batch requests (each also counted by its outcome).",
+            m.batched_events,
+        )
         depth = GaugeMetricFamily(
             "kcp_listener_intake_depth",
             "Requests waiting in a controller's listener intake (channel source).",

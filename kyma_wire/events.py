@@ -16,11 +16,23 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 CONTRACT_VERSION = "v2"
 MAX_BODY_BYTES = 16 * 1024
 """Upstream's ``http.MaxBytesHandler(16384)``; larger bodies get 413 and are never parsed."""
+MAX_BATCH_EVENTS = 256
+"""Most events in one batch request."""
+MAX_BATCH_BYTES = 512 * 1024
+"""Largest batch body; larger ones get 413 and are never parsed (the agent stays far below)."""
 
 
 def event_path(manager: str) -> str:
     """``/v2/<manager>/event``: where agents post events (and upstream's only route)."""
     return f"/{CONTRACT_VERSION}/{manager}/event"
+
+
+def batch_path(manager: str) -> str:
+    """``/v2/<manager>/events``: ours, many events in one signed request (see :class:`EventBatch`).
+
+    An upstream listener does not offer it (404/405): the agent then falls back to ``event_path``.
+    """
+    return f"/{CONTRACT_VERSION}/{manager}/events"
 
 
 def heartbeat_path(manager: str) -> str:
@@ -102,3 +114,37 @@ class Heartbeat(_Wire):
 
     def to_wire(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class EventBatch(_Wire):
+    """What the agent posts to ``batch_path``: events that would otherwise be separate requests.
+
+    One signature covers the whole body; the listener verifies once and routes each event exactly as
+    if it had come alone, answering per event (:class:`BatchResult`, same order).
+    """
+
+    events: Annotated[list[AgentEvent], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
+
+    @staticmethod
+    def wire_of(bodies: list[bytes]) -> bytes:
+        """The batch body around events already in wire form (``AgentEvent.to_wire``)."""
+        return b'{"events":[' + b",".join(bodies) + b"]}"
+
+
+class EventResult(_Wire):
+    """The answer for one event of a batch: the status code it would have got on its own."""
+
+    status: Annotated[int, Field(ge=100, le=599)]
+    error: Annotated[str, Field(max_length=256)] | None = None
+
+
+class BatchResult(_Wire):
+    """The listener's 200 answer to a batch: one result per event, in the order sent.
+
+    A ``Retry-After`` header applies to the events answered 429/503.
+    """
+
+    results: list[EventResult]
+
+    def to_wire(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
