@@ -115,6 +115,8 @@ class Agent:
             heartbeat_manager=config.manager,
             heartbeat_interval=config.heartbeat_interval,
             agent_version=__version__,
+            batch_max_events=config.batch_max_events,
+            batch_interval=config.batch_interval,
         )
         self.handler = AdmissionHandler(self.delivery, self.metrics, self.clock)
         self.webhook_port = 0

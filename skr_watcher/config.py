@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kyma_wire.events import CONTRACT_VERSION
+from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS
 from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
@@ -85,6 +85,14 @@ class AgentConfig(BaseModel):
         default=10_000, validation_alias="QUEUE_SIZE"
     )
     sender_tasks: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="SENDER_TASKS")
+    batch_max_events: Annotated[int, Field(ge=1, le=MAX_BATCH_EVENTS)] = Field(
+        default=64, validation_alias="BATCH_MAX_EVENTS"
+    )
+    """Most events per request to KCP's batch route; 1 = never batch (one request per event)."""
+    batch_interval: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.01, validation_alias="BATCH_INTERVAL"
+    )
+    """While events keep coming, at most one request per interval leaves (seconds; see delivery.py)."""
     max_connections: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="MAX_CONNECTIONS")
     request_timeout: Annotated[float, Field(gt=0)] = Field(default=10.0, validation_alias="KCP_TIMEOUT")
     retry_base_delay: Annotated[float, Field(gt=0)] = Field(default=0.2, validation_alias="RETRY_BASE_DELAY")
@@ -105,6 +113,7 @@ class AgentConfig(BaseModel):
         "retry_max_delay",
         "tls_check_interval",
         "shutdown_timeout",
+        "batch_interval",
         mode="before",
     )
     @classmethod

@@ -137,6 +137,27 @@ class SendQueue:
             await self._nonempty.wait()
         return self._take()
 
+    def take_more(self, manager: str, limit: int) -> list[QueuedEvent]:
+        """Up to ``limit`` more of the oldest entries for ``manager`` (a batch), without waiting."""
+        if limit <= 0 or not self._entries:
+            return []
+        seqs: list[int] = []
+        for seq, entry in self._entries.items():
+            if entry.key.manager == manager:
+                seqs.append(seq)
+                if len(seqs) == limit:
+                    break
+        taken = []
+        for seq in seqs:
+            entry = self._entries.pop(seq)
+            if self._pending.get(entry.key) is entry:
+                del self._pending[entry.key]
+            self._taken[entry.key] = entry
+            taken.append(entry)
+        if not self._entries and not self._closed:
+            self._nonempty.clear()
+        return taken
+
     def is_superseded(self, entry: QueuedEvent) -> bool:
         """True when a newer entry for the same key (waiting, or taken by another sender) makes
         ``entry`` unnecessary."""

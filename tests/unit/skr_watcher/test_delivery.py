@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kcp_listener.verifier import SignatureVerifier
-from kyma_wire.events import AgentEvent, GroupVersionKind, Heartbeat, ObjectKey, Operation
+from kyma_wire.events import AgentEvent, EventBatch, GroupVersionKind, Heartbeat, ObjectKey, Operation
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, SKR_NAMESPACE
 from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
@@ -47,6 +47,12 @@ class FakeKcp:
     calls: int = 0
     events: list[tuple[str, AgentEvent]] = field(default_factory=list)
     heartbeats: list[Heartbeat] = field(default_factory=list)
+    batch_route: bool = True
+    """False: answer the batch route like upstream's listener (404)."""
+    batch_answers: list[list[int]] = field(default_factory=list)
+    """Per-event statuses to answer batches with (in order) before accepting every event."""
+    batches: list[int] = field(default_factory=list)
+    """The size of every batch received (including those answered 404)."""
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.calls += 1
@@ -60,6 +66,17 @@ class FakeKcp:
         assert parts[:2] == ["", "v2"] and len(parts) == 4
         if parts[3] == "event":
             self.events.append((parts[2], AgentEvent.model_validate_json(request.content)))
+        elif parts[3] == "events":
+            batch = EventBatch.model_validate_json(request.content).events
+            self.batches.append(len(batch))
+            if not self.batch_route:
+                return httpx.Response(404, text="404 page not found")
+            statuses = self.batch_answers.pop(0) if self.batch_answers else [200] * len(batch)
+            assert len(statuses) == len(batch)
+            self.events += [(parts[2], e) for e, status in zip(batch, statuses, strict=True) if status == 200]
+            results = [{"status": s} if s == 200 else {"status": s, "error": "no"} for s in statuses]
+            headers = {"retry-after": "2"} if 429 in statuses else {}
+            return httpx.Response(200, json={"results": results}, headers=headers)
         else:
             assert parts[3] == "heartbeat"
             self.heartbeats.append(Heartbeat.model_validate_json(request.content))
@@ -81,7 +98,14 @@ class Rig:
         return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
-def make_rig(*, queue_size: int = 100, senders: int = 2, heartbeat: float = 0.0) -> tuple[Rig, KcpClient]:
+def make_rig(
+    *,
+    queue_size: int = 100,
+    senders: int = 2,
+    heartbeat: float = 0.0,
+    batch_max_events: int = 1,
+    batch_interval: float = 0.0,
+) -> tuple[Rig, KcpClient]:
     clock = FakeClock()
     key = Ed25519PrivateKey.generate()
     kcp = FakeKcp(SignatureVerifier(Keys({KEY_ID: key.public_key()}), clock=clock.wall))
@@ -103,6 +127,8 @@ def make_rig(*, queue_size: int = 100, senders: int = 2, heartbeat: float = 0.0)
         heartbeat_manager=OPERATOR_NAME,
         heartbeat_interval=heartbeat,
         agent_version="test",
+        batch_max_events=batch_max_events,
+        batch_interval=batch_interval,
     )
     return Rig(clock, kcp, metrics, queue, delivery), client
 
