@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from kyma_wire.events import MAX_BATCH_EVENTS, ObjectKey
+from kyma_wire.events import MAX_BATCH_EVENTS, ObjectKey, Operation
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from skr_watcher.delivery import BATCH_RETRY_SECONDS, Delivery
 from skr_watcher.kcp_client import KcpClient
@@ -20,7 +20,7 @@ from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
 from skr_watcher.retry import Backoff
 from tests.unit.skr_watcher.fakes import until
-from tests.unit.skr_watcher.test_delivery import Operation, Rig, event, make_rig
+from tests.unit.skr_watcher.test_delivery import Rig, event, make_rig
 
 
 @pytest.fixture
