@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kyma_wire.events import MAX_BATCH_BYTES, MAX_BODY_BYTES
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS, MAX_BATCH_BYTES, MAX_BODY_BYTES
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 
@@ -75,10 +75,8 @@ class ListenerConfig(BaseModel):
     """Bound of remembered nonces: ~4,000 events/s over the 65 s window; beyond it intake answers 429."""
     retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
     """``Retry-After`` sent with 429."""
-    heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = 180.0
+    heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """A runtime whose last heartbeat is older counts as stale (metric, Kyma condition)."""
-    coalesce_window_seconds: Annotated[float, Field(ge=0, le=60)] = 0.5
-    """Forward at most one request per target per window (first at once, one trailing); 0 disables."""
     xfcc_cache_entries: Annotated[int, Field(ge=0)] = 10_000
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True

@@ -8,9 +8,8 @@ request passed all of them (DESIGN.md 4.2):
 5. authentication per mode: signature / xfcc / both, identities must agree (401) -
 6. replay: nonce unused, cache not full (401 / 429) - 7. body validation (400) -
 8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404) -
-9. enqueue into the bounded controller intakes (429 with Retry-After when full) - 200; repeated
-   events for one target within ``coalesce_window_seconds`` collapse into one trailing request
-   (``coalesce.py``).
+9. hand the targets to the controllers' intakes (``kyma_operator.runtime.intake.Intake``: bounded,
+   429 with Retry-After when full; they throttle event storms per target) - 200.
 
 Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
 reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
@@ -34,14 +33,14 @@ from typing import cast
 
 from pydantic import ValidationError
 
-from kcp_listener.coalesce import CoalescingSink, LoopTimer, Timer
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
+from kcp_listener.routing import RequestSink, Router, RoutingError
 from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
+from kyma_operator.runtime.request import Request
 from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS, AgentEvent, EventBatch, Heartbeat
 from kyma_wire.profile import SignatureError
 
@@ -128,8 +127,7 @@ class EventIntake:
         metrics: ListenerMetrics,
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
-        on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
-        timer: Timer | None = None,
+        on_accepted: Callable[[str, str, tuple[Request, ...], tuple[Request, ...]], None] | None = None,
     ) -> None:
         self.config = config
         self._verifier = SignatureVerifier(
@@ -146,20 +144,6 @@ class EventIntake:
             clock=clock,
         )
         self._router = router
-        if config.coalesce_window_seconds > 0:
-            timer = timer or LoopTimer()
-            kyma_sink = CoalescingSink(
-                kyma_sink,
-                window=config.coalesce_window_seconds,
-                timer=timer,
-                on_coalesced=metrics.coalesced_for("kyma"),
-            )
-            manifest_sink = CoalescingSink(
-                manifest_sink,
-                window=config.coalesce_window_seconds,
-                timer=timer,
-                on_coalesced=metrics.coalesced_for("manifest"),
-            )
         self._kyma_sink = kyma_sink
         self._manifest_sink = manifest_sink
         self._heartbeats = heartbeats
@@ -193,8 +177,8 @@ class EventIntake:
             for manager in config.managers
             for kind in _KINDS
         }
-        metrics.track_depth("kyma", kyma_sink.depth)
-        metrics.track_depth("manifest", manifest_sink.depth)
+        metrics.track_intake("kyma", kyma_sink)
+        metrics.track_intake("manifest", manifest_sink)
 
     @property
     def serving(self) -> bool:

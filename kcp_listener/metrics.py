@@ -15,13 +15,21 @@ the operator Manager serves its registry from the loop too).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 __all__ = ["CONTROLLERS", "ListenerMetrics"]
+
+
+class _Intake(Protocol):
+    coalesced: int
+
+    def depth(self) -> int: ...
+
 
 CONTROLLERS = ("kyma", "manifest")
 ROUTES = ("event", "events", "heartbeat", "other")
@@ -59,7 +67,6 @@ class ListenerMetrics:
         self.auth_failures: dict[str, int] = {}
         self.rejected_events: dict[str, int] = {}
         self.enqueued = dict.fromkeys(CONTROLLERS, 0)
-        self.coalesced = dict.fromkeys(CONTROLLERS, 0)
         self.replays = 0
         self.oversize = 0
         self.heartbeats = 0
@@ -68,14 +75,19 @@ class ListenerMetrics:
         self.inflight = 0
         self.last_duration = 0.0
         self.durations = {route: _Histogram() for route in ROUTES}
-        self._depth: dict[str, Callable[[], int]] = {}
+        self._intakes: dict[str, _Intake] = {}
         registry.register(_Collector(self))
 
     # --- request path --------------------------------------------------------------------------------
 
-    def track_depth(self, controller: str, depth: Callable[[], int]) -> None:
-        """Report a controller intake's current depth at scrape time."""
-        self._depth[controller] = depth
+    def track_intake(self, controller: str, intake: _Intake) -> None:
+        """Report a controller intake's depth and coalesced offers at scrape time."""
+        self._intakes[controller] = intake
+
+    @property
+    def coalesced(self) -> dict[str, int]:
+        """Offers absorbed by each controller intake's throttle (per target, see the intake)."""
+        return {c: (self._intakes[c].coalesced if c in self._intakes else 0) for c in CONTROLLERS}
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         key = (route, code)
@@ -95,12 +107,6 @@ class ListenerMetrics:
 
     def enqueued_to(self, controller: str, count: int = 1) -> None:
         self.enqueued[controller] += count
-
-    def coalesced_for(self, controller: str) -> Callable[[], None]:
-        def bump() -> None:
-            self.coalesced[controller] += 1
-
-        return bump
 
     def too_large(self) -> None:
         self.oversize += 1
@@ -170,7 +176,7 @@ class _Collector(Collector):
             "kcp_listener_coalesced_events",
             "Enqueues absorbed into a pending trailing request for the same target (throttling).",
             "controller",
-            dict(m.coalesced),
+            m.coalesced,
         )
         yield _counter(
             "kcp_listener_replayed_requests",
@@ -191,11 +197,11 @@ class _Collector(Collector):
         )
         depth = GaugeMetricFamily(
             "kcp_listener_intake_depth",
-            "Requests waiting in a controller's listener intake (channel source).",
+            "Requests waiting in a controller's intake (its work queue and pending throttled adds).",
             labels=["controller"],
         )
-        for controller, provider in sorted(m._depth.items()):
-            depth.add_metric([controller], provider())
+        for controller, intake in sorted(m._intakes.items()):
+            depth.add_metric([controller], intake.depth())
         yield depth
         histogram = HistogramMetricFamily(
             "kcp_listener_request_duration_seconds",

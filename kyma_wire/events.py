@@ -35,6 +35,13 @@ def batch_path(manager: str) -> str:
     return f"/{CONTRACT_VERSION}/{manager}/events"
 
 
+DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 30.0
+"""How often an agent sends a heartbeat unless configured otherwise."""
+DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS = 180.0
+"""How long KCP waits without a heartbeat before it counts a runtime's agent as unhealthy (six
+missed heartbeats): one value for the listener's tracker and the Kyma controller's condition."""
+
+
 def heartbeat_path(manager: str) -> str:
     """``/v2/<manager>/heartbeat``: our extension; proves the agent is alive while nothing changes."""
     return f"/{CONTRACT_VERSION}/{manager}/heartbeat"

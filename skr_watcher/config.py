@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS
+from kyma_wire.events import CONTRACT_VERSION, DEFAULT_HEARTBEAT_INTERVAL_SECONDS, MAX_BATCH_EVENTS
 from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
@@ -79,7 +79,9 @@ class AgentConfig(BaseModel):
     runtime_id: str = Field(default="", validation_alias="RUNTIME_ID")
     manager: str = Field(default=OPERATOR_NAME, validation_alias="MANAGER")
     """Manager used for heartbeats and the start-up resync; events use the manager of their path."""
-    heartbeat_interval: Seconds = Field(default=30.0, validation_alias="HEARTBEAT_INTERVAL")
+    heartbeat_interval: Seconds = Field(
+        default=DEFAULT_HEARTBEAT_INTERVAL_SECONDS, validation_alias="HEARTBEAT_INTERVAL"
+    )
     """0 disables heartbeats."""
     queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
         default=10_000, validation_alias="QUEUE_SIZE"

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 
 ENV_PREFIX = "KLM_"
 
@@ -63,7 +64,10 @@ class OperatorConfig(BaseModel):
     listener_auth_mode: AuthMode = AuthMode.SIGNATURE
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
-    heartbeat_max_silence: Seconds = 180.0
+    heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
+    event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
+    """Runtime events for one Kyma within this window after a forward become one trailing reconcile
+    (the first goes at once); 0 disables throttling."""
 
     # agents in the runtimes
     kcp_addr: str | None = None

@@ -16,7 +16,6 @@ from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import ASGIApp, build_asgi
-from kcp_listener.coalesce import Timer
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
@@ -83,7 +82,6 @@ class Harness:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     serving: bool = True
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
-    timer: Timer | None = None
 
     def __post_init__(self) -> None:
         self.keys = KeyStore(self.registry)
@@ -102,7 +100,6 @@ class Harness:
             metrics=self.metrics,
             serving=lambda: self.serving,
             clock=self.clock,
-            timer=self.timer,
         )
         self.app: ASGIApp = build_asgi(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)

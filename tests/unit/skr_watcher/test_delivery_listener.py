@@ -48,7 +48,7 @@ def without_batch_route(app: ASGI) -> ASGI:
 
 class Rig:
     def __init__(self, fast_path: bool, batch_route: bool) -> None:
-        self.listener = Harness(ListenerConfig(fast_path=fast_path, coalesce_window_seconds=0))
+        self.listener = Harness(ListenerConfig(fast_path=fast_path))
         self.listener.add_runtime("rt-1", "kyma-1", ["kyma-1-istio", "kyma-1-serverless"])
         app = self.listener.app if batch_route else without_batch_route(self.listener.app)
         self.clock = FakeClock()

@@ -19,7 +19,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.routing import ObjectRef
 from kyma_operator.agentinstall.installer import KymaRef
 from kyma_operator.api import names
 from kyma_operator.controllers.watcher.reconciler import resource_for
@@ -27,6 +26,7 @@ from kyma_operator.identity.bundle import RotationPolicy
 from kyma_operator.identity.ca import issued_by
 from kyma_operator.identity.store import IdentityConfig, IdentityStore, RuntimeIdentity
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, event_path
 from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
@@ -198,7 +198,7 @@ async def test_ca_rotation_keeps_every_client_working(
             assert counter_total(registry, "kcp_listener_requests") == delivered
             assert counter_total(registry, "kcp_listener_auth_failures") == 0
             assert counter_total(registry, "kcp_listener_rejected_events") == 0
-            assert set(running.kymas.items) == {ObjectRef(ns, kyma.name)}
+            assert set(running.kymas.items) == {Request(ns, kyma.name)}
             assert gateway.handshake_failures == failures_before + 1
     finally:
         await gateway.stop()

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from kyma_operator.controllers.watcher.fanout import WatcherFanout, watcher_change_matters
+from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, WatcherFanout, watcher_change_matters
 from kyma_operator.runtime.clock import FakeClock
+from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.queue import WorkQueue
-from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.request import Request, Result
 from kyma_wire.names import KCP_NAMESPACE
 
 
@@ -21,12 +22,22 @@ class _Kymas:
         return [i for i in self.items if namespace is None or i["metadata"]["namespace"] == namespace]
 
 
+class _Idle:
+    async def reconcile(self, request: Request) -> Result:
+        return Result()
+
+
+def _bound(kymas: _Kymas, clock: FakeClock, **kwargs: Any) -> tuple[WatcherFanout, WorkQueue[Request]]:
+    """A fan-out bound to a real Kyma controller's queue (as ``build_kyma_controller`` does)."""
+    controller = Controller("kyma", _Idle(), clock=clock)
+    fanout = WatcherFanout(kymas, reason=FANOUT_REASON, clock=clock, **kwargs)
+    controller.add_source(fanout)
+    return fanout, controller.queue
+
+
 def test_fanout_is_debounced_and_spread() -> None:
     clock = FakeClock(start=0.0)
-    queue: WorkQueue[Request] = WorkQueue("kyma", clock=clock)
-    fanout = WatcherFanout(
-        _Kymas([f"k{i:02d}" for i in range(10)]), queue, clock=clock, rate=5.0, debounce=1.0
-    )
+    fanout, queue = _bound(_Kymas([f"k{i:02d}" for i in range(10)]), clock, rate=5.0, debounce=1.0)
     fanout.trigger("Watcher a created")
     fanout.trigger("Watcher b created")
     assert fanout.pending and len(queue) == 0
@@ -43,8 +54,7 @@ def test_fanout_is_debounced_and_spread() -> None:
 
 def test_second_fanout_does_not_duplicate_queued_kymas() -> None:
     clock = FakeClock(start=0.0)
-    queue: WorkQueue[Request] = WorkQueue("kyma", clock=clock)
-    fanout = WatcherFanout(_Kymas(["a", "b"]), queue, clock=clock, rate=100.0, debounce=0.0)
+    fanout, queue = _bound(_Kymas(["a", "b"]), clock, rate=100.0, debounce=0.0)
     fanout.trigger("one")
     clock.advance(0.0)
     clock.advance(1.0)
@@ -56,13 +66,11 @@ def test_second_fanout_does_not_duplicate_queued_kymas() -> None:
 
 def test_filter_and_namespace() -> None:
     clock = FakeClock(start=0.0)
-    queue: WorkQueue[Request] = WorkQueue("kyma", clock=clock)
     kymas = _Kymas(["keep", "skip"])
     kymas.items.append({"metadata": {"namespace": "other", "name": "elsewhere"}})
-    fanout = WatcherFanout(
+    fanout, queue = _bound(
         kymas,
-        queue,
-        clock=clock,
+        clock,
         debounce=0.0,
         namespace=KCP_NAMESPACE,
         kyma_filter=lambda o: o["metadata"]["name"] != "skip",
@@ -72,9 +80,27 @@ def test_filter_and_namespace() -> None:
     assert len(queue) == 1 and queue.is_queued(Request(KCP_NAMESPACE, "keep"))
 
 
+def test_fanout_adds_carry_the_fanout_reason() -> None:
+    clock = FakeClock(start=0.0)
+    controller = Controller("kyma", _Idle(), clock=clock)
+    fanout = WatcherFanout(_Kymas(["a"]), reason=FANOUT_REASON, clock=clock, debounce=0.0)
+    controller.add_source(fanout)
+    fanout.trigger("x")
+    clock.advance(0.0)
+    assert controller.triggers.take(Request(KCP_NAMESPACE, "a")) == (FANOUT_REASON,)
+
+
 def test_invalid_settings() -> None:
     with pytest.raises(ValueError, match="rate"):
-        WatcherFanout(_Kymas([]), WorkQueue("q", clock=FakeClock()), rate=0)
+        WatcherFanout(_Kymas([]), reason=FANOUT_REASON, clock=FakeClock(), rate=0)
+
+
+def test_an_unbound_fanout_enqueues_nothing() -> None:
+    clock = FakeClock(start=0.0)
+    fanout = WatcherFanout(_Kymas(["a"]), reason=FANOUT_REASON, clock=clock, debounce=0.0)
+    fanout.trigger("x")
+    clock.advance(1.0)
+    assert (fanout.fanouts, fanout.enqueued) == (0, 0)
 
 
 @pytest.mark.parametrize(
