@@ -62,6 +62,10 @@ class ListenerConfig(BaseModel):
     max_body_bytes: Annotated[int, Field(ge=1, le=1024 * 1024)] = MAX_BODY_BYTES
     max_batch_bytes: Annotated[int, Field(ge=1, le=8 * 1024 * 1024)] = MAX_BATCH_BYTES
     """Limit for ``/v2/<manager>/events`` (a batch of at most ``MAX_BATCH_EVENTS`` events)."""
+    max_header_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
+    """Request line plus all header names and values; beyond it the server answers 431 and closes."""
+    max_header_count: Annotated[int, Field(ge=8)] = 100
+    """Headers per request; beyond it 431."""
     max_xfcc_bytes: Annotated[int, Field(ge=1)] = 32 * 1024
     """Upstream rejects XFCC values over 32 KiB."""
     public_origin: str | None = None

@@ -24,6 +24,7 @@ from typing import Any
 import uvicorn
 
 from kcp_listener.config import ListenerConfig
+from kcp_listener.header_limits import bounded_headers_protocol
 
 __all__ = ["ListenerServer"]
 
@@ -96,7 +97,7 @@ class ListenerServer:
         self._port = sock.getsockname()[1]
         uv_config = uvicorn.Config(
             self.app,
-            http="httptools",
+            http=bounded_headers_protocol(self.config.max_header_bytes, self.config.max_header_count),
             lifespan="off",
             access_log=False,
             log_config=None,
@@ -107,6 +108,9 @@ class ListenerServer:
         self._started.clear()
         server = self._server = _Server(uv_config, self._started)
         task = self._task = asyncio.create_task(server.serve(sockets=[sock]), name="kcp-listener-http")
+        # The socket goes only after uvicorn's own shutdown has finished with it, however often this
+        # coroutine is cancelled (closing it earlier made uvicorn fail on fd -1 during teardown).
+        task.add_done_callback(lambda _: sock.close())
         log.info("kcp listener serving on %s:%d (%s)", self.config.host, self._port, self.config.auth_mode)
         self._accepting = True
         try:
@@ -116,9 +120,11 @@ class ListenerServer:
             raise
         finally:
             self._accepting = False
-            self._task = None
-            self._server = None
-            sock.close()
+            if task.done():
+                self._task = None
+                self._server = None
+            else:  # cancelled again while shutting down: uvicorn finishes in the background
+                server.should_exit = True
 
     async def shutdown(self) -> None:
         """Stop accepting events (503), let in-flight requests finish, close the socket."""

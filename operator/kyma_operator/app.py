@@ -143,7 +143,13 @@ async def build_operator(
     agent_addr = kcp_addr or await resolve_agent_address(client, config)
     ns = config.namespace
     leader = (
-        LeaderElectionConfig(lease_name=config.leader_election_id, lease_namespace=ns)
+        LeaderElectionConfig(
+            lease_name=config.leader_election_id,
+            lease_namespace=ns,
+            lease_duration=config.leader_elect_lease_duration,
+            renew_deadline=config.leader_elect_renew_deadline,
+            retry_period=config.leader_elect_retry_period,
+        )
         if config.leader_elect
         else None
     )

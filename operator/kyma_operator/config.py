@@ -55,6 +55,13 @@ class OperatorConfig(BaseModel):
     """Run only while holding the Lease (several replicas: one leads, the others stand by)."""
     leader_election_id: str = Field(default="klm-controller-manager-leader-election", min_length=1)
     """Name of the Lease in ``namespace``."""
+    leader_elect_lease_duration: Seconds = 10.0
+    """Seconds a standby waits, after the Lease stopped changing, before it takes over (failover time)."""
+    leader_elect_renew_deadline: Seconds = 7.0
+    """Seconds after the last successful renewal at which the leader stops all leader work (fencing);
+    must be shorter than the lease duration."""
+    leader_elect_retry_period: Seconds = 1.5
+    """Seconds between renewals (leader) and acquisition attempts (standby)."""
     probe_host: str = "127.0.0.1"
     """Address the health, readiness and metrics endpoints bind to."""
     health_port: Port = 8081
@@ -154,6 +161,10 @@ class OperatorConfig(BaseModel):
     def _consistent(self) -> OperatorConfig:
         if self.failure_max_delay < self.failure_base_delay:
             raise ValueError("failure_max_delay must not be smaller than failure_base_delay")
+        if not self.leader_elect_lease_duration > self.leader_elect_renew_deadline:
+            raise ValueError("leader_elect_lease_duration must be longer than leader_elect_renew_deadline")
+        if not self.leader_elect_renew_deadline > 1.2 * self.leader_elect_retry_period:
+            raise ValueError("leader_elect_renew_deadline must exceed 1.2 x leader_elect_retry_period")
         if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
             raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
         return self

@@ -49,6 +49,7 @@ from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.manager import LeaderElectionLost, ManagerFailed
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import (
     CLUSTER_ROLE_BINDINGS,
@@ -423,6 +424,15 @@ class LocalSystem:
     def runtime(self, name: str) -> Runtime:
         return next(r for r in self.runtimes if r.name == name)
 
+    async def operator_stopped(self) -> str:
+        """Wait until the operator stops by itself (a lost Lease, a failed component): why."""
+        task = next(t for t in self.tasks if t.get_name() == "operator")
+        try:
+            await asyncio.shield(task)
+        except (LeaderElectionLost, ManagerFailed) as exc:
+            return str(exc)
+        return "the operator returned"
+
     async def wait_ready(self, deadline: float = 60.0) -> None:
         """Every agent ready, every Kyma Ready, every runtime's signing key trusted by the listener."""
         listener = self.operator.listener
@@ -592,7 +602,15 @@ async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool
                 """--type merge -p '{"spec":{"channel":"fast"}}'"""
             )
             say("press Ctrl-C to stop")
-            await stop.wait()
+            crashed = asyncio.create_task(system.operator_stopped())
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({crashed, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if crashed.done():
+                # As in a cluster, where the process would exit and be restarted: say so and stop
+                # instead of running on without an operator.
+                say(f"OPERATOR STOPPED: {crashed.result()}; stopping the local system (run make run again)")
+                return 1
+            crashed.cancel()
             say("stopping")
             return 0
     except (TimeoutError, RuntimeError, KubeError) as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kyma_operator.runtime.clock import Clock, RealClock
@@ -147,6 +148,11 @@ class Controller:
         if metrics is not None:
             self.set_metrics(metrics)
         self._running = False
+        self._gate: Callable[[], bool] | None = None
+        self.gate_retry = 1.0
+        """Seconds after which a request held back by the gate is tried again."""
+        self.gated = 0
+        """Reconciles not started because the gate was closed."""
 
     def set_metrics(self, metrics: RuntimeMetrics) -> None:
         """Report into ``metrics`` (the manager calls this for controllers it is given)."""
@@ -199,10 +205,15 @@ class Controller:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Process requests until cancelled; then finish in-flight reconciles and stop."""
+    async def run(self, gate: Callable[[], bool] | None = None) -> None:
+        """Process requests until cancelled; then finish in-flight reconciles and stop.
+
+        ``gate`` (the manager passes "still leading"): checked before every reconcile; while it is
+        False no reconcile starts and taken requests are put back (``gate_retry`` seconds later).
+        """
         if self._running:
             raise RuntimeError(f"controller {self.name} is already running")
+        self._gate = gate
         self._running = True
         stopping = asyncio.Event()
         pumps = [
@@ -260,9 +271,20 @@ class Controller:
         return True
 
     async def _process(self, request: Request) -> None:
+        gate = self._gate
+        if gate is not None and not gate():
+            # Not (certainly) leading: start nothing; the request waits until leadership is
+            # confirmed again or the process steps down (another replica then reconciles it).
+            self.gated += 1
+            if self._metrics is not None:
+                self._metrics.gated.inc()
+            self.queue.done(request)
+            self.queue.add_after(request, self.gate_retry)
+            return
         metrics = self._metrics
         started = self.clock.now()
         if metrics is not None:
+            metrics.started.inc()
             metrics.active_workers.inc()
         token = self.triggers.activate(request)
         try:

@@ -7,6 +7,14 @@ leadership if it cannot renew within ``renew_deadline``; others take over once t
 the Lease unchanged for ``lease_duration`` (measured on their own monotonic clock, so clock skew
 between machines does not matter). On a clean stop the holder releases the Lease (empty holder,
 1 s duration) so a successor takes over at once.
+
+Fencing: ``is_leader`` is true only while the last successful renewal, on this process's monotonic
+clock, is younger than ``renew_deadline`` -- checked whenever anyone asks (the listener before each
+event, controllers before each reconcile), not only on the next renewal tick. A process that wakes
+up from a pause longer than that (SIGSTOP, a stalled VM, a GC storm) therefore acts on nothing
+until it has renewed again; by then a standby may hold the Lease (it waits ``lease_duration`` >
+``renew_deadline``), and the old leader's renewal fails and it steps down. So two replicas never
+both consider themselves leader.
 """
 
 from __future__ import annotations
@@ -99,7 +107,9 @@ class LeaderElector:
         if self._gauge is not None:
             self._gauge.set(0)
         self._is_leader = False
-        self._leader_changed = asyncio.Event()
+        self._renewed_at = -math.inf
+        """Monotonic time of the last successful acquire or renewal."""
+        self._fenced_logged = False
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
         self._observed_rv = ""
@@ -111,7 +121,21 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        return self._is_leader
+        """Leading, and the last renewal is younger than ``renew_deadline`` (see module docstring)."""
+        if not self._is_leader:
+            return False
+        if self.clock.now() - self._renewed_at < self.config.renew_deadline:
+            self._fenced_logged = False
+            return True
+        if not self._fenced_logged:
+            self._fenced_logged = True
+            log.warning(
+                "%s: last renewal of lease %s is older than the renew deadline (%.1fs): leader work paused",
+                self.identity,
+                self._lease_ref(),
+                self.config.renew_deadline,
+            )
+        return False
 
     async def run(self) -> None:
         """Acquire, then renew until renewal fails for ``renew_deadline`` (returns) or cancellation.
@@ -155,11 +179,16 @@ class LeaderElector:
     # -- one attempt ---------------------------------------------------------------------------
 
     async def _try_acquire_or_renew(self) -> bool:
+        started = self.clock.now()
         try:
-            return await asyncio.wait_for(self._attempt(), self.config.request_timeout)
+            renewed = await asyncio.wait_for(self._attempt(), self.config.request_timeout)
         except (KubeError, TimeoutError) as exc:
             log.info("%s: lease %s attempt failed: %s", self.identity, self._lease_ref(), exc)
             return False
+        if renewed:
+            # The Lease was written no earlier than ``started``: count the renewal from then.
+            self._renewed_at = started
+        return renewed
 
     async def _attempt(self) -> bool:
         cfg = self.config
@@ -241,17 +270,34 @@ class LeaderElector:
             },
             "spec": spec,
         }
-        try:
-            await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
-            log.info("%s: released lease %s", self.identity, self._lease_ref())
-        except (KubeError, TimeoutError) as exc:
-            log.warning("%s: could not release lease %s: %s", self.identity, self._lease_ref(), exc)
+        for attempt in range(2):
+            try:
+                await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                log.info("%s: released lease %s", self.identity, self._lease_ref())
+                return
+            except Conflict as exc:
+                # A renewal cancelled mid-flight may have been written without us seeing the new
+                # resourceVersion: re-read, and release if the Lease is still ours.
+                if attempt:
+                    log.warning("%s: could not release lease %s: %s", self.identity, self._lease_ref(), exc)
+                    return
+                try:
+                    current = await asyncio.wait_for(
+                        self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace), cfg.request_timeout
+                    )
+                except (KubeError, TimeoutError):
+                    return
+                if (current.get("spec") or {}).get("holderIdentity") != cfg.identity:
+                    return  # already taken over
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            except (KubeError, TimeoutError) as exc:
+                log.warning("%s: could not release lease %s: %s", self.identity, self._lease_ref(), exc)
+                return
 
     async def _set_leader(self, leading: bool) -> None:
         if leading == self._is_leader:
             return
         self._is_leader = leading
-        self._leader_changed.set()
         if self._gauge is not None:
             self._gauge.set(1 if leading else 0)
         callback = self.on_started_leading if leading else self.on_stopped_leading

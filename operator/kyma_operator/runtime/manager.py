@@ -258,7 +258,8 @@ class Manager:
             return
         log.info("manager %s: starting controllers", self.name)
         for controller in self._controllers:
-            self._spawn(self._leader_tasks, controller.run(), f"controller {controller.name}")
+            gate = (lambda: self.is_leader) if self.elector is not None else None
+            self._spawn(self._leader_tasks, controller.run(gate), f"controller {controller.name}")
         for runnable, leader_only in self._runnables:
             if leader_only:
                 self._spawn(self._leader_tasks, _as_coroutine(runnable), f"runnable {runnable!r}")

@@ -83,6 +83,8 @@ class ControllerMetrics:
         self.reconcile_time = metrics.reconcile_time.labels(name)
         self.active_workers = metrics.active_workers.labels(name)
         self.max_concurrent = metrics.max_concurrent_reconciles.labels(name)
+        self.started = metrics.reconcile_started.labels(name)
+        self.gated = metrics.reconcile_gated.labels(name)
         self.queue = metrics.queue(name)
 
 
@@ -120,6 +122,18 @@ class RuntimeMetrics:
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
             ["controller", "result"],
+            registry=r,
+        )
+        self.reconcile_started = Counter(
+            "kyma_operator_reconcile_started_total",
+            "Reconciles started per controller (controller_runtime_reconcile_total counts finished ones)",
+            ["controller"],
+            registry=r,
+        )
+        self.reconcile_gated = Counter(
+            "kyma_operator_reconcile_gated_total",
+            "Reconciles not started because this replica's leadership was not confirmed (fencing)",
+            ["controller"],
             registry=r,
         )
         self.reconcile_errors = Counter(
