@@ -303,7 +303,10 @@ def test_object_ref_is_a_value() -> None:
     assert ref == ObjectRef(KCP_NAMESPACE, "k1") and hash(ref) == hash(ObjectRef(KCP_NAMESPACE, "k1"))
     assert {ref: 1}[ObjectRef(KCP_NAMESPACE, "k1")] == 1
     assert sorted([ObjectRef("b", "a"), ObjectRef("a", "b")]) == [ObjectRef("a", "b"), ObjectRef("b", "a")]
-    assert repr(ref) == "ObjectRef(namespace='kcp-system', name='k1')" and str(ref) == "kcp-system/k1"
+    assert (
+        repr(ref) == f"ObjectRef(namespace='{KCP_NAMESPACE}', name='k1')"
+        and str(ref) == f"{KCP_NAMESPACE}/k1"
+    )
     assert pickle.loads(pickle.dumps(ref)) == ref and copy.copy(ref) == ref
     assert dataclasses.replace(ref, name="k2") == ObjectRef(KCP_NAMESPACE, "k2")
     with pytest.raises(dataclasses.FrozenInstanceError):
