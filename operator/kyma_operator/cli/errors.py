@@ -1,0 +1,53 @@
+"""One clear line and a non-zero exit for every expected failure.
+
+Why: the brief asks for "one clear error line + non-zero exit" for bad input, unreachable registries,
+wrong keys and missing access. Library errors already carry a message naming the field, file, module
+or registry; this module decides which exceptions are such expected failures (no traceback).
+"""
+
+from __future__ import annotations
+
+from kyma_operator.modules.archive import ArchiveError
+from kyma_operator.modules.auth import CredentialsError
+from kyma_operator.modules.build import ModuleConfigError
+from kyma_operator.modules.componentarchive import ArchiveFormatError
+from kyma_operator.modules.descriptor import DescriptorError
+from kyma_operator.modules.normalise import NormalisationError
+from kyma_operator.modules.reference import ReferenceParseError
+from kyma_operator.modules.registry import RegistryError
+from kyma_operator.modules.signing import KeyFileError, SignatureError
+from kyma_operator.runtime.errors import KubeError
+
+
+class CliError(Exception):
+    """An expected failure of a command; the message is shown as is."""
+
+
+class WaitFailed(CliError):
+    """``--wait`` saw the module go to Error (or time out)."""
+
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    CliError,
+    ArchiveError,
+    ArchiveFormatError,
+    CredentialsError,
+    DescriptorError,
+    KeyFileError,
+    KubeError,
+    ModuleConfigError,
+    NormalisationError,
+    ReferenceParseError,
+    RegistryError,
+    SignatureError,
+)
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, KubeError):
+        if exc.status == 0:
+            return f"cannot reach the API server: {exc.message}"
+        if exc.status in (401, 403):
+            return f"no access: {exc.message} (check the kubeconfig's user and RBAC)"
+        return exc.message or str(exc)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
