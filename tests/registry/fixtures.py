@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.registry.modules import module_name_for
 from tests.registry.server import LocalRegistry
 
 
@@ -21,3 +22,9 @@ def oci_registry_auth() -> Iterator[LocalRegistry]:
     """A TLS registry with basic auth (``username``/``password``; trust ``ssl_context()``)."""
     with LocalRegistry(tls_auth=True) as registry:
         yield registry
+
+
+@pytest.fixture
+def module_name(unique_name: str) -> str:
+    """A module name unique to this test that the ModuleTemplate CRD accepts (``mod-<letters>``)."""
+    return module_name_for(unique_name)

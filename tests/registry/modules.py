@@ -20,6 +20,14 @@ from kyma_operator.modules.registry import RegistryClient
 from tests.registry.server import LocalRegistry
 
 
+def module_name_for(unique: str) -> str:
+    """A valid module name (lower-case words of 3+ letters) derived from a unique test name."""
+    letters = "".join(
+        chr(ord("a") + int(ch, 16)) if ch in "0123456789abcdef" else "" for ch in unique.lower()
+    )
+    return f"mod-{letters or 'xyz'}"
+
+
 def sample_manifests(module: str, *, group: str = "operator.kyma-project.io") -> tuple[bytes, bytes]:
     """(raw manifest, default CR) YAML of a module named ``module`` (a DNS label)."""
     kind = "".join(part.capitalize() for part in module.split("-"))

@@ -145,19 +145,19 @@ def create(
                 component.blobs,
             )
         target = output_dir or Path(f"{module.module_name}-{module.version}")
-        write_archive(target, component, module)
         extra: dict[str, Any] = {"archive": str(target)}
         if registry:
+            # push first: the archive then records where the module lives (its repository context)
             base = require_base(registry)
             async with registry_client(
                 base.registry, insecure=insecure, docker_config=docker_config, ca_file=registry_ca
             ) as client:
                 with blob_progress(not quiet) as progress:
                     pushed = await push_component(client, base, component, progress=progress)
-            extra |= {
-                "reference": f"{base.registry}/{pushed.repository}:{pushed.tag}",
-                "digest": pushed.manifest_digest,
-            }
+            component = ComponentVersion(pushed.descriptor, component.blobs)
+            reference = f"{base.registry}/{pushed.repository}:{pushed.tag}"
+            extra |= {"reference": reference, "digest": pushed.manifest_digest}
+        write_archive(target, component, module)
         emit(_summary(component, **extra), output, _COLUMNS)
 
     run(body())

@@ -28,7 +28,10 @@ class OutputFormat(StrEnum):
 
 
 def stdout() -> Console:
-    return Console(soft_wrap=True)
+    console = Console(soft_wrap=True)
+    if not console.is_terminal:  # pipes and files: never fold cells at 80 columns
+        console = Console(soft_wrap=True, width=400)
+    return console
 
 
 def stderr() -> Console:

@@ -38,7 +38,8 @@ _COMPONENT_NAME = re.compile(
     r"^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$"
 )
 _SEMVER = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# The ModuleTemplate CRD's rule for spec.moduleName (lower-case words of at least 3 letters).
+_MODULE_NAME = re.compile(r"^[a-z]{3,}(-[a-z]{3,})*$")
 
 
 class ModuleConfigError(ValueError):
@@ -113,8 +114,11 @@ class ModuleConfig(BaseModel):
     def _component_name(cls, value: str) -> str:
         if not _COMPONENT_NAME.match(value):
             raise ValueError("must be an OCM component name like kyma-project.io/module/<module>")
-        if not _DNS_LABEL.match(value.rsplit("/", 1)[-1]):
-            raise ValueError("the last path segment (the module name) must be a DNS label")
+        if not _MODULE_NAME.match(value.rsplit("/", 1)[-1]):
+            raise ValueError(
+                "the last path segment is the module name: lower-case words of 3+ letters joined by '-' "
+                "(the ModuleTemplate CRD's rule)"
+            )
         return value
 
     @field_validator("version")

@@ -28,16 +28,16 @@ def _keys(folder: Path) -> tuple[Path, Path]:
 
 
 def test_create_push_pull_gives_identical_digests(
-    kyma: Kyma, oci_registry: LocalRegistry, unique_name: str
+    kyma: Kyma, oci_registry: LocalRegistry, module_name: str
 ) -> None:
-    config = write_module_source(kyma.cwd / "src", unique_name)
+    config = write_module_source(kyma.cwd / "src", module_name)
     base = f"{oci_registry.host}/modules"
     created = _json(kyma("module", "create", "-c", str(config), "-d", "built", "-o", "json"))
-    assert created["component"] == f"kyma-project.io/module/{unique_name}"
+    assert created["component"] == f"kyma-project.io/module/{module_name}"
     assert created["resources"] == ["raw-manifest", "default-cr"]
     pushed = _json(kyma("module", "push", "built", "-r", base, "--insecure", "-o", "json"))
     pulled = _json(
-        kyma("module", "pull", f"{unique_name}:1.0.0", "-r", base, "--insecure", "-d", "pulled", "-o", "json")
+        kyma("module", "pull", f"{module_name}:1.0.0", "-r", base, "--insecure", "-d", "pulled", "-o", "json")
     )
     assert pulled["digest"] == pushed["digest"]
     # pushing what was pulled is a no-op: same digest
@@ -55,9 +55,9 @@ def test_create_push_pull_gives_identical_digests(
 
 
 def test_create_with_registry_pushes_and_yaml_output(
-    kyma: Kyma, oci_registry: LocalRegistry, unique_name: str
+    kyma: Kyma, oci_registry: LocalRegistry, module_name: str
 ) -> None:
-    config = write_module_source(kyma.cwd / "src", unique_name, version="0.1.0")
+    config = write_module_source(kyma.cwd / "src", module_name, version="0.1.0")
     result = kyma(
         "module", "create", "-c", str(config), "-r", f"{oci_registry.host}/m", "--insecure", "-o", "yaml"
     )
@@ -65,14 +65,14 @@ def test_create_with_registry_pushes_and_yaml_output(
     out = yaml.safe_load(result.stdout)
     assert (
         out["reference"]
-        == f"{oci_registry.host}/m/component-descriptors/kyma-project.io/module/{unique_name}:0.1.0"
+        == f"{oci_registry.host}/m/component-descriptors/kyma-project.io/module/{module_name}:0.1.0"
     )
-    assert (kyma.cwd / f"{unique_name}-0.1.0" / "component-descriptor.yaml").exists()
+    assert (kyma.cwd / f"{module_name}-0.1.0" / "component-descriptor.yaml").exists()
 
 
-def test_sign_verify_and_tampering(kyma: Kyma, oci_registry: LocalRegistry, unique_name: str) -> None:
+def test_sign_verify_and_tampering(kyma: Kyma, oci_registry: LocalRegistry, module_name: str) -> None:
     private, public = _keys(kyma.cwd)
-    config = write_module_source(kyma.cwd / "src", unique_name)
+    config = write_module_source(kyma.cwd / "src", module_name)
     base = f"{oci_registry.host}/modules"
     assert kyma("module", "create", "-c", str(config), "-d", "built").exit_code == 0
     unsigned = kyma("module", "verify", "built", "--public-key", str(public))
@@ -83,7 +83,7 @@ def test_sign_verify_and_tampering(kyma: Kyma, oci_registry: LocalRegistry, uniq
     # the signature survives push and pull
     assert kyma("module", "push", "built", "-r", base, "--insecure").exit_code == 0
     remote = kyma(
-        "module", "verify", f"{unique_name}:1.0.0", "-r", base, "--insecure", "--public-key", str(public)
+        "module", "verify", f"{module_name}:1.0.0", "-r", base, "--insecure", "--public-key", str(public)
     )
     assert remote.exit_code == 0, remote.output
     # a wrong key fails
@@ -102,45 +102,45 @@ def test_sign_verify_and_tampering(kyma: Kyma, oci_registry: LocalRegistry, uniq
     assert len(tampered.stderr.strip().splitlines()) == 1
 
 
-def test_remote_sign(kyma: Kyma, oci_registry: LocalRegistry, unique_name: str) -> None:
+def test_remote_sign(kyma: Kyma, oci_registry: LocalRegistry, module_name: str) -> None:
     private, public = _keys(kyma.cwd)
-    config = write_module_source(kyma.cwd / "src", unique_name)
+    config = write_module_source(kyma.cwd / "src", module_name)
     base = f"{oci_registry.host}/modules"
     assert kyma("module", "create", "-c", str(config), "-r", base, "--insecure").exit_code == 0
-    ref = f"{unique_name}:1.0.0"
+    ref = f"{module_name}:1.0.0"
     assert kyma("module", "sign", ref, "-r", base, "--insecure", "--key", str(private)).exit_code == 0
     assert kyma("module", "verify", ref, "-r", base, "--insecure", "--public-key", str(public)).exit_code == 0
 
 
 def test_template_from_archive_and_from_registry(
-    kyma: Kyma, oci_registry: LocalRegistry, unique_name: str
+    kyma: Kyma, oci_registry: LocalRegistry, module_name: str
 ) -> None:
-    config = write_module_source(kyma.cwd / "src", unique_name, channel="fast")
+    config = write_module_source(kyma.cwd / "src", module_name, channel="fast")
     base = f"{oci_registry.host}/modules"
     assert kyma("module", "create", "-c", str(config), "-d", "built", "-r", base, "--insecure").exit_code == 0
     offline = kyma("module", "template", "built", "-r", base)
     assert offline.exit_code == 0, offline.output
     template, meta = yaml.safe_load_all(offline.stdout)
-    assert template["metadata"]["name"] == f"{unique_name}-1.0.0"
+    assert template["metadata"]["name"] == f"{module_name}-1.0.0"
     assert template["spec"]["descriptor"]["component"]["repositoryContexts"][-1]["baseUrl"] == base
-    assert template["spec"]["data"]["kind"] == "".join(p.capitalize() for p in unique_name.split("-"))
+    assert template["spec"]["data"]["kind"] == "".join(p.capitalize() for p in module_name.split("-"))
     assert meta["spec"]["channels"] == [{"channel": "fast", "version": "1.0.0"}]
-    online = kyma("module", "template", f"{unique_name}:1.0.0", "-r", base, "--insecure", "-c", str(config),
+    online = kyma("module", "template", f"{module_name}:1.0.0", "-r", base, "--insecure", "-c", str(config),
                   "--output", "out/t.yaml")  # fmt: skip
     assert online.exit_code == 0, online.output
     assert list(yaml.safe_load_all((kyma.cwd / "out/t.yaml").read_text())) == [template, meta]
 
 
 def test_bad_input_is_one_line_and_writes_nothing(
-    kyma: Kyma, oci_registry: LocalRegistry, unique_name: str
+    kyma: Kyma, oci_registry: LocalRegistry, module_name: str
 ) -> None:
-    config = write_module_source(kyma.cwd / "src", unique_name)
+    config = write_module_source(kyma.cwd / "src", module_name)
     (kyma.cwd / "src" / "manifest.yaml").write_text("kind: Deployment\nmetadata: {name: x}\n")
     bad = kyma("module", "create", "-c", str(config), "-d", "built")
     assert bad.exit_code == 1
     assert bad.stderr.strip() == "Error: manifest.yaml: document 1: missing apiVersion"
     assert not (kyma.cwd / "built").exists()
-    bad_field = write_module_source(kyma.cwd / "src2", unique_name, version="latest")
+    bad_field = write_module_source(kyma.cwd / "src2", module_name, version="latest")
     result = kyma("module", "create", "-c", str(bad_field))
     assert result.exit_code == 1 and "field 'version'" in result.stderr
     unreachable = kyma("module", "pull", "x:1.0.0", "-r", "127.0.0.1:1/m", "--insecure")
@@ -151,13 +151,13 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert no_registry.exit_code == 1 and "--registry is required" in no_registry.stderr
 
 
-def test_from_image_pins_the_image_digest(kyma: Kyma, oci_registry: LocalRegistry, unique_name: str) -> None:
+def test_from_image_pins_the_image_digest(kyma: Kyma, oci_registry: LocalRegistry, module_name: str) -> None:
     # Any manifest in the registry serves as "the existing image": publish a module and point at it.
-    first = write_module_source(kyma.cwd / "img", f"{unique_name}-img")
+    first = write_module_source(kyma.cwd / "img", f"{module_name}-img")
     base = f"{oci_registry.host}/images"
     made = _json(kyma("module", "create", "-c", str(first), "-r", base, "--insecure", "-o", "json"))
     image = made["reference"]
-    config = write_module_source(kyma.cwd / "src", unique_name)
+    config = write_module_source(kyma.cwd / "src", module_name)
     built = _json(
         kyma(
             "module",

@@ -24,12 +24,12 @@ def _client(registry: LocalRegistry, credentials: Credentials | None = None) -> 
     return RegistryClient(registry.host, insecure=True)
 
 
-async def test_push_then_pull_gives_identical_digests(oci_registry: LocalRegistry, unique_name: str) -> None:
-    published = await publish_module(oci_registry, unique_name, "1.0.0")
+async def test_push_then_pull_gives_identical_digests(oci_registry: LocalRegistry, module_name: str) -> None:
+    published = await publish_module(oci_registry, module_name, "1.0.0")
     async with _client(oci_registry) as client:
         base = RegistryBase(oci_registry.host, "modules")
         component, digest = await pull_component(
-            client, base, f"kyma-project.io/module/{unique_name}", "1.0.0"
+            client, base, f"kyma-project.io/module/{module_name}", "1.0.0"
         )
         assert digest == published.push.manifest_digest
         assert component.descriptor == published.component.descriptor
@@ -42,40 +42,40 @@ async def test_push_then_pull_gives_identical_digests(oci_registry: LocalRegistr
         assert manifest["config"]["mediaType"] == c.COMPONENT_CONFIG_MEDIA_TYPE
         assert manifest["layers"][0]["mediaType"] == c.COMPONENT_DESCRIPTOR_TAR_MEDIA_TYPE
         assert (
-            published.push.repository == f"modules/component-descriptors/kyma-project.io/module/{unique_name}"
+            published.push.repository == f"modules/component-descriptors/kyma-project.io/module/{module_name}"
         )
         objects = await fetch_raw_manifest(client, published.source)
     assert [o["kind"] for o in objects] == ["CustomResourceDefinition", "Namespace", "Deployment"]
     assert published.source.repo == f"{oci_registry.host}/modules/component-descriptors"
-    assert published.template["metadata"]["name"] == f"{unique_name}-1.0.0"
+    assert published.template["metadata"]["name"] == f"{module_name}-1.0.0"
 
 
 async def test_republishing_is_idempotent_and_parallel_safe(
-    oci_registry: LocalRegistry, unique_name: str
+    oci_registry: LocalRegistry, module_name: str
 ) -> None:
-    results = await asyncio.gather(*(publish_module(oci_registry, unique_name, "2.0.0") for _ in range(4)))
+    results = await asyncio.gather(*(publish_module(oci_registry, module_name, "2.0.0") for _ in range(4)))
     assert len({r.push.manifest_digest for r in results}) == 1
-    again = await publish_module(oci_registry, unique_name, "2.0.0")
+    again = await publish_module(oci_registry, module_name, "2.0.0")
     assert again.push.manifest_digest == results[0].push.manifest_digest
 
 
-async def test_signed_module_verifies_after_pull(oci_registry: LocalRegistry, unique_name: str) -> None:
+async def test_signed_module_verifies_after_pull(oci_registry: LocalRegistry, module_name: str) -> None:
     key = generate_key()
-    await publish_module(oci_registry, unique_name, "1.0.0", signing_key=key)
+    await publish_module(oci_registry, module_name, "1.0.0", signing_key=key)
     async with _client(oci_registry) as client:
         component, _ = await pull_component(
             client,
             RegistryBase(oci_registry.host, "modules"),
-            f"kyma-project.io/module/{unique_name}",
+            f"kyma-project.io/module/{module_name}",
             "1.0.0",
         )
     verify(component.descriptor, key.public_key())
 
 
 async def test_tls_registry_with_basic_auth_from_dockerconfigjson(
-    oci_registry_auth: LocalRegistry, unique_name: str
+    oci_registry_auth: LocalRegistry, module_name: str
 ) -> None:
-    published = await publish_module(oci_registry_auth, unique_name, "1.0.0")
+    published = await publish_module(oci_registry_auth, module_name, "1.0.0")
     payload = dockerconfigjson(oci_registry_auth.host, oci_registry_auth.username, oci_registry_auth.password)
     credentials = DockerConfig.from_json(payload).credentials_for(oci_registry_auth.host)
     async with _client(oci_registry_auth, credentials) as client:
@@ -89,7 +89,7 @@ async def test_tls_registry_with_basic_auth_from_dockerconfigjson(
             await fetch_raw_manifest(wrong, published.source)
 
 
-async def test_missing_things_and_unreachable_registry(oci_registry: LocalRegistry, unique_name: str) -> None:
+async def test_missing_things_and_unreachable_registry(oci_registry: LocalRegistry, module_name: str) -> None:
     async with _client(oci_registry) as client:
         with pytest.raises(NotFoundError):
             await pull_component(
