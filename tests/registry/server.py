@@ -36,6 +36,7 @@ class LocalRegistry:
         password: str | None = None,
         binaries: RegistryBinaries | None = None,
         ready_timeout: float = 30.0,
+        port: int | None = None,
     ) -> None:
         self.tls_auth = tls_auth
         self.username = username
@@ -44,6 +45,7 @@ class LocalRegistry:
         self._ready_timeout = ready_timeout
         self._tmp: Path | None = None
         self._process: _Process | None = None
+        self._fixed_port = port
         self.port = 0
         self.ca_pem = b""
 
@@ -61,7 +63,7 @@ class LocalRegistry:
     def __enter__(self) -> LocalRegistry:
         binaries = self._binaries or find_or_build()
         self._tmp = Path(tempfile.mkdtemp(prefix="kyma-registry-"))
-        self.port = free_port()
+        self.port = self._fixed_port or free_port()
         config: dict[str, object] = {
             "version": 0.1,
             "log": {"level": "warn", "accesslog": {"disabled": True}},

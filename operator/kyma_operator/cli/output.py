@@ -51,6 +51,8 @@ def emit(data: Any, fmt: OutputFormat, columns: Sequence[tuple[str, str]] | None
     else:
         rows = data if isinstance(data, list) else [data]
         cols = columns or [(k, k.upper()) for k in (rows[0] if rows else {})]
+        if not isinstance(data, list):  # a single result: only the fields it has
+            cols = [(key, header) for key, header in cols if rows[0].get(key) not in (None, [])]
         table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
         for _, header in cols:
             table.add_column(header, overflow="fold")

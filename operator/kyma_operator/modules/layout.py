@@ -10,6 +10,7 @@ manifest, so a tag never points at missing content; pulling verifies every blob 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from kyma_operator.modules import constants as c
 from kyma_operator.modules.archive import ArchiveError, read_tar, tar_files
 from kyma_operator.modules.descriptor import ComponentDescriptor, DescriptorError
 from kyma_operator.modules.reference import RegistryBase
-from kyma_operator.modules.registry import RegistryClient, RegistryError, sha256_digest
+from kyma_operator.modules.registry import BlobUnknownError, RegistryClient, RegistryError, sha256_digest
 
 BlobProgress = Callable[[str, int, int], None]
 """Called as ``(label, bytes_done_increment, total_bytes)``."""
@@ -151,15 +152,24 @@ async def push_component(
         (f"blob {d[:19]}", placed.blobs[d].data) for d in sorted(_referenced(placed))
     ]
     uploads += [("component descriptor", layer), ("config", config)]
-    for label, data in uploads:
-        total = len(data)
+    # Blobs first, the tag last: a tag never points at missing content. A registry can still lose a
+    # blob to a concurrent identical upload (it then refuses the manifest); push the blobs again.
+    for attempt in range(4):
+        for label, data in uploads:
+            total = len(data)
 
-        def report(n: int, label: str = label, total: int = total) -> None:
-            if progress is not None:
-                progress(label, n, total)
+            def report(n: int, label: str = label, total: int = total) -> None:
+                if progress is not None:
+                    progress(label, n, total)
 
-        await client.push_blob(repo, data, progress=report)
-    digest = await client.push_manifest(repo, tag, manifest, c.OCI_MANIFEST_MEDIA_TYPE)
+            await client.push_blob(repo, data, progress=report if attempt == 0 else None)
+        try:
+            digest = await client.push_manifest(repo, tag, manifest, c.OCI_MANIFEST_MEDIA_TYPE)
+            break
+        except BlobUnknownError:
+            if attempt == 3:
+                raise
+            await asyncio.sleep(0.1 * (attempt + 1))
     return PushResult(repo, tag, digest, descriptor)
 
 

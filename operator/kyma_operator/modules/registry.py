@@ -15,6 +15,7 @@ Progress callbacks receive byte counts as data moves.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import ssl
@@ -34,6 +35,8 @@ _CHUNK = 256 * 1024
 _MANIFEST_ACCEPT = ", ".join(
     (c.OCI_MANIFEST_MEDIA_TYPE, c.DOCKER_MANIFEST_MEDIA_TYPE, c.OCI_INDEX_MEDIA_TYPE)
 )
+_TRANSIENT = frozenset({429, 500, 502, 503, 504})
+_BACKOFF = (0.05, 0.2, 0.5, 1.0)
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 Progress = Callable[[int], None]
@@ -53,6 +56,10 @@ class UnauthorizedError(RegistryError):
 
 class DigestMismatchError(RegistryError):
     pass
+
+
+class BlobUnknownError(RegistryError):
+    """The registry refused a manifest because a blob it references is (no longer) there."""
 
 
 def sha256_digest(data: bytes) -> str:
@@ -148,28 +155,34 @@ class RegistryClient:
         push: bool = False,
         headers: dict[str, str] | None = None,
         content: bytes | AsyncIterator[bytes] | None = None,
-        retry_content: Callable[[], AsyncIterator[bytes]] | None = None,
         stream: bool = False,
     ) -> httpx.Response:
         scope = f"repository:{repo}:{'pull,push' if push else 'pull'}"
         target = url if url.startswith(("http://", "https://")) else self._base + url
-        for attempt in (0, 1):
+        authenticated = False
+        attempt = 0
+        while True:
             request = self._client.build_request(
                 method, target, headers={**(headers or {}), **self._auth_headers(scope)}, content=content
             )
             try:
                 response = await self._client.send(request, stream=stream)
             except httpx.HTTPError as exc:
-                raise RegistryError(
-                    f"cannot reach registry {self.registry}: {exc or type(exc).__name__}"
-                ) from exc
-            if response.status_code != 401 or attempt == 1:
-                return response
+                reason = str(exc) or type(exc).__name__
+                raise RegistryError(f"cannot reach registry {self.registry}: {reason}") from exc
+            retry_auth = response.status_code == 401 and not authenticated
+            retry_busy = response.status_code in _TRANSIENT and attempt < len(_BACKOFF)
+            if not (retry_auth or retry_busy) or (content is not None and not isinstance(content, bytes)):
+                return response  # a streamed body cannot be sent twice; push_blob retries the upload
             await response.aclose()
-            await self._authenticate(response, scope, repo)
-            if retry_content is not None:
-                content = retry_content()
-        raise AssertionError("unreachable")
+            if retry_auth:
+                authenticated = True
+                await self._authenticate(response, scope, repo)
+            else:
+                # registries answer 5xx/429 under concurrent writes of the same blob; every request
+                # here is idempotent, so retry a few times with a growing pause
+                await asyncio.sleep(_BACKOFF[attempt])
+                attempt += 1
 
     def _fail(self, response: httpx.Response, what: str) -> RegistryError:
         detail = response.text[:200].strip() if not response.is_stream_consumed or response.is_closed else ""
@@ -191,32 +204,44 @@ class RegistryClient:
         raise self._fail(response, f"HEAD blob {repo}@{digest}")
 
     async def push_blob(self, repo: str, data: bytes, *, progress: Progress | None = None) -> str:
-        """Upload ``data`` unless the registry has it; returns its digest."""
+        """Upload ``data`` unless the registry has it; returns its digest.
+
+        Parallel pushes of the same blob race inside the registry (an upload may fail while another
+        one of the same content completes), so a failed upload starts over, first checking again
+        whether the blob has arrived meanwhile.
+        """
         digest = sha256_digest(data)
-        if await self.blob_exists(repo, digest):
-            if progress is not None:
-                progress(len(data))
-            return digest
-        start = await self._send("POST", f"/v2/{repo}/blobs/uploads/", repo, push=True)
-        if start.status_code != 202 or "Location" not in start.headers:
-            raise self._fail(start, f"start upload to {repo}")
-        location = httpx.URL(self._base).join(start.headers["Location"])
-        location = location.copy_merge_params({"digest": digest})
-
-        async def chunks() -> AsyncIterator[bytes]:
-            for offset in range(0, len(data), _CHUNK):
-                part = data[offset : offset + _CHUNK]
-                yield part
+        for attempt in range(len(_BACKOFF) + 1):
+            if await self.blob_exists(repo, digest):
                 if progress is not None:
-                    progress(len(part))
+                    progress(len(data))
+                return digest
+            start = await self._send("POST", f"/v2/{repo}/blobs/uploads/", repo, push=True)
+            if start.status_code != 202 or "Location" not in start.headers:
+                raise self._fail(start, f"start upload to {repo}")
+            location = httpx.URL(self._base).join(start.headers["Location"])
+            location = location.copy_merge_params({"digest": digest})
+            sent = 0
 
-        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}
-        done = await self._send(
-            "PUT", str(location), repo, push=True, headers=headers, content=chunks(), retry_content=chunks
-        )
-        if done.status_code != 201:
-            raise self._fail(done, f"upload blob {digest} to {repo}")
-        return digest
+            async def chunks() -> AsyncIterator[bytes]:
+                nonlocal sent
+                for offset in range(0, len(data), _CHUNK):
+                    part = data[offset : offset + _CHUNK]
+                    yield part
+                    sent += len(part)
+                    if progress is not None:
+                        progress(len(part))
+
+            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}
+            done = await self._send("PUT", str(location), repo, push=True, headers=headers, content=chunks())
+            if done.status_code == 201:
+                return digest
+            if attempt == len(_BACKOFF) or done.status_code not in (*_TRANSIENT, 404):
+                raise self._fail(done, f"upload blob {digest} to {repo}")
+            if progress is not None and sent:
+                progress(-sent)
+            await asyncio.sleep(_BACKOFF[attempt])
+        raise AssertionError("unreachable")
 
     async def pull_blob(
         self,
@@ -262,7 +287,10 @@ class RegistryClient:
             headers={"Content-Type": media_type}, content=data,
         )  # fmt: skip
         if response.status_code != 201:
-            raise self._fail(response, f"push manifest {repo}:{reference}")
+            error = self._fail(response, f"push manifest {repo}:{reference}")
+            if response.status_code == 400 and "BLOB_UNKNOWN" in response.text:
+                raise BlobUnknownError(str(error))
+            raise error
         return sha256_digest(data)
 
     async def pull_manifest(self, repo: str, reference: str) -> Manifest:
