@@ -16,10 +16,12 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # help texts contain [brackets] (host[:port]) that are not markup
 )
 module = typer.Typer(
     help="Build, publish, sign and manage Kyma modules (OCM component versions in OCI registries).",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(module, name="module")
 
