@@ -170,11 +170,10 @@ async def enable(
             out.append(current)
         if channel is not None:
             current["channel"] = channel
-        if policy is not None:
-            if policy is CustomResourcePolicy.CREATE_AND_DELETE and "customResourcePolicy" not in current:
-                pass  # the default already
-            else:
-                current["customResourcePolicy"] = policy.value
+        # CreateAndDelete is the default: only written when asked to change an explicit value
+        default = policy is CustomResourcePolicy.CREATE_AND_DELETE and "customResourcePolicy" not in current
+        if policy is not None and not default:
+            current["customResourcePolicy"] = policy.value
         return out
 
     return await _edit(client, namespace, kyma_name, change)

@@ -27,7 +27,6 @@ from kyma_operator.cli import catalog
 from kyma_operator.cli.common import KubeconfigOpt, OutputOpt, QuietOpt, kube_client, run
 from kyma_operator.cli.errors import CliError, WaitFailed
 from kyma_operator.cli.output import OutputFormat, emit, note, stderr
-from kyma_operator.modules.template import module_release_meta
 from kyma_operator.runtime.errors import AlreadyExists, Conflict, NotFound
 from kyma_operator.runtime.kube import KubeClient
 
@@ -267,6 +266,3 @@ async def _wait(
     finally:
         if status_line is not None:
             status_line.stop()
-
-
-__all__ = ["deploy", "disable", "enable", "list_modules", "module_release_meta"]

@@ -3,6 +3,11 @@
 Why: ``kyma module create && push && template`` and the test suite's ``publish_module`` fixture do the
 same steps, and the Manifest controller needs the inverse (the raw manifest behind an ``oci-ref``
 source). Keeping both directions here makes them agree by construction.
+
+Integrity: ``fetch_raw_manifest`` rejects a blob whose SHA-256 differs from the source's ``ref``. The
+``ref`` is the resource's ``localReference`` and equals its ``genericBlobDigest/v1`` digest, which the
+OCM signature covers; so verifying the descriptor (``signing.verify``) and then fetching by its
+``install_source`` installs exactly the signed content.
 """
 
 from __future__ import annotations

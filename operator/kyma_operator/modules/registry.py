@@ -16,6 +16,7 @@ Progress callbacks receive byte counts as data moves.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import re
 import ssl
@@ -330,7 +331,5 @@ class RegistryClient:
 
 
 def _basic(credentials: Credentials) -> str:
-    import base64
-
     token = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
     return f"Basic {token}"

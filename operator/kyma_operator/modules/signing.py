@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
@@ -55,8 +56,6 @@ def load_public_key(pem: bytes, *, source: str = "public key") -> rsa.RSAPublicK
     key: object
     try:
         if b"CERTIFICATE" in pem:
-            from cryptography import x509
-
             key = x509.load_pem_x509_certificate(pem).public_key()
         elif b"PRIVATE KEY" in pem:
             key = load_private_key(pem, source=source).public_key()
