@@ -44,10 +44,14 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def describe(exc: BaseException) -> str:
+    """The one line shown for ``exc``."""
+    text = str(exc)
     if isinstance(exc, KubeError):
         if exc.status == 0:
-            return f"cannot reach the API server: {exc.message}"
-        if exc.status in (401, 403):
-            return f"no access: {exc.message} (check the kubeconfig's user and RBAC)"
-        return exc.message or str(exc)
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            text = f"cannot reach the API server: {exc.message}"
+        elif exc.status in (401, 403):
+            text = f"no access: {exc.message} (check the kubeconfig's user and RBAC)"
+        else:
+            text = exc.message or text
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
