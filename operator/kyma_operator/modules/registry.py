@@ -122,7 +122,10 @@ class RegistryClient:
         kind = challenge.split(" ", 1)[0].lower()
         if kind == "basic":
             if self._credentials is None:
-                raise UnauthorizedError(f"{self.registry}/{repo}: registry needs credentials (docker login)")
+                raise UnauthorizedError(
+                    f"{self.registry}/{repo}: registry needs credentials (docker login; credential "
+                    "helpers are not supported, the registry needs an entry in the config's auths)"
+                )
             self._basic = True
             return
         if kind != "bearer":
