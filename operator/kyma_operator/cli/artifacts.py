@@ -134,6 +134,7 @@ def create(
 
     async def body() -> None:
         module = ModuleConfig.load(config)
+        module.check_catalog_name()
         if from_image:
             module = module.model_copy(update={"manager_image": from_image})
         files = load_module_files(module, config.parent)
@@ -372,6 +373,7 @@ def template(
         module = ModuleConfig.load(config) if config is not None else stored
         if module is None:
             raise CliError("--config is required (the source holds no module-config.yaml)")
+        module.check_catalog_name()
         if channel is not None:
             module = ModuleConfig.from_mapping(
                 {**module.model_dump(by_alias=True), "channel": channel}, source="--channel"

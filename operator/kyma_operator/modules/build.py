@@ -38,8 +38,9 @@ _COMPONENT_NAME = re.compile(
     r"^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$"
 )
 _SEMVER = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The ModuleTemplate CRD's rule for spec.moduleName (lower-case words of at least 3 letters).
-_MODULE_NAME = re.compile(r"^[a-z]{3,}(-[a-z]{3,})*$")
+_CATALOG_MODULE_NAME = re.compile(r"^[a-z]{3,}(-[a-z]{3,})*$")
 
 
 class ModuleConfigError(ValueError):
@@ -114,11 +115,8 @@ class ModuleConfig(BaseModel):
     def _component_name(cls, value: str) -> str:
         if not _COMPONENT_NAME.match(value):
             raise ValueError("must be an OCM component name like kyma-project.io/module/<module>")
-        if not _MODULE_NAME.match(value.rsplit("/", 1)[-1]):
-            raise ValueError(
-                "the last path segment is the module name: lower-case words of 3+ letters joined by '-' "
-                "(the ModuleTemplate CRD's rule)"
-            )
+        if not _DNS_LABEL.match(value.rsplit("/", 1)[-1]):
+            raise ValueError("the last path segment (the module name) must be a DNS label")
         return value
 
     @field_validator("version")
@@ -138,6 +136,15 @@ class ModuleConfig(BaseModel):
     @property
     def module_name(self) -> str:
         return self.name.rsplit("/", 1)[-1]
+
+    def check_catalog_name(self) -> None:
+        """Raise unless the ModuleTemplate CRD accepts the module name (checked by the CLI up front;
+        the library itself also builds modules that are installed without a catalog entry)."""
+        if not _CATALOG_MODULE_NAME.match(self.module_name):
+            raise ModuleConfigError(
+                f"field 'name': module name {self.module_name!r} is not accepted by the ModuleTemplate CRD "
+                "(lower-case words of 3+ letters joined by '-', e.g. template-operator)"
+            )
 
     @classmethod
     def load(cls, path: Path) -> ModuleConfig:

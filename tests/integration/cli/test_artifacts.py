@@ -178,3 +178,10 @@ def test_from_image_pins_the_image_digest(kyma: Kyma, oci_registry: LocalRegistr
     resource = descriptor["component"]["resources"][0]
     assert resource["access"] == {"type": "ociArtifact", "imageReference": image}
     assert "sha256:" + resource["digest"]["value"] == made["digest"]
+
+
+def test_create_refuses_names_the_catalog_would_reject(kyma: Kyma) -> None:
+    config = write_module_source(kyma.cwd / "src", "mod-1")
+    result = kyma("module", "create", "-c", str(config))
+    assert result.exit_code == 1
+    assert "not accepted by the ModuleTemplate CRD" in result.stderr

@@ -93,3 +93,10 @@ def test_missing_files_are_named(tmp_path: Path) -> None:
 def test_icons_accept_modulectl_list_form() -> None:
     config = sample_config("sample", "1.0.0", icons=[{"name": "module-icon", "link": "https://x/icon.svg"}])
     assert config.icons == {"module-icon": "https://x/icon.svg"}
+
+
+def test_catalog_name_rule_is_checked_on_request() -> None:
+    config = sample_config("t-123abc", "1.0.0")  # a DNS label: fine for building and installing
+    with pytest.raises(ModuleConfigError, match="not accepted by the ModuleTemplate CRD"):
+        config.check_catalog_name()
+    sample_config("template-operator", "1.0.0").check_catalog_name()
