@@ -21,6 +21,7 @@ from kyma_operator.api import (
 )
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.watcher import FieldName, default_gateway_selector
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from tests.controlplane.crds import sample_documents
 
 MODELS: dict[str, type[KubeObject]] = {
@@ -84,8 +85,8 @@ def test_template_and_release_meta_samples_resolve() -> None:
 
 def test_watcher_sample_is_the_upstream_default() -> None:
     watcher = Watcher.from_object(_by_kind("Watcher"))
-    assert (watcher.name, watcher.namespace) == ("klm-watcher", "kcp-system")
-    assert watcher.manager_name() == "lifecycle-manager"
+    assert (watcher.name, watcher.namespace) == ("klm-watcher", KCP_NAMESPACE)
+    assert watcher.manager_name() == OPERATOR_NAME
     assert watcher.spec.field is FieldName.SPEC
     assert watcher.spec.labels_to_watch == {names.WATCHED_BY_LABEL: names.MANAGED_BY_KYMA}
     assert watcher.spec.resource_to_watch.resource == "kymas"
