@@ -12,7 +12,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -23,12 +23,12 @@ from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.meta import InvalidObjectError, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
-from kyma_operator.cli import catalog
 from kyma_operator.cli.common import KubeconfigOpt, OutputOpt, QuietOpt, kube_client, run
 from kyma_operator.cli.errors import CliError, WaitFailed
 from kyma_operator.cli.output import OutputFormat, emit, note, stderr
-from kyma_operator.runtime.errors import AlreadyExists, Conflict, NotFound
-from kyma_operator.runtime.kube import KubeClient
+
+if TYPE_CHECKING:
+    from kyma_operator.runtime.kube import KubeClient
 
 NamespaceOpt = Annotated[
     str, typer.Option("--namespace", "-n", help="Namespace of the runtime Kyma and the synced catalog.")
@@ -101,6 +101,9 @@ def _load_documents(file: str) -> list[dict[str, Any]]:
 
 
 async def _deploy_one(client: KubeClient, doc: dict[str, Any]) -> str:
+    from kyma_operator.cli import catalog
+    from kyma_operator.runtime.errors import AlreadyExists, Conflict, NotFound
+
     kind = doc["kind"]
     resource = catalog.TEMPLATES if kind == names.MODULE_TEMPLATE.kind else catalog.RELEASE_METAS
     name, namespace = doc["metadata"]["name"], doc["metadata"].get("namespace")
@@ -158,6 +161,8 @@ def list_modules(
     """List the modules available to a runtime (its synced catalog) and which are enabled, with state."""
 
     async def body() -> None:
+        from kyma_operator.cli import catalog
+
         async with kube_client(kubeconfig) as client:
             cat = await catalog.read_catalog(client, namespace)
             obj = await catalog.read_kyma(client, namespace, kyma)
@@ -189,6 +194,8 @@ def enable(
     """Enable a module in a runtime (adds it to the runtime Kyma's spec.modules; a no-op if already so)."""
 
     async def body() -> None:
+        from kyma_operator.cli import catalog
+
         async with kube_client(kubeconfig) as client:
             result = await catalog.enable(
                 client, module, namespace=namespace, kyma_name=kyma, channel=channel, policy=policy
@@ -212,6 +219,8 @@ def disable(
     """Disable a module in a runtime (removes it from the runtime Kyma's spec.modules)."""
 
     async def body() -> None:
+        from kyma_operator.cli import catalog
+
         async with kube_client(kubeconfig) as client:
             result = await catalog.disable(client, module, namespace=namespace, kyma_name=kyma)
             typer.echo(f"module {module} {'disabled' if result.changed else 'not enabled (unchanged)'}")
@@ -225,6 +234,8 @@ async def _wait(
     client: KubeClient, module: str, namespace: str, kyma: str, limit: float, quiet: bool, *, removed: bool
 ) -> None:
     """Poll the runtime Kyma's status.modules[] (with a deadline) until the module is done."""
+    from kyma_operator.cli import catalog
+
     console: Console = stderr()
     deadline = time.monotonic() + limit
     goal = "removed" if removed else "Ready"

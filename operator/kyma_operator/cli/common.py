@@ -11,17 +11,19 @@ import asyncio
 import ssl
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from kyma_operator.cli.errors import EXPECTED_ERRORS, CliError, describe
+from kyma_operator.cli.errors import CliError, describe, expected_errors
 from kyma_operator.cli.output import OutputFormat, note
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.auth import DockerConfig
 from kyma_operator.modules.reference import RegistryBase, parse_base
 from kyma_operator.modules.registry import RegistryClient
-from kyma_operator.runtime.kube import KubeClient
+
+if TYPE_CHECKING:
+    from kyma_operator.runtime.kube import KubeClient
 
 T = TypeVar("T")
 
@@ -75,7 +77,9 @@ def run(body: Coroutine[Any, Any, T]) -> T:
     """Run an async command body; expected failures print one line and exit 1."""
     try:
         return asyncio.run(body)
-    except EXPECTED_ERRORS as exc:
+    except Exception as exc:
+        if not isinstance(exc, expected_errors()):
+            raise
         note(f"Error: {describe(exc)}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -118,6 +122,8 @@ def registry_client(
 
 
 def kube_client(kubeconfig: Path | None) -> KubeClient:
+    from kyma_operator.runtime.kube import KubeClient  # the kubernetes client only when needed
+
     if kubeconfig is None or not str(kubeconfig):
         raise CliError("--kubeconfig is required (or set KUBECONFIG)")
     if not kubeconfig.exists():

@@ -16,7 +16,6 @@ from kyma_operator.modules.normalise import NormalisationError
 from kyma_operator.modules.reference import ReferenceParseError
 from kyma_operator.modules.registry import RegistryError
 from kyma_operator.modules.signing import KeyFileError, SignatureError
-from kyma_operator.runtime.errors import KubeError
 
 
 class CliError(Exception):
@@ -27,14 +26,15 @@ class WaitFailed(CliError):
     """``--wait`` saw the module go to Error (or time out)."""
 
 
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+# Kubernetes API errors are expected too; their module is imported only when a command talks to a
+# cluster (``expected_errors``), which keeps the kubernetes client out of `kyma module create` & co.
+_EXPECTED: tuple[type[BaseException], ...] = (
     CliError,
     ArchiveError,
     ArchiveFormatError,
     CredentialsError,
     DescriptorError,
     KeyFileError,
-    KubeError,
     ModuleConfigError,
     NormalisationError,
     ReferenceParseError,
@@ -43,8 +43,19 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def expected_errors() -> tuple[type[BaseException], ...]:
+    import sys
+
+    kube_errors = sys.modules.get("kyma_operator.runtime.errors")
+    if kube_errors is None:  # no cluster command ran: no Kubernetes error can have been raised
+        return _EXPECTED
+    return (*_EXPECTED, kube_errors.KubeError)
+
+
 def describe(exc: BaseException) -> str:
     """The one line shown for ``exc``."""
+    from kyma_operator.runtime.errors import KubeError
+
     text = str(exc)
     if isinstance(exc, KubeError):
         if exc.status == 0:

@@ -35,3 +35,20 @@ def test_help_documents_every_parameter(command: str) -> None:
 def test_bad_usage_exits_2() -> None:
     result = CliRunner().invoke(app, ["module", "enable"])
     assert result.exit_code == 2
+
+
+def test_the_kubernetes_client_is_loaded_only_by_cluster_commands() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[4]
+    code = "import sys, kyma_operator.cli.main; print('kubernetes' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": f"{repo / 'operator'}:{repo}"},
+    )
+    assert out.stdout.strip() == "False"
