@@ -18,8 +18,8 @@ from kyma_operator.api.kyma import CustomResourcePolicy, Kyma
 from kyma_operator.api.meta import InvalidObjectError, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
+from kyma_operator.api.resources import resource_for
 from kyma_operator.cli.errors import CliError
-from kyma_operator.controllers.watcher.reconciler import resource_for
 from kyma_operator.modules.descriptor import ComponentDescriptor, DescriptorError
 from kyma_operator.runtime.errors import Conflict, NotFound
 from kyma_operator.runtime.kube import KubeClient
