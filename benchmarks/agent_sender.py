@@ -21,14 +21,13 @@ from typing import Any
 
 import uvloop
 
-from skr_watcher import credentials
+from skr_watcher import credentials, retry
 from skr_watcher.clock import SystemClock
 from skr_watcher.config import AgentConfig
 from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
 
 
 def _wire() -> Any:
@@ -44,6 +43,11 @@ def _wire() -> Any:
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _backoff(base: float, cap: float) -> Any:
+    """The agent's retry backoff (named ``Backoff`` in older trees, which this script also runs)."""
+    return (getattr(retry, "RetryBackoff", None) or retry.Backoff)(base, cap)  # type: ignore[attr-defined]
 
 
 async def run(env: dict[str, str], n: int, tasks: int, connections: int, batch: int) -> dict[str, Any]:
@@ -64,14 +68,15 @@ async def run(env: dict[str, str], n: int, tasks: int, connections: int, batch: 
     elif batch > 1:
         raise SystemExit("this tree's agent cannot batch")
     delivery = Delivery(
-        client=client, queue=queue, metrics=metrics, clock=clock, backoff=Backoff(0.05, 1.0),
+        client=client, queue=queue, metrics=metrics, clock=clock, backoff=_backoff(0.05, 1.0),
         sender_tasks=tasks, heartbeat_interval=0, **options,
     )  # fmt: skip
     wire = _wire()
     event_model = getattr(wire, "AgentEvent", None) or wire.WatchEvent
     GroupVersionKind, ObjectKey, Operation = wire.GroupVersionKind, wire.ObjectKey, wire.Operation
     gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Manifest")
-    now = clock.now()
+    wall = getattr(clock, "utc_now", None) or clock.now  # type: ignore[attr-defined]  # older trees: now()
+    now = wall()
     # literal names: this script also runs an older tree, which has no kyma_wire.names
     for i in range(n):
         event = event_model(

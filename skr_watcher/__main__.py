@@ -19,7 +19,7 @@ import uvloop
 
 from skr_watcher import __version__, lean, logs  # lean: before anything imports httpx
 from skr_watcher.agent import Agent
-from skr_watcher.config import AgentConfig, ConfigError
+from skr_watcher.config import AgentConfig, ConfigError, environment_help
 from skr_watcher.credentials import CredentialError
 
 log = logging.getLogger("skr_watcher")
@@ -41,7 +41,10 @@ async def _serve(config: AgentConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="skr-watcher", description=__doc__.splitlines()[0] if __doc__ else ""
+        prog="skr-watcher",
+        description=__doc__.splitlines()[0] if __doc__ else "",
+        epilog=environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     args = parser.parse_args(argv)

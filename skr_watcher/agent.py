@@ -21,13 +21,13 @@ import httpx
 import uvicorn
 
 from skr_watcher import __version__, credentials
-from skr_watcher.clock import Clock, SystemClock
+from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
 from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
+from skr_watcher.retry import RetryBackoff
 from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,14 @@ class Agent:
         self,
         config: AgentConfig,
         *,
-        clock: Clock | None = None,
+        clock: AgentClock | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.metrics = AgentMetrics()
-        self._wall = lambda: self.clock.now().timestamp()
+        self._wall = lambda: self.clock.utc_now().timestamp()
         loaded = credentials.load(config, self._wall)
         self._fingerprint = loaded.fingerprint
         self._server_ssl = credentials.server_context(config)
@@ -110,7 +110,7 @@ class Agent:
             queue=self.queue,
             metrics=self.metrics,
             clock=self.clock,
-            backoff=Backoff(config.retry_base_delay, config.retry_max_delay, rng),
+            backoff=RetryBackoff(config.retry_base_delay, config.retry_max_delay, rng),
             sender_tasks=config.sender_tasks,
             heartbeat_manager=config.manager,
             heartbeat_interval=config.heartbeat_interval,

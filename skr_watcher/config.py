@@ -51,23 +51,31 @@ Seconds = Annotated[float, Field(ge=0)]
 class AgentConfig(BaseModel):
     """Everything the agent needs; build it with ``AgentConfig.from_env(os.environ)``."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", populate_by_name=True, use_attribute_docstrings=True
+    )
 
     # upstream names
     kcp_addr: str = Field(validation_alias="KCP_ADDR")
     """``host:port`` of the KCP gateway (upstream: the Istio gateway host and port)."""
     kcp_contract: str = Field(default=CONTRACT_VERSION, validation_alias="KCP_CONTRACT")
+    """Contract version in the event path ``/<version>/<manager>/event`` (upstream ``v2``)."""
     tls_cert: Path = Field(validation_alias="TLS_CERT")
     """Serving certificate of the webhook and client certificate for mTLS to KCP (as upstream)."""
     tls_key: Path = Field(validation_alias="TLS_KEY")
+    """Private key of ``TLS_CERT``."""
     ca_cert: Path = Field(validation_alias="CA_CERT")
     """CA bundle that KCP's gateway certificate must chain to."""
     webhook_port: Port = Field(default=8443, validation_alias="WEBHOOK_PORT")
+    """Port of the admission webhook (``/validate/<manager>``)."""
     metrics_port: Port = Field(default=2112, validation_alias="METRICS_PORT")
+    """Port of ``/metrics`` and the health endpoints."""
 
     # ours
     kcp_scheme: Literal["https", "http"] = Field(default="https", validation_alias="KCP_SCHEME")
+    """``https`` (mTLS through the KCP gateway) or ``http`` (local runs straight to the listener)."""
     bind_address: str = Field(default="0.0.0.0", validation_alias="BIND_ADDRESS")
+    """Address the webhook and metrics servers bind to."""
     signing_key: Path | None = Field(default=None, validation_alias="SIGNING_KEY")
     """PEM Ed25519 private key; without it events are sent unsigned (listener mode ``xfcc``)."""
     signing_key_id: str | None = Field(default=None, validation_alias="SIGNING_KEY_ID")
@@ -77,16 +85,19 @@ class AgentConfig(BaseModel):
     signing_key_version: str | None = Field(default=None, validation_alias="SIGNING_KEY_VERSION")
     """With ``RUNTIME_ID``: the key id is ``<RUNTIME_ID>:<SIGNING_KEY_VERSION>``."""
     runtime_id: str = Field(default="", validation_alias="RUNTIME_ID")
+    """This runtime's id (the Kyma label ``kyma-project.io/runtime-id``); names the signing key."""
     manager: str = Field(default=OPERATOR_NAME, validation_alias="MANAGER")
     """Manager used for heartbeats and the start-up resync; events use the manager of their path."""
     heartbeat_interval: Seconds = Field(
         default=DEFAULT_HEARTBEAT_INTERVAL_SECONDS, validation_alias="HEARTBEAT_INTERVAL"
     )
-    """0 disables heartbeats."""
+    """Seconds between heartbeats to KCP (proof of life); 0 disables them."""
     queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
         default=10_000, validation_alias="QUEUE_SIZE"
     )
+    """Events waiting to be sent; beyond it the oldest are dropped and a resync is sent instead."""
     sender_tasks: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="SENDER_TASKS")
+    """Concurrent requests to KCP."""
     batch_max_events: Annotated[int, Field(ge=1, le=MAX_BATCH_EVENTS)] = Field(
         default=64, validation_alias="BATCH_MAX_EVENTS"
     )
@@ -96,17 +107,25 @@ class AgentConfig(BaseModel):
     )
     """While events keep coming, at most one request per interval leaves (seconds; see delivery.py)."""
     max_connections: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="MAX_CONNECTIONS")
+    """HTTP connections to KCP kept open."""
     request_timeout: Annotated[float, Field(gt=0)] = Field(default=10.0, validation_alias="KCP_TIMEOUT")
+    """Seconds before a request to KCP counts as failed (retried)."""
     retry_base_delay: Annotated[float, Field(gt=0)] = Field(default=0.2, validation_alias="RETRY_BASE_DELAY")
+    """First retry delay after a failed send (doubles per failure, jittered)."""
     retry_max_delay: Annotated[float, Field(gt=0)] = Field(default=30.0, validation_alias="RETRY_MAX_DELAY")
+    """Longest retry delay."""
     tls_check_interval: Annotated[float, Field(gt=0)] = Field(
         default=10.0, validation_alias="TLS_CHECK_INTERVAL"
     )
+    """Seconds between checks for rotated certificate, key and signing-key files."""
     shutdown_timeout: Seconds = Field(default=10.0, validation_alias="SHUTDOWN_TIMEOUT")
+    """Seconds to deliver queued events on SIGTERM before exiting."""
     resync_on_start: bool = Field(default=True, validation_alias="RESYNC_ON_START")
+    """Send a resync event at start (KCP reconciles this runtime once)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", validation_alias="LOG_LEVEL"
     )
+    """DEBUG, INFO, WARNING or ERROR."""
 
     @field_validator(
         "heartbeat_interval",
@@ -215,3 +234,18 @@ def _describe(error: ValidationError) -> str:
             message = "required setting is missing"
         lines.append(f"{where}: {message}")
     return "invalid agent configuration: " + "; ".join(lines)
+
+
+def environment_help() -> str:
+    """Every variable the agent reads: name, what it does, default (the ``--help`` epilog)."""
+    lines = ["environment variables:"]
+    for field in AgentConfig.model_fields.values():
+        name = str(field.validation_alias)
+        default = (
+            "required"
+            if field.is_required()
+            else f"default: {field.default if field.default not in (None, '') else 'unset'}"
+        )
+        what = " ".join((field.description or "").split())
+        lines.append(f"  {name:22} {what} ({default})")
+    return "\n".join(lines)

@@ -38,13 +38,13 @@ from kyma_wire.events import (
     heartbeat_path,
 )
 from kyma_wire.names import OPERATOR_NAME
-from skr_watcher.clock import Clock
+from skr_watcher.clock import AgentClock
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import QueuedEvent, SendQueue
 from skr_watcher.resync import ResyncTracker, resync_event
 from skr_watcher.retry import (
-    Backoff,
+    RetryBackoff,
     SendResult,
     Verdict,
     classify_error,
@@ -66,8 +66,8 @@ class Delivery:
         client: KcpClient,
         queue: SendQueue,
         metrics: AgentMetrics,
-        clock: Clock,
-        backoff: Backoff,
+        clock: AgentClock,
+        backoff: RetryBackoff,
         sender_tasks: int = 4,
         heartbeat_manager: str = OPERATOR_NAME,
         heartbeat_interval: float = 30.0,
@@ -133,7 +133,7 @@ class Delivery:
         """Queue a RESYNC now (agent start: changes before it may have been missed)."""
         self.tracker.schedule(manager)
         self.metrics.resync_events.inc()
-        self.submit(manager, resync_event(self.clock.now()))
+        self.submit(manager, resync_event(self.clock.utc_now()))
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -254,7 +254,7 @@ class Delivery:
                 pending = retry
                 if not pending:
                     return
-                retry_after = parse_retry_after(response.headers.get("retry-after"), self.clock.now())
+                retry_after = parse_retry_after(response.headers.get("retry-after"), self.clock.utc_now())
             elif result.verdict is Verdict.DROP:
                 if result.status == 413:  # a listener with a smaller batch limit: one by one
                     for entry in pending:
@@ -298,7 +298,7 @@ class Delivery:
             log.warning("KCP's answer to a batch of %d events is not one result per event", count)
             return None
         headers = response.headers
-        now = self.clock.now()
+        now = self.clock.utc_now()
         return [classify_response(r.status, headers, now) for r in results]
 
     def _settle(self, entry: QueuedEvent, result: SendResult) -> bool:
@@ -359,12 +359,12 @@ class Delivery:
             result = classify_error(error)
             log.debug("POST %s failed: %s: %s", path, type(error).__name__, error)
         else:
-            result = classify_response(response.status_code, response.headers, self.clock.now())
+            result = classify_response(response.status_code, response.headers, self.clock.utc_now())
             if result.verdict is not Verdict.DELIVERED:
                 log.debug("POST %s answered %d: %s", path, response.status_code, response.text[:200])
         self.metrics.send_duration.observe(time.perf_counter() - started)
         if result.verdict is Verdict.DELIVERED:
-            self.metrics.last_success.set(self.clock.now().timestamp())
+            self.metrics.last_success.set(self.clock.utc_now().timestamp())
         else:
             self.metrics.kcp_failures.labels(result.reason).inc()
         return result, response
@@ -374,7 +374,7 @@ class Delivery:
         if self.tracker.should_schedule(manager):
             log.info("KCP answers again for %s: queueing a resync event", manager)
             self.metrics.resync_events.inc()
-            self.submit(manager, resync_event(self.clock.now()))
+            self.submit(manager, resync_event(self.clock.utc_now()))
 
     # -- heartbeat --------------------------------------------------------------------------------
 
@@ -382,7 +382,7 @@ class Delivery:
         manager = self._heartbeat_manager
         while True:
             beat = Heartbeat(
-                sent_at=self.clock.now(), queue_depth=len(self.queue), agent_version=self._agent_version
+                sent_at=self.clock.utc_now(), queue_depth=len(self.queue), agent_version=self._agent_version
             )
             result = await self._post(heartbeat_path(manager), beat.to_wire())
             self.metrics.heartbeats.labels(result.verdict.value).inc()

@@ -81,7 +81,7 @@ def parse_retry_after(value: str | None, now: datetime.datetime | None = None) -
     return min(max(0.0, (when - reference).total_seconds()), MAX_RETRY_AFTER)
 
 
-class Backoff:
+class RetryBackoff:
     """Exponential backoff with equal jitter: attempt n waits in [d/2, d], d = min(cap, base * 2^(n-1))."""
 
     def __init__(self, base: float, cap: float, rng: random.Random | None = None) -> None:

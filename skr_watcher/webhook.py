@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from kyma_wire.events import AgentEvent
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
-from skr_watcher.clock import Clock
+from skr_watcher.clock import AgentClock
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _problem(message: str) -> bytes:
 class AdmissionHandler:
     """Turns one request body into (HTTP status, response body); no I/O, no awaits."""
 
-    def __init__(self, sink: EventSink, metrics: AgentMetrics, clock: Clock) -> None:
+    def __init__(self, sink: EventSink, metrics: AgentMetrics, clock: AgentClock) -> None:
         self._sink = sink
         self._metrics = metrics
         self._clock = clock
@@ -83,7 +83,7 @@ class AdmissionHandler:
             metrics.admission_decisions.labels(Decision.INVALID.value).inc()
             log.warning("AdmissionReview uid=%s on invalid path /validate/%s: no event", request.uid, manager)
             return 200, allowed_response(request.uid, review.api_version)
-        outcome = decide(request, self._clock.now())
+        outcome = decide(request, self._clock.utc_now())
         metrics.admission_decisions.labels(outcome.decision.value).inc()
         if outcome.event is not None:
             self._sink.submit(manager, outcome.event)

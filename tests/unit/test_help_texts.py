@@ -38,3 +38,13 @@ def test_every_listener_flag_has_a_description_and_shows_its_default() -> None:
     assert "port to listen on (default: 8082)" in text
     assert "(default: signature)" in text
     assert "(default: None)" not in text  # unset values say what happens instead
+
+
+def test_the_agents_help_explains_every_variable_with_its_default() -> None:
+    from skr_watcher.config import AgentConfig, environment_help
+
+    text = environment_help()
+    for field in AgentConfig.model_fields.values():
+        line = next(line for line in text.splitlines() if line.split()[:1] == [str(field.validation_alias)])
+        assert len(line.split()) >= 5, f"{field.validation_alias}: no description ({line!r})"
+        assert "(required)" in line or "(default: " in line, line

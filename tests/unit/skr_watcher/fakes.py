@@ -24,11 +24,11 @@ class FakeClock:
     def monotonic(self) -> float:
         return self.t
 
-    def now(self) -> datetime.datetime:
+    def utc_now(self) -> datetime.datetime:
         return WALL_START + datetime.timedelta(seconds=self.t - self._start)
 
     def wall(self) -> float:
-        return self.now().timestamp()
+        return self.utc_now().timestamp()
 
     def advance(self, seconds: float) -> None:
         self.t += seconds

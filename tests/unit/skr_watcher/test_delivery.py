@@ -19,7 +19,7 @@ from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
+from skr_watcher.retry import RetryBackoff
 from tests.rfc9421_reference import EventSigner
 from tests.unit.skr_watcher.fakes import WALL_START, FakeClock, until
 
@@ -122,7 +122,7 @@ def make_rig(
         queue=queue,
         metrics=metrics,
         clock=clock,
-        backoff=Backoff(0.1, 2.0, random.Random(3)),
+        backoff=RetryBackoff(0.1, 2.0, random.Random(3)),
         sender_tasks=senders,
         heartbeat_manager=OPERATOR_NAME,
         heartbeat_interval=heartbeat,

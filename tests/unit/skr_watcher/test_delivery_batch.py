@@ -18,7 +18,7 @@ from skr_watcher.delivery import BATCH_RETRY_SECONDS, Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
+from skr_watcher.retry import RetryBackoff
 from tests.unit.skr_watcher.fakes import until
 from tests.unit.skr_watcher.test_delivery import Rig, event, make_rig
 
@@ -160,7 +160,7 @@ def test_batch_size_is_bounded_by_the_contract() -> None:
             queue=SendQueue(1),
             metrics=AgentMetrics(),
             clock=make_rig()[0].clock,
-            backoff=Backoff(0.1, 1.0),
+            backoff=RetryBackoff(0.1, 1.0),
             batch_max_events=MAX_BATCH_EVENTS + 1,
         )
 

@@ -22,7 +22,7 @@ from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
+from skr_watcher.retry import RetryBackoff
 from skr_watcher.signer import FastEventSigner
 from tests.unit.kcp_listener.harness import BASE_URL, NS, Harness
 from tests.unit.skr_watcher.fakes import FakeClock, until
@@ -66,7 +66,7 @@ class Rig:
             queue=SendQueue(1000),
             metrics=self.metrics,
             clock=self.clock,
-            backoff=Backoff(0.1, 1.0, random.Random(1)),
+            backoff=RetryBackoff(0.1, 1.0, random.Random(1)),
             sender_tasks=2,
             batch_max_events=16,
             batch_interval=0.01,

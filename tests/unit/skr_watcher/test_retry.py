@@ -10,7 +10,7 @@ import pytest
 
 from skr_watcher.retry import (
     MAX_RETRY_AFTER,
-    Backoff,
+    RetryBackoff,
     Verdict,
     classify_error,
     classify_response,
@@ -73,7 +73,7 @@ def test_errors() -> None:
 
 
 def test_backoff_grows_exponentially_with_jitter_and_cap() -> None:
-    backoff = Backoff(0.2, 30.0, random.Random(7))
+    backoff = RetryBackoff(0.2, 30.0, random.Random(7))
     for attempt in range(1, 20):
         ceiling = min(30.0, 0.2 * 2 ** (attempt - 1))
         assert backoff.ceiling(attempt) == ceiling
@@ -83,19 +83,19 @@ def test_backoff_grows_exponentially_with_jitter_and_cap() -> None:
 
 
 def test_backoff_jitter_spreads_senders() -> None:
-    backoff = Backoff(1.0, 60.0, random.Random(1))
+    backoff = RetryBackoff(1.0, 60.0, random.Random(1))
     delays = {round(backoff.delay(5), 6) for _ in range(50)}
     assert len(delays) > 40
 
 
 def test_retry_after_is_a_floor() -> None:
-    backoff = Backoff(0.1, 1.0, random.Random(0))
+    backoff = RetryBackoff(0.1, 1.0, random.Random(0))
     assert backoff.delay(1, retry_after=12.0) == 12.0
     assert backoff.delay(30, retry_after=0.01) >= 0.5
 
 
 def test_invalid_backoff() -> None:
     with pytest.raises(ValueError):
-        Backoff(0, 1)
+        RetryBackoff(0, 1)
     with pytest.raises(ValueError):
-        Backoff(2, 1)
+        RetryBackoff(2, 1)
