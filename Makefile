@@ -22,7 +22,7 @@ binaries: $(STAMP)
 	$(PY) -m tests.registry.binaries
 
 run: binaries
-	$(PY) -m tests.controlplane.localrun $(RUN_ARGS)
+	$(PY) -m localrun $(RUN_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

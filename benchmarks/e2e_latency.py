@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m benchmarks.e2e_latency [--writes 200] [--burst-writes 40] [--both-watchers]``.
 
-Everything real on loopback, brought up by ``tests.controlplane.localrun``: one etcd, KCP and one SKR
+Everything real on loopback, brought up by ``localrun``: one etcd, KCP and one SKR
 kube-apiserver, the operator (Kyma + Watcher controllers, listener) in this process, the agent as
 its own process (``python -m skr_watcher``), called by the SKR API server through its admission
 webhook. Each sample is one ``PATCH`` of the runtime Kyma's ``spec.channel`` (a new value every
@@ -36,9 +36,10 @@ from dataclasses import dataclass
 
 from kyma_operator.api import names
 from kyma_operator.runtime.request import Request
+from localrun.kcp import KYMAS, SKR_CRD_PLURALS, SYNC_NAMESPACE
+from localrun.system import LocalSystem, local_system
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.crds import apply_crds
-from tests.controlplane.localrun import KYMAS, SKR_CRD_PLURALS, SYNC_NAMESPACE, LocalSystem, local_system
 
 MODULE_WATCHER_FILE = "watcher-module-resources.yaml"
 _CHANNELS = itertools.count()

@@ -8,13 +8,14 @@ import re
 import kubernetes
 import pytest
 
-from tests.controlplane import localrun
+from localrun.__main__ import main as localrun_main
+from localrun.kcp import RUN_DIR
 
 
 def test_local_run_once_routes_a_runtime_edit_to_a_targeted_reconcile(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert localrun.main(["--once", "--skrs", "1"]) == 0
+    assert localrun_main(["--once", "--skrs", "1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"ready in [0-9.]+s; 7 CRDs installed in KCP", out)
     urls = dict(re.findall(r"^\s+(kcp|skr-1)\s+(https://127\.0\.0\.1:\d+)", out, re.MULTILINE))
@@ -41,9 +42,7 @@ def test_local_run_once_routes_a_runtime_edit_to_a_targeted_reconcile(
     # everything was stopped again: the agent process and the API servers are gone
     with pytest.raises(ProcessLookupError):
         os.kill(pids[0], 0)
-    api_client = kubernetes.config.new_client_from_config(
-        config_file=str(localrun.RUN_DIR / "kcp.kubeconfig")
-    )
+    api_client = kubernetes.config.new_client_from_config(config_file=str(RUN_DIR / "kcp.kubeconfig"))
     api_client.configuration.retries = 0
     try:
         with pytest.raises(Exception, match=r"Connection refused|Max retries"):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from localrun.kcp import SKR_CRD_PLURALS
 from tests.controlplane.cluster import APIServer
 from tests.controlplane.crds import apply_crds
-from tests.controlplane.localrun import SKR_CRD_PLURALS
 
 __all__ = ["skr_crds"]
 

@@ -1,0 +1,28 @@
+"""``make run`` (``python -m localrun``): the whole system on this machine until Ctrl-C.
+
+KCP + SKRs, the operator with its listener, and one agent per runtime.
+
+What runs:
+
+* one etcd and kube-apiservers for KCP and ``--skrs N`` runtimes (``skr-1``..), CRDs installed;
+* in KCP, from ``manifests/kcp``: namespaces, RBAC, listener Service, the default Watchers and the
+  ``klm-watcher`` Gateway (its host overlaid with 127.0.0.1: there is no Istio locally, the Gateway
+  only tells the operator which address agents send to, and agents reach the listener directly);
+* per runtime an admin-kubeconfig access Secret and a Kyma ``rt-<skr>`` (runtime id = name);
+* the operator in this process (Watcher and Kyma controllers, CA rotation, the listener on
+  127.0.0.1), with webhook URL mode: each runtime's API server calls its agent on 127.0.0.1;
+* per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` the way a
+  kubelet would: environment from the Deployment the operator installed, credential files from
+  the ``skr-webhook-tls`` Secret (kept up to date under ``.local/run/<skr>/ssl``), and its
+  readiness reported into the Deployment's status (no kube-controller-manager runs here).
+
+An edit of a runtime's Kyma (``KUBECONFIG=.local/run/skr-1.kubeconfig kubectl edit kyma -n
+kyma-system default``) then shows up as a routed event and a targeted reconcile. ``--once`` brings
+everything up, makes such an edit itself, waits for the targeted reconcile and stops again.
+
+
+Modules: ``kcp`` (KCP set-up: manifests, runtimes' access Secrets and Kymas, the operator's
+configuration), ``agent`` (one runtime's agent process, started like a kubelet would), ``system``
+(operator + agents over a started control plane, the live output, ``--once``), ``output`` (the
+time-stamped console lines), ``__main__`` (flags, the control plane, exit codes).
+"""

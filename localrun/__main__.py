@@ -1,0 +1,64 @@
+"""``python -m localrun`` (``make run``): flags, the local control plane, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Sequence
+
+from localrun import __doc__ as PACKAGE_DOC
+from localrun.kcp import RUN_DIR, SKR_CRD_PLURALS
+from localrun.output import make_say
+from localrun.system import run_local
+from tests.controlplane.cluster import ControlPlane, rss_bytes
+from tests.controlplane.crds import apply_crds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m localrun", description=(PACKAGE_DOC or "").splitlines()[0]
+    )
+    parser.add_argument("--skrs", type=int, default=1, help="number of runtime (SKR) API servers (default 1)")
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="start everything, edit a runtime Kyma, wait for its targeted reconcile, stop (a smoke check)",
+    )
+    args = parser.parse_args(argv)
+    if args.skrs < 1:
+        parser.error("--skrs must be at least 1")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    say = make_say()
+    skr_names = [f"skr-{i + 1}" for i in range(args.skrs)]
+    names_ = ["kcp", *skr_names]
+    started = time.monotonic()
+    say(f"starting local control planes: {', '.join(names_)}")
+    try:
+        with ControlPlane(names_) as plane:
+            installed = apply_crds(plane["kcp"].kubeconfig_path)
+            for name in skr_names:
+                apply_crds(plane[name].kubeconfig_path, plurals=SKR_CRD_PLURALS)
+            RUN_DIR.mkdir(parents=True, exist_ok=True)
+            say(f"ready in {time.monotonic() - started:.1f}s; {len(installed)} CRDs installed in KCP")
+            for name, server in plane.servers.items():
+                path = RUN_DIR / f"{name}.kubeconfig"
+                path.write_bytes(server.kubeconfig)
+                path.chmod(0o600)
+                rss = rss_bytes(server.pid) // 2**20 if server.pid else 0
+                print(
+                    f"  {name:8} {server.url}  kubeconfig: {path}  (kube-apiserver RSS {rss} MiB)", flush=True
+                )
+            say("e.g.: KUBECONFIG=.local/run/kcp.kubeconfig kubectl get kymas -A  (any Kubernetes client)")
+            code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say))
+            say(f"stopped everything after {time.monotonic() - started:.1f}s")
+            return code
+    except KeyboardInterrupt:
+        say("interrupted; stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
