@@ -1,7 +1,10 @@
-"""Agent benchmarks: admission latency at 500/s (KCP up and down), sender throughput, coalescing.
+"""Agent benchmarks: admission latency at 500/s (KCP up and down), CPU, memory, sender, coalescing.
 
 Run: ``.venv/bin/python -m benchmarks.agent_bench [--duration 20] [--rate 500]``; it prints a
-markdown report (copied into ``benchmarks/results/agent.md`` by hand).
+markdown report (copied into ``benchmarks/results/agent.md`` by hand). ``--compare before=PATH``
+also runs the agent of another checkout (e.g. ``git worktree add --detach ../before <branch>``),
+interleaved with this one in every round, so both see the same machine load; this tree's agent runs
+with batching on and off (``BATCH_MAX_EVENTS=1``).
 
 Set-up, all on 127.0.0.1 and in separate processes so that each one's CPU is its own:
 
@@ -17,8 +20,9 @@ Scenarios:
 1. admission latency at a fixed rate with KCP reachable (every admission -> a signed POST);
 2. the same with KCP unreachable (connection refused: the agent retries with backoff, events queue
    and coalesce over the 1,000 objects);
-3. sender throughput: this process drives ``Delivery`` + ``KcpClient`` directly (real TLS, mTLS,
-   signing) with N distinct events pre-queued, for several sender/connection counts;
+3. sender throughput: ``benchmarks/agent_sender.py`` (its own process, so its CPU time is the send
+   path's) drives ``Delivery`` + ``KcpClient`` (real TLS, mTLS, signing) with N distinct events
+   pre-queued: events/s, CPU per sent event and events/s per agent core;
 4. coalescing: 10,000 admissions for ONE object as fast as 8 connections allow, with KCP reachable
    and with KCP coming up only after the burst; events that reached KCP are counted.
 """
@@ -26,7 +30,6 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime
 import json
@@ -38,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,20 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
-from kcp_listener.signing import private_key_pem, public_key_pem
-from skr_watcher import credentials
-from skr_watcher.clock import SystemClock
-from skr_watcher.config import AgentConfig
-from skr_watcher.delivery import Delivery
-from skr_watcher.kcp_client import KcpClient
-from skr_watcher.metrics import AgentMetrics
-from skr_watcher.queue import SendQueue
-from skr_watcher.retry import Backoff
+from kyma_wire.keys import private_key_pem, public_key_pem
 from tests.controlplane.cluster import free_port
 from tests.controlplane.pki import CertificateAuthority
 
@@ -120,10 +114,10 @@ the API server and KCP, which run on other machines) share CPU 1."""
 
 @contextmanager
 def process(
-    argv: list[str], env: dict[str, str] | None = None, cpus: set[int] | None = None
+    argv: list[str], env: dict[str, str] | None = None, cpus: set[int] | None = None, cwd: Path = REPO
 ) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        argv, cwd=REPO, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, preexec_fn=_pinned(cpus)
+        argv, cwd=cwd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, preexec_fn=_pinned(cpus)
     )
     try:
         yield proc
@@ -178,12 +172,33 @@ def _client_ctx(files: Files) -> ssl.SSLContext:
     return context
 
 
+class Variant:
+    """Which agent runs: the code of a checkout (``tree``) with extra environment."""
+
+    def __init__(self, name: str, tree: Path = REPO, **env: str) -> None:
+        self.name = name
+        self.tree = tree
+        self.env = env
+
+
 class Agent:
-    def __init__(self, files: Files, kcp_addr: str, **extra: str) -> None:
+    def __init__(self, files: Files, kcp_addr: str, variant: Variant | None = None, **extra: str) -> None:
+        self.variant = variant or Variant("this tree")
         self.webhook_port, self.metrics_port = free_port(), free_port()
         self.env = files.agent_env(
-            kcp_addr, WEBHOOK_PORT=str(self.webhook_port), METRICS_PORT=str(self.metrics_port), **extra
+            kcp_addr,
+            WEBHOOK_PORT=str(self.webhook_port),
+            METRICS_PORT=str(self.metrics_port),
+            PYTHONPATH=str(self.variant.tree),
+            **self.variant.env,
+            **extra,
         )
+
+    @contextmanager
+    def running(self, cpus: set[int] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+        argv = [sys.executable, "-m", "skr_watcher"]
+        with process(argv, self.env, cpus, cwd=self.variant.tree) as proc:
+            yield proc
 
     def ready(self) -> bool:
         try:
@@ -213,19 +228,57 @@ def load(files: Files, agent: Agent, *extra: str, cpus: set[int] | None = None) 
     return result
 
 
+class _PeakRss:
+    """Samples a process's RSS in a thread while the load runs (peak = 'RSS under load')."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            self.peak = max(self.peak, _rss_mb(self.pid))
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mb(self.pid))
+
+
 def latency_scenario(
-    files: Files, kcp_addr: str, rate: float, duration: float, label: str, pin: bool
+    files: Files,
+    kcp_addr: str,
+    rate: float,
+    duration: float,
+    label: str,
+    pin: bool,
+    variant: Variant | None = None,
 ) -> dict[str, Any]:
-    agent = Agent(files, kcp_addr)
-    with process([sys.executable, "-m", "skr_watcher"], agent.env, AGENT_CPU if pin else None) as proc:
+    agent = Agent(files, kcp_addr, variant)
+    with agent.running(AGENT_CPU if pin else None) as proc:
         poll(agent.ready, 30, "agent")
+        rss_start = _rss_mb(proc.pid)
         cpu_before, wall_before = _cpu_seconds(proc.pid), time.perf_counter()
-        result = load(
-            files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(duration),
-            cpus=PEER_CPU if pin else None,
-        )  # fmt: skip
-        if label == "reachable":  # the last events may still be on their way
-            poll(lambda: agent.metrics().get("watcher_queue_depth", 1) == 0, 30, "queue drained")
+        with _PeakRss(proc.pid) as peak:
+            result = load(
+                files,
+                agent,
+                "--mode",
+                "open",
+                "--rate",
+                str(rate),
+                "--duration",
+                str(duration),
+                cpus=PEER_CPU if pin else None,
+            )
+            if label == "reachable":  # the last events may still be on their way
+                poll(lambda: agent.metrics().get("watcher_queue_depth", 1) == 0, 30, "queue drained")
         cpu, wall = _cpu_seconds(proc.pid) - cpu_before, time.perf_counter() - wall_before
         metrics = agent.metrics()
         rss = _rss_mb(proc.pid)
@@ -233,10 +286,16 @@ def latency_scenario(
     handler_mean_ms = (
         metrics.get("watcher_admission_duration_seconds_sum", 0.0) / count * 1000 if count else 0.0
     )
+    sent = metrics.get("watcher_events_sent_total", 0.0)
     return {
         "label": label,
+        "variant": agent.variant.name,
         "pinned": pin,
         "load": result,
+        "rss_start_mb": rss_start,
+        "rss_peak_mb": peak.peak,
+        "kcp_requests": metrics.get("watcher_kcp_requests_total", 0.0),
+        "agent_cpu_ms_per_sent_event": cpu / sent * 1000 if sent else float("nan"),
         "handler_mean_ms": handler_mean_ms,
         "events_sent": metrics.get("watcher_events_sent_total", 0.0),
         "events_queued": metrics.get("watcher_events_queued_total", 0.0),
@@ -266,75 +325,39 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _sender_throughput(
-    files: Files, receiver: Receiver, n: int, tasks: int, connections: int, signed: bool
-) -> float:
-    env = files.agent_env(f"127.0.0.1:{receiver.port}")
-    if not signed:
-        for key in ("SIGNING_KEY", "SIGNING_KEY_ID_FILE"):
-            env.pop(key)
-    config = AgentConfig.from_env(env)
-    clock = SystemClock()
-    loaded = credentials.load(config, time.time)
-    client = KcpClient(
-        config.kcp_base_url,
-        ssl_context=loaded.client_context,
-        signer=loaded.signer,
-        max_connections=connections,
-    )
-    metrics = AgentMetrics()
-    queue = SendQueue(n + 10)
-    delivery = Delivery(
-        client=client, queue=queue, metrics=metrics, clock=clock, backoff=Backoff(0.05, 1.0),
-        sender_tasks=tasks, heartbeat_interval=0,
-    )  # fmt: skip
-    gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Manifest")
-    now = clock.now()
-    for i in range(n):
-        event = WatchEvent(
-            watched=ObjectKey(namespace="kcp-system", name=f"manifest-{i}"),
-            watched_gvk=gvk,
-            operation=Operation.UPDATE,
-            owner=ObjectKey(namespace="kcp-system", name=f"manifest-{i}"),
-            observed_at=now,
-        )
-        delivery.submit("lifecycle-manager", event)
-    started = time.perf_counter()
-    delivery.start()
-    left = await delivery.stop(flush_within=600)
-    elapsed = time.perf_counter() - started
-    await client.aclose()
-    sent = metrics.registry.get_sample_value("watcher_events_sent_total") or 0.0
-    if left or sent != n:
-        raise RuntimeError(f"sender benchmark lost events: sent {sent} of {n}")
-    return n / elapsed
+def sender_run(files: Files, receiver: Receiver, variant: Variant, n: int, batch: int) -> dict[str, Any]:
+    """``benchmarks/agent_sender.py`` with ``variant``'s code: its own process, its own CPU time."""
+    env = {**files.agent_env(f"127.0.0.1:{receiver.port}"), **variant.env}
+    argv = [
+        sys.executable, str(REPO / "benchmarks" / "agent_sender.py"), "--env", json.dumps(env),
+        "--events", str(n), "--batch", str(batch),
+    ]  # fmt: skip
+    output = subprocess.run(
+        argv,
+        cwd=variant.tree,
+        env={**os.environ, "PYTHONPATH": str(variant.tree)},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(output)
+    return {**result, "variant": variant.name, "batch": batch}
 
 
-def sender_scenarios(files: Files, n: int) -> list[dict[str, Any]]:
+def sender_scenarios(
+    files: Files, n: int, runs: list[tuple[Variant, int]], rounds: int
+) -> list[dict[str, Any]]:
+    """Every (variant, batch size) of ``runs``, interleaved, ``rounds`` times."""
     receiver = Receiver(files)
     rows = []
     with process(receiver.argv()):
         poll(receiver.ready, 30, "receiver")
-        for tasks, connections, signed in (
-            (1, 1, True),
-            (2, 2, True),
-            (4, 4, True),
-            (8, 8, True),
-            (4, 4, False),
-        ):
-            receiver.reset()
-            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-                rate = runner.run(_sender_throughput(files, receiver, n, tasks, connections, signed))
-            received = receiver.stats()["events"]
-            rows.append(
-                {
-                    "tasks": tasks,
-                    "connections": connections,
-                    "signed": signed,
-                    "events_per_s": rate,
-                    "received": received,
-                }
-            )
+        for round_ in range(1, rounds + 1):
+            for variant, batch in runs:
+                receiver.reset()
+                row = sender_run(files, receiver, variant, n, batch)
+                row["received"] = receiver.stats()["events"]
+                rows.append({**row, "round": round_})
     return rows
 
 
@@ -383,105 +406,165 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _median(rows: list[dict[str, Any]], get: Callable[[dict[str, Any]], float]) -> float:
+    values = [get(r) for r in rows]
+    values = [v for v in values if v == v]  # drop NaN
+    return statistics.median(values) if values else float("nan")
+
+
+def command_line(args: Any) -> str:
+    parts = [
+        ".venv/bin/python -m benchmarks.agent_bench",
+        f"--duration {args.duration:g} --rate {args.rate:g} --rounds {args.rounds}",
+        f"--events {args.events} --burst {args.burst}",
+        *(f"--compare {item}" for item in args.compare),
+        *(["--only-latency"] if args.only_latency else []),
+        *(["--skip-coalescing"] if args.skip_coalescing else []),
+    ]
+    return " ".join(parts)
+
+
 def report(
-    latency: list[dict[str, Any]], senders: list[dict[str, Any]], bursts: list[dict[str, Any]], args: Any
+    latency: list[dict[str, Any]],
+    senders: list[dict[str, Any]],
+    bursts: list[dict[str, Any]],
+    args: Any,
+    variants: list[Variant],
 ) -> str:
     machine = f"{os.cpu_count()} cores ({platform.machine()}), Python {platform.python_version()}"
-    command = (
-        f".venv/bin/python -m benchmarks.agent_bench --duration {args.duration:g} --rate {args.rate:g} "
-        f"--rounds {args.rounds} --events {args.events} --burst {args.burst}"
-    )
+    trees = ", ".join(f"{v.name}: {v.tree}" + (f" {v.env}" if v.env else "") for v in variants)
     lines = [
         f"Date: {datetime.date.today().isoformat()}. Machine: {machine}.",
-        f"Command: `{command}`",
+        f"Command: `{command_line(args)}`",
+        f"Agents: {trees}.",
         "",
-        f"### Admission latency at {args.rate:g} admissions/s over HTTPS "
-        f"({args.duration:g} s measured after 2 s warm-up, {args.rounds} rounds)",
+        f"### Admission latency, CPU and memory at {args.rate:g} admissions/s over HTTPS "
+        f"({args.duration:g} s, {args.rounds} rounds, variants interleaved in every round)",
         "",
-        "Latency is measured by the load client from the scheduled send time (includes any queueing);",
-        "'p99 from write' from the moment the request was written. 'load avg' is the machine's 1-minute",
-        "load average at the end of the run (other work shares this machine).",
+        "Latency from the moment the load client wrote the request ('from schedule' also counts the",
+        "client's own queueing). 'CPU ms/sent event' is the agent's CPU over the run divided by the events",
+        "KCP accepted; 'send cost/event' is (CPU reachable - CPU unreachable) per sent event, i.e. what",
+        "sending adds. RSS after start and the peak while under load. 'load avg' is the machine's",
+        "1-minute load average at the end of the run (other work shares this machine).",
         "",
         _row(
-            "round", "KCP", "CPUs", "load avg", "requests", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
-            "max ms", "p99 from write ms", "handler mean ms", "agent CPU ms/admission", "agent CPU share",
-            "events sent", "coalesced", "KCP failures", "agent RSS MB",
+            "round", "agent", "KCP", "load avg", "admissions", "p50 ms", "p99 ms", "p99.9 ms",
+            "p99 from schedule ms", "handler mean ms", "CPU ms/admission", "CPU ms/sent event",
+            "events sent", "KCP requests", "RSS start MB", "RSS peak MB",
         ),
-        _row(*["---"] * 18),
+        _row(*["---"] * 16),
     ]  # fmt: skip
     for row in latency:
         s, w = row["load"]["from_schedule_ms"], row["load"]["from_write_ms"]
         lines.append(
             _row(
                 row["round"],
+                row["variant"],
                 row["label"],
-                "agent: 1 own; peers: 1" if row["pinned"] else "all share 2",
                 f"{row['load_average_1m']:.2f}",
                 row["load"]["measured"],
-                f"{s['p50']:.2f}",
-                f"{s['p90']:.2f}",
-                f"{s['p99']:.2f}",
-                f"{s['p999']:.2f}",
-                f"{s['max']:.1f}",
+                f"{w['p50']:.2f}",
                 f"{w['p99']:.2f}",
+                f"{w['p999']:.2f}",
+                f"{s['p99']:.2f}",
                 f"{row['handler_mean_ms']:.3f}",
-                f"{row['agent_cpu_ms_per_admission']:.2f}",
-                f"{row['agent_cpu_share']:.0%}",
+                f"{row['agent_cpu_ms_per_admission']:.3f}",
+                f"{row['agent_cpu_ms_per_sent_event']:.3f}",
                 f"{row['events_sent']:.0f}",
-                f"{row['events_coalesced']:.0f}",
-                f"{row['kcp_failures']:.0f}",
-                f"{row['rss_mb']:.0f}",
+                f"{row['kcp_requests']:.0f}",
+                f"{row['rss_start_mb']:.1f}",
+                f"{row['rss_peak_mb']:.1f}",
             )
         )
     lines += [
         "",
         "Median over rounds:",
         "",
-        _row("KCP", "CPUs", "p50 ms", "p99 ms", "p99.9 ms"),
-        _row(*["---"] * 5),
-    ]
-    for label in ("reachable", "unreachable"):
-        for pinned in (False, True):
-            rows = [r for r in latency if r["label"] == label and r["pinned"] == pinned]
+        _row(
+            "agent", "KCP", "p50 ms", "p99 ms", "CPU ms/admission", "CPU ms/sent event",
+            "send cost/event ms", "RSS start MB", "RSS peak MB",
+        ),
+        _row(*["---"] * 9),
+    ]  # fmt: skip
+    for variant in variants:
+        down = [r for r in latency if r["variant"] == variant.name and r["label"] == "unreachable"]
+        for label in ("reachable", "unreachable"):
+            rows = [r for r in latency if r["variant"] == variant.name and r["label"] == label]
             if not rows:
                 continue
-            med = {
-                q: statistics.median(r["load"]["from_schedule_ms"][q] for r in rows)
-                for q in ("p50", "p99", "p999")
-            }
-            cpus = "agent: 1 own; peers: 1" if pinned else "all share 2"
-            lines.append(_row(label, cpus, f"{med['p50']:.2f}", f"{med['p99']:.2f}", f"{med['p999']:.2f}"))
-    lines += [
-        "",
-        f"### Sender throughput ({args.events} distinct events pre-queued, TLS + mTLS to a local receiver)",
-        "",
-        _row("sender tasks", "max connections", "signed", "events/s"),
-        _row(*["---"] * 4),
-    ]
-    for row in senders:
-        signed = "yes" if row["signed"] else "no"
-        lines.append(_row(row["tasks"], row["connections"], signed, f"{row['events_per_s']:.0f}"))
-    lines += [
-        "",
-        "### Coalescing: a burst of admissions for one object",
-        "",
-        _row(
-            "KCP", "admissions", "admission rate /s", "events delivered", "coalesced", "superseded", "ratio"
-        ),
-        _row(*["---"] * 7),
-    ]
-    for burst in bursts:
-        lines.append(
-            _row(
-                burst["kcp"],
-                burst["admissions"],
-                f"{burst['admission_rps']:.0f}",
-                burst["events_delivered"],
-                f"{burst['coalesced']:.0f}",
-                f"{burst['superseded']:.0f}",
-                f"{burst['ratio']:.0f} : 1",
+            cost = float("nan")
+            if label == "reachable" and down:
+                per_admission = _median(rows, lambda r: r["agent_cpu_ms_per_admission"]) - _median(
+                    down, lambda r: r["agent_cpu_ms_per_admission"]
+                )
+                per_event = _median(rows, lambda r: r["events_sent"] / r["load"]["requests"])
+                cost = per_admission / per_event if per_event else float("nan")
+            lines.append(
+                _row(
+                    variant.name,
+                    label,
+                    f"{_median(rows, lambda r: r['load']['from_write_ms']['p50']):.2f}",
+                    f"{_median(rows, lambda r: r['load']['from_write_ms']['p99']):.2f}",
+                    f"{_median(rows, lambda r: r['agent_cpu_ms_per_admission']):.3f}",
+                    f"{_median(rows, lambda r: r['agent_cpu_ms_per_sent_event']):.3f}"
+                    if label == "reachable"
+                    else "-",
+                    f"{cost:.3f}" if label == "reachable" else "-",
+                    f"{_median(rows, lambda r: r['rss_start_mb']):.1f}",
+                    f"{_median(rows, lambda r: r['rss_peak_mb']):.1f}",
+                )
             )
-        )
+    if senders:
+        lines += [
+            "",
+            f"### Sender alone ({args.events} distinct events pre-queued, 4 senders, 4 connections,"
+            " TLS + mTLS, signed; median over rounds)",
+            "",
+            _row(
+                "agent", "batch max", "events/s", "CPU ms/sent event", "events/s per agent core", "requests"
+            ),
+            _row(*["---"] * 6),
+        ]
+        seen: list[tuple[str, int]] = []
+        for row in senders:
+            key = (row["variant"], row["batch"])
+            if key in seen:
+                continue
+            seen.append(key)
+            rows = [r for r in senders if (r["variant"], r["batch"]) == key]
+            lines.append(
+                _row(
+                    key[0],
+                    key[1],
+                    f"{_median(rows, lambda r: r['events_per_s']):.0f}",
+                    f"{_median(rows, lambda r: r['cpu_ms_per_event']):.3f}",
+                    f"{_median(rows, lambda r: r['events_per_core_s']):.0f}",
+                    f"{_median(rows, lambda r: r['requests']):.0f}",
+                )
+            )
+    if bursts:
+        lines += [
+            "",
+            "### Coalescing: a burst of admissions for one object (this tree)",
+            "",
+            _row(
+                "KCP", "admissions", "admission rate /s", "events delivered", "coalesced", "superseded",
+                "ratio",
+            ),
+            _row(*["---"] * 7),
+        ]  # fmt: skip
+        for burst in bursts:
+            lines.append(
+                _row(
+                    burst["kcp"],
+                    burst["admissions"],
+                    f"{burst['admission_rps']:.0f}",
+                    burst["events_delivered"],
+                    f"{burst['coalesced']:.0f}",
+                    f"{burst['superseded']:.0f}",
+                    f"{burst['ratio']:.0f} : 1",
+                )
+            )
     return "\n".join(lines)
 
 
@@ -493,32 +576,49 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=10_000)
     parser.add_argument("--pin", action="store_true", help="also run the latency scenarios with pinned CPUs")
     parser.add_argument("--agent-env", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--only-latency", action="store_true")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="latency scenarios are repeated (noisy machine)"
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also run the agent of the checkout at PATH (interleaved with this tree's in every round)",
     )
+    parser.add_argument("--only-latency", action="store_true")
+    parser.add_argument("--skip-coalescing", action="store_true", help="no burst scenarios")
+    parser.add_argument("--rounds", type=int, default=3, help="scenarios are repeated (noisy machine)")
     args = parser.parse_args()
+    variants = [
+        Variant(label, Path(path).resolve()) for label, path in (c.split("=", 1) for c in args.compare)
+    ]
+    variants += [Variant("batching on"), Variant("batching off", BATCH_MAX_EVENTS="1")]
     with tempfile.TemporaryDirectory(prefix="agent-bench-") as tmp:
         files = Files(Path(tmp))
         latency = []
         Files.overrides = dict(item.split("=", 1) for item in args.agent_env)
         for round_ in range(1, args.rounds + 1):
             for pin in (False, True) if args.pin else (False,):
-                receiver = Receiver(files)
-                with process(receiver.argv(), cpus=PEER_CPU if pin else None):
-                    poll(receiver.ready, 30, "receiver")
-                    address = f"127.0.0.1:{receiver.port}"
-                    row = latency_scenario(files, address, args.rate, args.duration, "reachable", pin)
+                for variant in variants:
+                    receiver = Receiver(files)
+                    with process(receiver.argv(), cpus=PEER_CPU if pin else None):
+                        poll(receiver.ready, 30, "receiver")
+                        address = f"127.0.0.1:{receiver.port}"
+                        row = latency_scenario(
+                            files, address, args.rate, args.duration, "reachable", pin, variant
+                        )
+                        latency.append({**row, "round": round_})
+                    closed = f"127.0.0.1:{free_port()}"
+                    row = latency_scenario(
+                        files, closed, args.rate, args.duration, "unreachable", pin, variant
+                    )
                     latency.append({**row, "round": round_})
-                closed = f"127.0.0.1:{free_port()}"
-                row = latency_scenario(files, closed, args.rate, args.duration, "unreachable", pin)
-                latency.append({**row, "round": round_})
-        if args.only_latency:
-            print(json.dumps(latency, indent=1))
-            return
-        senders = sender_scenarios(files, args.events)
-        bursts = [coalescing_scenario(files, args.burst, down) for down in (False, True)]
-    print(report(latency, senders, bursts, args))
+        senders: list[dict[str, Any]] = []
+        bursts: list[dict[str, Any]] = []
+        if not args.only_latency:
+            runs = [(v, 1) for v in variants[:-2]] + [(variants[-2], 64), (variants[-2], 1)]
+            senders = sender_scenarios(files, args.events, runs, args.rounds)
+            if not args.skip_coalescing:
+                bursts = [coalescing_scenario(files, args.burst, down) for down in (False, True)]
+    print(report(latency, senders, bursts, args, variants))
     print("\n<details><summary>raw</summary>\n\n```json")
     print(json.dumps({"latency": latency, "senders": senders, "bursts": bursts}, indent=1, default=str))
     print("```\n</details>")

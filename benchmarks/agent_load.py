@@ -26,6 +26,9 @@ from typing import Any
 
 import uvloop
 
+from kyma_operator.api.names import KYMA_FINALIZER
+from kyma_wire.names import MANAGED_BY_LABEL, OPERATOR_NAME, RUNTIME_ID_LABEL, SKR_NAMESPACE, WATCHED_BY_LABEL
+
 
 def _kyma(name: str, channel: str, resource_version: str) -> dict[str, Any]:
     return {
@@ -33,20 +36,20 @@ def _kyma(name: str, channel: str, resource_version: str) -> dict[str, Any]:
         "kind": "Kyma",
         "metadata": {
             "name": name,
-            "namespace": "kyma-system",
+            "namespace": SKR_NAMESPACE,
             "resourceVersion": resource_version,
             "generation": 3,
             "uid": "8b1f2a4e-5b53-4f43-9d0b-2a7c1bfa1c3e",
             "labels": {
-                "operator.kyma-project.io/watched-by": "kyma",
-                "operator.kyma-project.io/managed-by": "lifecycle-manager",
-                "kyma-project.io/runtime-id": "runtime-1",
+                WATCHED_BY_LABEL: "kyma",
+                MANAGED_BY_LABEL: OPERATOR_NAME,
+                RUNTIME_ID_LABEL: "runtime-1",
             },
             "annotations": {"skr-domain": "c-1a2b3c.kyma.example.com"},
-            "finalizers": ["operator.kyma-project.io/Kyma"],
+            "finalizers": [KYMA_FINALIZER],
             "managedFields": [
                 {
-                    "manager": "lifecycle-manager",
+                    "manager": OPERATOR_NAME,
                     "operation": "Apply",
                     "apiVersion": "operator.kyma-project.io/v1beta2",
                     "time": "2026-11-21T10:00:00Z",
@@ -83,7 +86,7 @@ def review_body(name: str, uid: str) -> bytes:
             "kind": {"group": "operator.kyma-project.io", "version": "v1beta2", "kind": "Kyma"},
             "resource": {"group": "operator.kyma-project.io", "version": "v1beta2", "resource": "kymas"},
             "name": name,
-            "namespace": "kyma-system",
+            "namespace": SKR_NAMESPACE,
             "operation": "UPDATE",
             "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
             "object": _kyma(name, "fast", "1001"),
@@ -223,7 +226,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--ca", type=Path, required=True)
-    parser.add_argument("--manager", default="lifecycle-manager")
+    parser.add_argument("--manager", default=OPERATOR_NAME)
     parser.add_argument("--mode", choices=("open", "burst"), default="open")
     parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--duration", type=float, default=20.0)

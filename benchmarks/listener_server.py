@@ -3,7 +3,7 @@
 Run by the bench, not by hand: ``python -m benchmarks.listener_server --kind listener|plain|bare|ed25519
 --port P --fixture F``. Both kinds run on uvloop + httptools through the same ``ListenerServer``
 (identical uvicorn settings). The listener kind routes into two REAL runtime ``Controller``s
-(channel source -> work queue -> reconciler) whose reconcilers count requests; the counts are
+(intake -> work queue -> reconciler) whose reconcilers count requests; the counts are
 exported as ``bench_reconciles_total{controller}`` and ``bench_distinct_reconciled{controller}`` on
 ``/metrics`` so the bench can read them after a scenario.
 """
@@ -25,20 +25,21 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import WatchEvent, event_path
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
-from kcp_listener.kube import ChannelSink
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import InMemoryDirectory, ObjectRef, RequestSink, Router
+from kcp_listener.routing import InMemoryDirectory, RequestSink, Router
 from kcp_listener.server import ListenerServer
-from kcp_listener.signing import load_public_key
 from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.request import Request, Result
+from kyma_wire.events import AgentEvent, event_path
+from kyma_wire.keys import load_public_key
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 
-MANAGER = "lifecycle-manager"
-NAMESPACE = "kcp-system"
+MANAGER = OPERATOR_NAME
+NAMESPACE = KCP_NAMESPACE
 
 
 class CountingReconciler:
@@ -61,8 +62,9 @@ class CountSink:
 
     def __init__(self) -> None:
         self.count = 0
+        self.coalesced = 0
 
-    def offer(self, ref: ObjectRef) -> bool:
+    def offer(self, ref: Request) -> bool:
         self.count += 1
         return True
 
@@ -98,7 +100,7 @@ def plain_app() -> FastAPI:
     app = FastAPI()
 
     @app.post(event_path(MANAGER))
-    async def event(body: WatchEvent) -> dict[str, str]:
+    async def event(body: AgentEvent) -> dict[str, str]:
         return {"status": "accepted"}
 
     return app
@@ -107,7 +109,6 @@ def plain_app() -> FastAPI:
 async def serve(args: argparse.Namespace) -> None:
     config = ListenerConfig(
         port=args.port,
-        coalesce_window_seconds=args.coalesce,
         replay_cache_entries=2_000_000,
     )
     controllers: list[Controller] = []
@@ -138,10 +139,13 @@ async def serve(args: argparse.Namespace) -> None:
         controllers = [kyma, manifest]
         sinks: tuple[RequestSink, RequestSink]
         if args.sink == "controllers":
-            sinks = (
-                ChannelSink(kyma.channel_source(args.channel_size)),
-                ChannelSink(manifest.channel_source(args.channel_size)),
+            kyma_intake, manifest_intake = (
+                Intake("runtime event", capacity=args.channel_size, throttle_window=args.coalesce)
+                for _ in range(2)
             )
+            kyma.add_source(kyma_intake)
+            manifest.add_source(manifest_intake)
+            sinks = (kyma_intake, manifest_intake)
         else:
             controllers = []
             sinks = (CountSink(), CountSink())

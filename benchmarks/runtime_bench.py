@@ -86,7 +86,7 @@ async def enqueue_latency(n: int = 3000) -> list[float]:
         await asyncio.sleep(0)  # the worker is back in get()
         reconciler.started = loop.create_future()
         before = time.perf_counter()
-        controller.enqueue(Request("ns", f"k{i}"))
+        controller.enqueue(Request("ns", f"k{i}"), "bench")
         samples.append(await reconciler.started - before)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -98,7 +98,7 @@ async def controller_throughput(workers: int, n: int = 100_000) -> float:
     reconciler.target = n
     controller = Controller("bench", reconciler, workers=workers, metrics=RuntimeMetrics(CollectorRegistry()))
     for i in range(n):
-        controller.enqueue(Request("ns", f"k{i}"))
+        controller.enqueue(Request("ns", f"k{i}"), "bench")
     started = time.perf_counter()
     task = asyncio.create_task(controller.run())
     await reconciler.all_done.wait()

@@ -22,8 +22,8 @@ import uvloop
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig
-from kcp_listener.routing import ObjectRef
 from kcp_listener.wiring import OperatorListener
+from kyma_operator.runtime.request import Request
 
 
 class PrintSink:
@@ -33,8 +33,9 @@ class PrintSink:
         self.controller = controller
         self.out = out
         self.count = 0
+        self.coalesced = 0
 
-    def offer(self, ref: ObjectRef) -> bool:
+    def offer(self, ref: Request) -> bool:
         self.count += 1
         stamp = time.strftime("%H:%M:%S")
         print(f"{stamp} reconcile {self.controller} {ref}", file=self.out, flush=True)

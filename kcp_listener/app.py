@@ -21,8 +21,16 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
-from kcp_listener.contract import Heartbeat, WatchEvent, event_path, heartbeat_path
 from kcp_listener.intake import BodySource, ClientDisconnected, EventIntake, Reply, error_reply
+from kyma_wire.events import (
+    AgentEvent,
+    BatchResult,
+    EventBatch,
+    Heartbeat,
+    batch_path,
+    event_path,
+    heartbeat_path,
+)
 
 __all__ = ["FastPath", "build_asgi", "create_app"]
 
@@ -154,7 +162,7 @@ class FastPath:
                 reply = intake.not_allowed(method)
             else:
                 headers = _fields(scope["headers"])
-                limit = intake.max_body_bytes
+                limit = intake.body_limit(route)
                 declared = headers.get("content-length")
                 body: bytes | None = None
                 if declared is None or not _declared_too_large(declared, limit):
@@ -254,17 +262,26 @@ def create_app(intake: EventIntake, *, title: str = "kcp-listener") -> FastAPI:
             headers={k.decode(): v.decode() for k, v in reply.headers},
         )
 
-    for path_of, model, summary in (
-        (event_path, WatchEvent, "Receive a watch event from a runtime agent"),
-        (heartbeat_path, Heartbeat, "Receive a heartbeat from a runtime agent"),
-    ):
+    routes: tuple[tuple[Callable[[str], str], type[BaseModel], str, type[BaseModel], str], ...] = (
+        # the event body keeps upstream's name (runtime-watcher's WatchEvent) in the document
+        (event_path, AgentEvent, "WatchEvent", Accepted, "Receive an event from a runtime agent"),
+        (
+            batch_path,
+            EventBatch,
+            "EventBatch",
+            BatchResult,
+            "Receive many events in one signed request (ours); one result per event",
+        ),
+        (heartbeat_path, Heartbeat, "Heartbeat", Accepted, "Receive a heartbeat from a runtime agent"),
+    )
+    for path_of, model, title, answer, summary in routes:
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
         app.add_api_route(
             path_of("{manager}"),
             serve,
             methods=["POST"],
             summary=summary,
-            response_model=Accepted,
+            response_model=answer,
             responses=_ERRORS,
             openapi_extra={
                 "parameters": [manager_param, *_SIGNATURE_HEADERS],
@@ -275,7 +292,7 @@ def create_app(intake: EventIntake, *, title: str = "kcp-listener") -> FastAPI:
                     },
                 },
                 "x-defs": schema.get("$defs", {}),
-                "x-title": model.__name__,
+                "x-title": title,
             },
         )
 

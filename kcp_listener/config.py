@@ -19,13 +19,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kcp_listener.contract import MAX_BODY_BYTES
-from kcp_listener.signing import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS, MAX_BATCH_BYTES, MAX_BODY_BYTES
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
+from kyma_wire.profile import MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 
 _MANAGER = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
-DEFAULT_NAMESPACE = "kcp-system"
-DEFAULT_MANAGER = "lifecycle-manager"
+DEFAULT_NAMESPACE = KCP_NAMESPACE
+DEFAULT_MANAGER = OPERATOR_NAME
 UPSTREAM_PORT = 8082
 """Upstream's in-cluster listener port (``0.0.0.0:8082``)."""
 
@@ -51,7 +52,7 @@ class ListenerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     managers: tuple[str, ...] = (DEFAULT_MANAGER,)
-    """Served as ``/v2/<manager>/event`` and ``/v2/<manager>/heartbeat``."""
+    """Served as ``/v2/<manager>/event``, ``/v2/<manager>/events`` and ``/v2/<manager>/heartbeat``."""
     auth_mode: AuthMode = AuthMode.SIGNATURE
     namespace: str = DEFAULT_NAMESPACE
     """Where Kymas, Manifests and the public signing-key Secrets live."""
@@ -59,6 +60,8 @@ class ListenerConfig(BaseModel):
     """Bind address; in-cluster use ``0.0.0.0`` (upstream binds ``:8082``)."""
     port: Annotated[int, Field(ge=0, le=65535)] = UPSTREAM_PORT
     max_body_bytes: Annotated[int, Field(ge=1, le=1024 * 1024)] = MAX_BODY_BYTES
+    max_batch_bytes: Annotated[int, Field(ge=1, le=8 * 1024 * 1024)] = MAX_BATCH_BYTES
+    """Limit for ``/v2/<manager>/events`` (a batch of at most ``MAX_BATCH_EVENTS`` events)."""
     max_xfcc_bytes: Annotated[int, Field(ge=1)] = 32 * 1024
     """Upstream rejects XFCC values over 32 KiB."""
     public_origin: str | None = None
@@ -72,10 +75,8 @@ class ListenerConfig(BaseModel):
     """Bound of remembered nonces: ~4,000 events/s over the 65 s window; beyond it intake answers 429."""
     retry_after_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
     """``Retry-After`` sent with 429."""
-    heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = 180.0
+    heartbeat_max_silence_seconds: Annotated[float, Field(gt=0)] = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """A runtime whose last heartbeat is older counts as stale (metric, Kyma condition)."""
-    coalesce_window_seconds: Annotated[float, Field(ge=0, le=60)] = 0.5
-    """Forward at most one request per target per window (first at once, one trailing); 0 disables."""
     xfcc_cache_entries: Annotated[int, Field(ge=0)] = 10_000
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True

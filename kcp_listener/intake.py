@@ -8,9 +8,8 @@ request passed all of them (DESIGN.md 4.2):
 5. authentication per mode: signature / xfcc / both, identities must agree (401) -
 6. replay: nonce unused, cache not full (401 / 429) - 7. body validation (400) -
 8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404) -
-9. enqueue into the bounded controller intakes (429 with Retry-After when full) - 200; repeated
-   events for one target within ``coalesce_window_seconds`` collapse into one trailing request
-   (``coalesce.py``).
+9. hand the targets to the controllers' intakes (``kyma_operator.runtime.intake.Intake``: bounded,
+   429 with Retry-After when full; they throttle event storms per target) - 200.
 
 Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
 reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
@@ -34,15 +33,16 @@ from typing import cast
 
 from pydantic import ValidationError
 
-from kcp_listener.coalesce import CoalescingSink, LoopTimer, Timer
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import CONTRACT_VERSION, Heartbeat, WatchEvent
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
-from kcp_listener.signing import KeyResolver, SignatureError, SignatureVerifier
+from kcp_listener.routing import RequestSink, Router, RoutingError
+from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
+from kyma_operator.runtime.request import Request
+from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS, AgentEvent, EventBatch, Heartbeat
+from kyma_wire.profile import SignatureError
 
 __all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
 
@@ -56,7 +56,12 @@ _JSON = (b"content-type", b"application/json")
 
 class RouteKind:
     EVENT = "event"
+    EVENTS = "events"
+    """Ours: a batch of events in one signed request (``kyma_wire.events.EventBatch``)."""
     HEARTBEAT = "heartbeat"
+
+
+_KINDS = (RouteKind.EVENT, RouteKind.EVENTS, RouteKind.HEARTBEAT)
 
 
 class ClientDisconnected(Exception):
@@ -90,15 +95,21 @@ _UNKNOWN_MANAGER = _reply(404, {"error": "unknown manager"})
 _NOT_SERVING = "not serving (not leader or shutting down)"
 
 # pydantic-core validators of the two bodies: ``Model.model_validate_json`` minus its Python wrapper.
-_validate_event = cast(Callable[[bytes], WatchEvent], WatchEvent.__pydantic_validator__.validate_json)
+_validate_event = cast(Callable[[bytes], AgentEvent], AgentEvent.__pydantic_validator__.validate_json)
 _validate_heartbeat = cast(Callable[[bytes], Heartbeat], Heartbeat.__pydantic_validator__.validate_json)
+_validate_batch = cast(Callable[[bytes], EventBatch], EventBatch.__pydantic_validator__.validate_json)
+_validate_event_item = cast(Callable[[object], AgentEvent], AgentEvent.__pydantic_validator__.validate_python)
+_RESULT_ACCEPTED = b'{"status":200}'
+_RESULT_INVALID = b'{"status":400,"error":"invalid event"}'
 
 
 class _Rejected(Exception):
-    def __init__(self, reply: Reply, *, final: bool) -> None:
+    def __init__(self, reply: Reply, *, final: bool, message: str = "") -> None:
         self.reply = reply
         self.final = final
         """Whether the request was answered for good (its nonce must not be accepted again)."""
+        self.message = message
+        """The error message of ``reply`` (what a batch reports for the one event)."""
 
 
 class EventIntake:
@@ -116,8 +127,7 @@ class EventIntake:
         metrics: ListenerMetrics,
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
-        on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
-        timer: Timer | None = None,
+        on_accepted: Callable[[str, str, tuple[Request, ...], tuple[Request, ...]], None] | None = None,
     ) -> None:
         self.config = config
         self._verifier = SignatureVerifier(
@@ -134,20 +144,6 @@ class EventIntake:
             clock=clock,
         )
         self._router = router
-        if config.coalesce_window_seconds > 0:
-            timer = timer or LoopTimer()
-            kyma_sink = CoalescingSink(
-                kyma_sink,
-                window=config.coalesce_window_seconds,
-                timer=timer,
-                on_coalesced=metrics.coalesced_for("kyma"),
-            )
-            manifest_sink = CoalescingSink(
-                manifest_sink,
-                window=config.coalesce_window_seconds,
-                timer=timer,
-                on_coalesced=metrics.coalesced_for("manifest"),
-            )
         self._kyma_sink = kyma_sink
         self._manifest_sink = manifest_sink
         self._heartbeats = heartbeats
@@ -165,18 +161,24 @@ class EventIntake:
         self._public_origin = origin.partition("://")[::2] if origin is not None else None
         self._trust_forwarded_proto = config.trust_forwarded_proto
         self._retry_after = (b"retry-after", str(config.retry_after_seconds).encode())
+        self.max_batch_bytes = config.max_batch_bytes
         self._too_large = _reply(
             413,
             {"error": f"body larger than {config.max_body_bytes} bytes is not allowed"},
             (b"connection", b"close"),
         )
+        self._batch_too_large = _reply(
+            413,
+            {"error": f"batch larger than {config.max_batch_bytes} bytes is not allowed"},
+            (b"connection", b"close"),
+        )
         self._paths = {
             f"/{CONTRACT_VERSION}/{manager}/{kind}": (manager, kind)
             for manager in config.managers
-            for kind in (RouteKind.EVENT, RouteKind.HEARTBEAT)
+            for kind in _KINDS
         }
-        metrics.track_depth("kyma", kyma_sink.depth)
-        metrics.track_depth("manifest", manifest_sink.depth)
+        metrics.track_intake("kyma", kyma_sink)
+        metrics.track_intake("manifest", manifest_sink)
 
     @property
     def serving(self) -> bool:
@@ -193,13 +195,17 @@ class EventIntake:
 
     @staticmethod
     def match(path: str) -> tuple[str, str] | None:
-        """``(manager, kind)`` if ``path`` is ``/v2/<manager>/event|heartbeat``, else None."""
+        """``(manager, kind)`` if ``path`` is ``/v2/<manager>/event|events|heartbeat``, else None."""
         parts = path.split("/")
         if len(parts) != 4 or parts[0] or parts[1] != CONTRACT_VERSION or not parts[2]:
             return None
-        if parts[3] not in (RouteKind.EVENT, RouteKind.HEARTBEAT):
+        if parts[3] not in _KINDS:
             return None
         return parts[2], parts[3]
+
+    def body_limit(self, route: str) -> int:
+        """Step 2's limit: a batch may be larger than one event (``max_batch_bytes``)."""
+        return self.max_batch_bytes if route == RouteKind.EVENTS else self.max_body_bytes
 
     async def handle(
         self,
@@ -229,7 +235,7 @@ class EventIntake:
                 if method != "POST":
                     reply = self.not_allowed(method)
                 else:
-                    data = await self.read_body(headers.get("content-length"), body)
+                    data = await self.read_body(headers.get("content-length"), body, self.body_limit(route))
                     reply = self.process(method, manager, route, target, scheme, headers, data)
         finally:
             metrics.inflight -= 1
@@ -241,12 +247,14 @@ class EventIntake:
         """Step 1: the answer to any method but POST."""
         return _reply(405, {"error": f"{method} method is not allowed on this path"}, (b"allow", b"POST"))
 
-    async def read_body(self, declared: str | None, receive: BodySource) -> bytes | None:
-        """Step 2: the whole body, or None once it exceeds the limit (the rest is never read).
+    async def read_body(
+        self, declared: str | None, receive: BodySource, limit: int | None = None
+    ) -> bytes | None:
+        """Step 2: the whole body, or None once it exceeds ``limit`` (the rest is never read).
 
-        ``declared`` is the Content-Length header, if any.
+        ``declared`` is the Content-Length header, if any; ``limit`` defaults to one event's.
         """
-        limit = self.max_body_bytes
+        limit = self.max_body_bytes if limit is None else limit
         if declared is not None:
             try:
                 if int(declared) > limit:
@@ -278,7 +286,7 @@ class EventIntake:
         """Steps 2-9 for a POST whose body was read (``None``: over the size limit)."""
         if body is None:
             self.metrics.too_large()
-            return self._too_large
+            return self._batch_too_large if route == RouteKind.EVENTS else self._too_large
         if manager not in self._managers:
             return _UNKNOWN_MANAGER
         if not self._serving():
@@ -291,6 +299,8 @@ class EventIntake:
         try:
             if route == RouteKind.EVENT:
                 reply = self._accept_event(runtime_id, body)
+            elif route == RouteKind.EVENTS:
+                reply = self._accept_batch(runtime_id, body)
             else:
                 reply = self._accept_heartbeat(runtime_id, body)
         except _Rejected as rejected:
@@ -357,12 +367,67 @@ class EventIntake:
         except ValidationError as exc:
             self.metrics.rejected("invalid-body")
             raise self._invalid(exc) from None
+        self._enqueue(runtime_id, event)
+        return _ACCEPTED
+
+    def _accept_batch(self, runtime_id: str, body: bytes) -> Reply:
+        """Steps 7-9 for each event of a batch (verified once): 200 with one result per event.
+
+        Each event gets the status it would have got on its own (200, 400, 404, 429); a
+        ``Retry-After`` header applies to the 429s. Only a malformed envelope fails the whole
+        batch (400). The nonce is spent either way: the agent re-sends what was not accepted in a
+        new, newly signed batch.
+        """
+        events: list[AgentEvent | None]
+        try:
+            events = list(_validate_batch(body).events)
+        except ValidationError as exc:
+            events = self._batch_items(body, exc)
+        parts: list[bytes] = []
+        retry = False
+        for event in events:
+            if event is None:
+                self.metrics.rejected("invalid-body")
+                parts.append(_RESULT_INVALID)
+                continue
+            try:
+                self._enqueue(runtime_id, event)
+            except _Rejected as rejected:
+                status = rejected.reply.status
+                retry = retry or status == 429
+                message = json.dumps(rejected.message)
+                parts.append(b'{"status":%d,"error":%s}' % (status, message.encode()))
+            else:
+                parts.append(_RESULT_ACCEPTED)
+        self.metrics.batch(len(events))
+        headers = (_JSON, self._retry_after) if retry else (_JSON,)
+        return Reply(200, b'{"results":[' + b",".join(parts) + b"]}", headers)
+
+    def _batch_items(self, body: bytes, exc: ValidationError) -> list[AgentEvent | None]:
+        """The events of a batch that failed validation as a whole: None for each invalid one."""
+        try:
+            items = json.loads(body).get("events")
+        except (ValueError, AttributeError):
+            items = None
+        if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH_EVENTS:
+            self.metrics.rejected("invalid-body")
+            raise self._invalid(exc) from None
+        events: list[AgentEvent | None] = []
+        for item in items:
+            try:
+                events.append(_validate_event_item(item))
+            except ValidationError:
+                events.append(None)
+        return events
+
+    def _enqueue(self, runtime_id: str, event: AgentEvent) -> None:
+        """Steps 8-9 for one valid event; raises :class:`_Rejected` (404 unroutable, 429 full)."""
         try:
             targets = self._router.route(runtime_id, event)
         except RoutingError as exc:
             self.metrics.rejected(exc.reason)
             log.info("event from runtime %s rejected: %s", runtime_id, exc.reason)
-            raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
+            raise _Rejected(_reply(404, {"error": exc.message}), final=True, message=exc.message) from None
         full = False
         enqueued = self.metrics.enqueued
         for ref in targets.kymas:
@@ -378,10 +443,11 @@ class EventIntake:
         if full:
             # Whatever was accepted stays queued (the work queues deduplicate the retry).
             self.metrics.rejected("intake-full")
-            raise _Rejected(_reply(429, {"error": "intake full"}, self._retry_after), final=False)
+            raise _Rejected(
+                _reply(429, {"error": "intake full"}, self._retry_after), final=False, message="intake full"
+            )
         if self._on_accepted is not None:
             self._on_accepted(runtime_id, RouteKind.EVENT, targets.kymas, targets.manifests)
-        return _ACCEPTED
 
     def _accept_heartbeat(self, runtime_id: str, body: bytes) -> Reply:
         try:

@@ -34,19 +34,16 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from kcp_listener.signing import load_public_key, make_key_id
+from kyma_wire.keys import load_public_key
+from kyma_wire.profile import make_key_id
 
 __all__ = [
     "KEY_SUFFIX",
     "RUNTIME_ID_DATA_KEY",
-    "SIGNING_KEY_LABEL",
-    "SIGNING_KEY_LABEL_VALUE",
     "KeyStore",
     "secret_name",
 ]
 
-SIGNING_KEY_LABEL = "operator.kyma-project.io/watcher-signing-key"
-SIGNING_KEY_LABEL_VALUE = "public"
 RUNTIME_ID_DATA_KEY = "runtime-id"
 KEY_SUFFIX = ".pub"
 

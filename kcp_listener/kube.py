@@ -3,7 +3,8 @@
 Why: the listener core (``intake``, ``routing``, ``keystore``) depends only on Protocols so it is
 testable without Kubernetes. In the operator process these thin adapters serve them from the
 runtime's informer caches (indexed: a routing decision is two dictionary look-ups, never an API
-call) and hand requests to the Kyma and Manifest controllers' bounded channel sources.
+call) and hand requests to the Kyma and Manifest controllers' bounded intakes
+(``kyma_operator.runtime.intake.Intake``).
 """
 
 from __future__ import annotations
@@ -12,20 +13,22 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from kcp_listener.contract import RUNTIME_ID_LABEL
-from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, KeyStore
-from kcp_listener.routing import KYMA_NAME_LABEL, ObjectRef
-from kyma_operator.runtime.controller import ChannelSource
+from kcp_listener.keystore import KeyStore
 from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS, Resource
+from kyma_wire.names import (
+    KYMA_NAME_LABEL,
+    RUNTIME_ID_LABEL,
+    WATCHER_SIGNING_KEY_LABEL,
+    WATCHER_SIGNING_KEY_LABEL_VALUE,
+)
 
 __all__ = [
     "KYMAS",
     "KYMA_BY_RUNTIME_ID",
     "MANIFESTS",
     "MANIFEST_BY_KYMA",
-    "ChannelSink",
     "InformerDirectory",
     "feed_keystore",
     "signing_key_informer",
@@ -60,9 +63,9 @@ def _ensure_index(informer: Informer, name: str, func: IndexFunc) -> None:
         informer.add_indexer(name, func)
 
 
-def _ref(obj: JSON) -> ObjectRef:
+def _ref(obj: JSON) -> Request:
     meta = obj.get("metadata") or {}
-    return ObjectRef(meta.get("namespace") or "", meta["name"])
+    return Request(meta.get("namespace") or "", meta["name"])
 
 
 class InformerDirectory:
@@ -78,30 +81,17 @@ class InformerDirectory:
     def synced(self) -> bool:
         return self._kymas.synced.is_set() and self._manifests.synced.is_set()
 
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]:
         return sorted(_ref(obj) for obj in self._kymas.by_index(KYMA_BY_RUNTIME_ID, runtime_id))
 
-    def manifest_kyma(self, manifest: ObjectRef) -> str | None:
+    def manifest_kyma(self, manifest: Request) -> str | None:
         obj = self._manifests.get(manifest.namespace, manifest.name)
         if obj is None:
             return None
         return _labels(obj).get(KYMA_NAME_LABEL, "")
 
-    def manifests_of(self, kyma: ObjectRef) -> Sequence[ObjectRef]:
+    def manifests_of(self, kyma: Request) -> Sequence[Request]:
         return sorted(_ref(obj) for obj in self._manifests.by_index(MANIFEST_BY_KYMA, str(kyma)))
-
-
-class ChannelSink:
-    """``routing.RequestSink`` over a controller's ``ChannelSource``."""
-
-    def __init__(self, channel: ChannelSource) -> None:
-        self._channel = channel
-
-    def offer(self, ref: ObjectRef) -> bool:
-        return self._channel.offer(Request(ref.namespace, ref.name))
-
-    def depth(self) -> int:
-        return len(self._channel)
 
 
 def signing_key_informer(client: ListWatcher, namespace: str, **kwargs: Any) -> Informer:
@@ -110,7 +100,7 @@ def signing_key_informer(client: ListWatcher, namespace: str, **kwargs: Any) -> 
         client,
         SECRETS,
         namespace=namespace,
-        label_selector=f"{SIGNING_KEY_LABEL}={SIGNING_KEY_LABEL_VALUE}",
+        label_selector=f"{WATCHER_SIGNING_KEY_LABEL}={WATCHER_SIGNING_KEY_LABEL_VALUE}",
         name="kcp-listener-signing-keys",
         **kwargs,
     )

@@ -15,7 +15,8 @@ the operator Manager serves its registry from the loop too).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -23,8 +24,15 @@ from prometheus_client.registry import Collector
 
 __all__ = ["CONTROLLERS", "ListenerMetrics"]
 
+
+class _Intake(Protocol):
+    coalesced: int
+
+    def depth(self) -> int: ...
+
+
 CONTROLLERS = ("kyma", "manifest")
-ROUTES = ("event", "heartbeat", "other")
+ROUTES = ("event", "events", "heartbeat", "other")
 UPSTREAM_SERVER_NAME = "listener"
 DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -59,21 +67,27 @@ class ListenerMetrics:
         self.auth_failures: dict[str, int] = {}
         self.rejected_events: dict[str, int] = {}
         self.enqueued = dict.fromkeys(CONTROLLERS, 0)
-        self.coalesced = dict.fromkeys(CONTROLLERS, 0)
         self.replays = 0
         self.oversize = 0
         self.heartbeats = 0
+        self.batches = 0
+        self.batched_events = 0
         self.inflight = 0
         self.last_duration = 0.0
         self.durations = {route: _Histogram() for route in ROUTES}
-        self._depth: dict[str, Callable[[], int]] = {}
+        self._intakes: dict[str, _Intake] = {}
         registry.register(_Collector(self))
 
     # --- request path --------------------------------------------------------------------------------
 
-    def track_depth(self, controller: str, depth: Callable[[], int]) -> None:
-        """Report a controller intake's current depth at scrape time."""
-        self._depth[controller] = depth
+    def track_intake(self, controller: str, intake: _Intake) -> None:
+        """Report a controller intake's depth and coalesced offers at scrape time."""
+        self._intakes[controller] = intake
+
+    @property
+    def coalesced(self) -> dict[str, int]:
+        """Offers absorbed by each controller intake's throttle (per target, see the intake)."""
+        return {c: (self._intakes[c].coalesced if c in self._intakes else 0) for c in CONTROLLERS}
 
     def observe(self, route: str, code: int, seconds: float) -> None:
         key = (route, code)
@@ -94,12 +108,6 @@ class ListenerMetrics:
     def enqueued_to(self, controller: str, count: int = 1) -> None:
         self.enqueued[controller] += count
 
-    def coalesced_for(self, controller: str) -> Callable[[], None]:
-        def bump() -> None:
-            self.coalesced[controller] += 1
-
-        return bump
-
     def too_large(self) -> None:
         self.oversize += 1
 
@@ -108,6 +116,10 @@ class ListenerMetrics:
 
     def heartbeat(self) -> None:
         self.heartbeats += 1
+
+    def batch(self, events: int) -> None:
+        self.batches += 1
+        self.batched_events += events
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -164,7 +176,7 @@ class _Collector(Collector):
             "kcp_listener_coalesced_events",
             "Enqueues absorbed into a pending trailing request for the same target (throttling).",
             "controller",
-            dict(m.coalesced),
+            m.coalesced,
         )
         yield _counter(
             "kcp_listener_replayed_requests",
@@ -177,13 +189,19 @@ class _Collector(Collector):
             m.oversize,
         )
         yield _counter("kcp_listener_heartbeats", "Accepted heartbeats.", m.heartbeats)
+        yield _counter("kcp_listener_batches", "Authenticated batch requests (/events).", m.batches)
+        yield _counter(
+            "kcp_listener_batched_events",
+            "Events received in batch requests (each also counted by its outcome).",
+            m.batched_events,
+        )
         depth = GaugeMetricFamily(
             "kcp_listener_intake_depth",
-            "Requests waiting in a controller's listener intake (channel source).",
+            "Requests waiting in a controller's intake (its work queue and pending throttled adds).",
             labels=["controller"],
         )
-        for controller, provider in sorted(m._depth.items()):
-            depth.add_metric([controller], provider())
+        for controller, intake in sorted(m._intakes.items()):
+            depth.add_metric([controller], intake.depth())
         yield depth
         histogram = HistogramMetricFamily(
             "kcp_listener_request_duration_seconds",

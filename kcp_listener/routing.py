@@ -15,6 +15,8 @@ runtime's objects. This module holds that decision, free of HTTP and of Kubernet
   (upstream's sync metadata), not a Manifest;
 * anything else enqueues the Kyma (upstream's behaviour for every event).
 
+Targets are the operator runtime's ``Request``s, handed unchanged to the controllers' intakes (the
+listener runs in the operator process; one identity type from the HTTP request to the work queue).
 ``KymaDirectory`` (look-ups, served by informer indexes in production, see ``kube.py``) and
 ``RequestSink`` (a controller's non-blocking intake) are Protocols so unit tests use the plain
 in-memory implementations below.
@@ -27,61 +29,42 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kcp_listener.contract import Operation, WatchEvent
+from kyma_operator.runtime.request import Request
+from kyma_wire.events import AgentEvent, Operation
 
 __all__ = [
-    "KYMA_NAME_LABEL",
     "InMemoryDirectory",
     "KymaDirectory",
     "ListSink",
-    "ObjectRef",
     "RequestSink",
     "Router",
     "RoutingError",
     "Targets",
 ]
 
-KYMA_NAME_LABEL = "operator.kyma-project.io/kyma-name"
 _KYMA_GROUP = "operator.kyma-project.io"
 _KYMA_KIND = "Kyma"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ObjectRef:
-    namespace: str
-    name: str
-    _hash: int = field(init=False, repr=False, compare=False)
-    """Computed once: refs are dict keys on the listener's hot path (coalescing, directories)."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.namespace, self.name)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple[type[ObjectRef], tuple[str, str]]:
-        return ObjectRef, (self.namespace, self.name)  # str hashes differ between processes
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 class KymaDirectory(Protocol):
     """Read-only view of the Kymas and Manifests the listener routes to (no API call per event)."""
 
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]: ...
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]: ...
 
-    def manifest_kyma(self, manifest: ObjectRef) -> str | None:
+    def manifest_kyma(self, manifest: Request) -> str | None:
         """The Kyma name a Manifest belongs to (its kyma-name label), ``None`` if it does not exist."""
         ...
 
-    def manifests_of(self, kyma: ObjectRef) -> Sequence[ObjectRef]: ...
+    def manifests_of(self, kyma: Request) -> Sequence[Request]: ...
 
 
 class RequestSink(Protocol):
-    """A controller's bounded intake: ``offer`` never blocks and returns False when full."""
+    """A controller's bounded intake (``kyma_operator.runtime.intake.Intake``): ``offer`` never blocks
+    and returns False when full; ``coalesced`` counts offers absorbed by its throttle."""
 
-    def offer(self, ref: ObjectRef) -> bool: ...
+    coalesced: int
+
+    def offer(self, request: Request) -> bool: ...
 
     def depth(self) -> int: ...
 
@@ -97,15 +80,15 @@ class RoutingError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Targets:
-    kymas: tuple[ObjectRef, ...] = ()
-    manifests: tuple[ObjectRef, ...] = ()
+    kymas: tuple[Request, ...] = ()
+    manifests: tuple[Request, ...] = ()
 
 
 class Router:
     def __init__(self, directory: KymaDirectory) -> None:
         self._directory = directory
 
-    def kyma_of(self, runtime_id: str) -> ObjectRef:
+    def kyma_of(self, runtime_id: str) -> Request:
         kymas = self._directory.kymas_for_runtime(runtime_id)
         if not kymas:
             raise RoutingError("unknown-runtime", "no Kyma for this runtime")
@@ -113,7 +96,7 @@ class Router:
             raise RoutingError("ambiguous-runtime", "more than one Kyma for this runtime")
         return kymas[0]
 
-    def route(self, runtime_id: str, event: WatchEvent) -> Targets:
+    def route(self, runtime_id: str, event: AgentEvent) -> Targets:
         kyma = self.kyma_of(runtime_id)
         if event.operation is Operation.RESYNC:
             return Targets(kymas=(kyma,), manifests=tuple(self._directory.manifests_of(kyma)))
@@ -121,7 +104,7 @@ class Router:
         if owned_by is not None and not (
             event.watched_gvk.kind == _KYMA_KIND and event.watched_gvk.group == _KYMA_GROUP
         ):
-            owner = ObjectRef(owned_by.namespace or kyma.namespace, owned_by.name)
+            owner = Request(owned_by.namespace or kyma.namespace, owned_by.name)
             owner_kyma = self._directory.manifest_kyma(owner) if owner.namespace == kyma.namespace else None
             if owner_kyma is None:
                 raise RoutingError("unknown-owner", "owner not found for this runtime")
@@ -135,26 +118,26 @@ class Router:
 class InMemoryDirectory:
     """A dict-backed ``KymaDirectory`` for tests and the standalone development mode."""
 
-    _kymas: dict[str, list[ObjectRef]] = field(default_factory=lambda: defaultdict(list))
-    _manifests: dict[ObjectRef, str] = field(default_factory=dict)
+    _kymas: dict[str, list[Request]] = field(default_factory=lambda: defaultdict(list))
+    _manifests: dict[Request, str] = field(default_factory=dict)
 
-    def add_kyma(self, namespace: str, name: str, runtime_id: str) -> ObjectRef:
-        ref = ObjectRef(namespace, name)
+    def add_kyma(self, namespace: str, name: str, runtime_id: str) -> Request:
+        ref = Request(namespace, name)
         self._kymas[runtime_id].append(ref)
         return ref
 
-    def add_manifest(self, namespace: str, name: str, kyma_name: str) -> ObjectRef:
-        ref = ObjectRef(namespace, name)
+    def add_manifest(self, namespace: str, name: str, kyma_name: str) -> Request:
+        ref = Request(namespace, name)
         self._manifests[ref] = kyma_name
         return ref
 
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]:
         return tuple(self._kymas.get(runtime_id, ()))
 
-    def manifest_kyma(self, manifest: ObjectRef) -> str | None:
+    def manifest_kyma(self, manifest: Request) -> str | None:
         return self._manifests.get(manifest)
 
-    def manifests_of(self, kyma: ObjectRef) -> Sequence[ObjectRef]:
+    def manifests_of(self, kyma: Request) -> Sequence[Request]:
         return tuple(
             ref
             for ref, name in self._manifests.items()
@@ -167,9 +150,10 @@ class ListSink:
     """A bounded in-memory ``RequestSink`` (tests, ``--print`` mode)."""
 
     capacity: int = 1000
-    items: list[ObjectRef] = field(default_factory=list)
+    items: list[Request] = field(default_factory=list)
+    coalesced: int = 0
 
-    def offer(self, ref: ObjectRef) -> bool:
+    def offer(self, ref: Request) -> bool:
         if len(self.items) >= self.capacity:
             return False
         self.items.append(ref)

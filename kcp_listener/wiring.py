@@ -1,20 +1,21 @@
 """Assembles the listener inside the operator process (or standalone): one object to hand the Manager.
 
 Why: the listener needs informers (Kymas and Manifests for routing, label-selected Secrets for
-keys), the controllers' channel sources, a metrics registry and a notion of "serving" (leader,
+keys), the controllers' intakes, a metrics registry and a notion of "serving" (leader,
 caches synced, server not shutting down). Building that graph in one place keeps ``cmd`` code and
 tests short and makes the serving rule explicit:
 
     serving = is_leader() and caches synced and server.accepting
 
-Usage in the operator::
+Usage in the operator (``kyma_operator.app``)::
 
+    heartbeats = HeartbeatTracker(max_silence=...)            # shared with the Kyma controller
     listener = OperatorListener(config, client=kube, registry=registry, is_leader=lambda: mgr.is_leader,
-                                kyma_sink=ChannelSink(kyma_ctrl.channel_source(4096)),
-                                manifest_sink=ChannelSink(manifest_ctrl.channel_source(4096)),
-                                kymas=kyma_informer, manifests=manifest_informer)
+                                kyma_sink=kyma_controller.intake,           # runtime.intake.Intake
+                                manifest_sink=manifest_controller.intake,
+                                kymas=kyma_informer, heartbeats=heartbeats)
     for informer in listener.informers: mgr.add_informer(informer)
-    mgr.add_runnable(listener.server, leader_only=True)
+    mgr.add_runnable(listener, leader_only=True)
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import RUNTIME_ID_LABEL
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -36,6 +36,7 @@ from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import RequestSink, Router
 from kcp_listener.server import ListenerServer
 from kyma_operator.runtime.informer import FuncHandler, Informer, ListWatcher
+from kyma_wire.names import RUNTIME_ID_LABEL
 
 __all__ = ["OperatorListener"]
 
@@ -53,6 +54,7 @@ class OperatorListener:
         kymas: Informer | None = None,
         manifests: Informer | None = None,
         secrets: Informer | None = None,
+        heartbeats: HeartbeatTracker | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
@@ -64,7 +66,9 @@ class OperatorListener:
         self.keys = KeyStore(registry)
         feed_keystore(self.secrets, self.keys)
         self.directory = InformerDirectory(self.kymas, self.manifests)
-        self.heartbeats = HeartbeatTracker(clock=clock, max_silence=config.heartbeat_max_silence_seconds)
+        self.heartbeats = heartbeats or HeartbeatTracker(
+            clock=clock, max_silence=config.heartbeat_max_silence_seconds
+        )
         self.heartbeats.register(registry)
         # A deleted Kyma's runtime leaves the heartbeat series (no unbounded growth over churn).
         self.kymas.add_handler(FuncHandler(on_delete=self._forget_runtime))

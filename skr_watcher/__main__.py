@@ -17,12 +17,13 @@ from collections.abc import Sequence
 
 import uvloop
 
-from skr_watcher import __version__
+from skr_watcher import __version__, lean, logs  # lean: before anything imports httpx
 from skr_watcher.agent import Agent
 from skr_watcher.config import AgentConfig, ConfigError
 from skr_watcher.credentials import CredentialError
 
 log = logging.getLogger("skr_watcher")
+del lean  # imported for its effect
 
 
 async def _serve(config: AgentConfig) -> None:
@@ -52,9 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"skr-watcher: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.configure(config.log_level, sys.stderr)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(_serve(config))

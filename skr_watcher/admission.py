@@ -19,13 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kcp_listener.contract import (
-    OWNED_BY_ANNOTATION,
-    GroupVersionKind,
-    ObjectKey,
-    Operation,
-    WatchEvent,
-)
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import OWNED_BY_ANNOTATION
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
@@ -144,7 +139,7 @@ class Outcome:
     """The decision for one admission and, when it is CHANGED, the event to send."""
 
     decision: Decision
-    event: WatchEvent | None = None
+    event: AgentEvent | None = None
     reason: str = ""
     """Why an INVALID/UNSUPPORTED admission produced no event (the error metric label)."""
 
@@ -206,7 +201,7 @@ def _event(
     if not name:
         return Outcome(Decision.INVALID, reason="missing-name")
     try:
-        event = WatchEvent(
+        event = AgentEvent(
             watched=ObjectKey(namespace=head.metadata.namespace or request.namespace, name=name),
             watched_gvk=gvk,
             operation=operation,

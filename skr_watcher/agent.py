@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import socket
 import ssl
@@ -114,6 +115,8 @@ class Agent:
             heartbeat_manager=config.manager,
             heartbeat_interval=config.heartbeat_interval,
             agent_version=__version__,
+            batch_max_events=config.batch_max_events,
+            batch_interval=config.batch_interval,
         )
         self.handler = AdmissionHandler(self.delivery, self.metrics, self.clock)
         self.webhook_port = 0
@@ -176,8 +179,10 @@ class Agent:
                 self._ready = True
                 self.started.set()
                 log.info(
-                    "skr-watcher %s: admissions on https://%s:%d/validate/<manager>, metrics on :%d, KCP %s",
+                    "skr-watcher %s (pid %d): admissions on https://%s:%d/validate/<manager>, metrics on :%d,"
+                    " KCP %s",
                     __version__,
+                    os.getpid(),
                     config.bind_address,
                     self.webhook_port,
                     self.metrics_port,
@@ -189,6 +194,9 @@ class Agent:
                     failure = task.exception() or RuntimeError(f"{task.get_name()} stopped unexpectedly")
         finally:
             self._ready = False
+            log.info(
+                "stopping: admissions closed, delivering queued events (up to %g s)", config.shutdown_timeout
+            )
             webhook.should_exit = True
             await asyncio.gather(webhook_task, return_exceptions=True)
             await self.delivery.stop(config.shutdown_timeout)
@@ -200,5 +208,6 @@ class Agent:
             await asyncio.gather(health_task, return_exceptions=True)
             for sock in (webhook_sock, metrics_sock):
                 sock.close()
+            log.info("stopped")
         if failure is not None:
             raise failure

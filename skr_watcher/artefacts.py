@@ -21,16 +21,14 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kyma_wire.names import MANAGED_BY_KYMA, MANAGED_BY_LABEL, POD_RESTART_TRIGGER_LABEL, SKR_NAMESPACE
+
 MANIFEST_DIR = Path(__file__).resolve().parents[1] / "manifests" / "agent"
 """The base in a source checkout; pass ``directory=`` where the files are installed elsewhere."""
 
-MANAGED_BY_LABEL = "operator.kyma-project.io/managed-by"
-MANAGED_BY_VALUE = "kyma"
-RESTART_TRIGGER_LABEL = "operator.kyma-project.io/pod-restart-trigger"
 WEBHOOK_CONFIGURATION_NAME = "skr-webhook"
 SECRET_NAME = "skr-webhook-tls"
 SERVICE_NAME = "skr-webhook"
-DEFAULT_NAMESPACE = "kyma-system"
 DEFAULT_TIMEOUT_SECONDS = 3
 SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt", "signing.key", "signing.keyid")
 _GENERATED_FILES = ("secret.yaml", "validatingwebhookconfiguration.yaml")
@@ -83,7 +81,7 @@ class ServiceRef(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    namespace: str = DEFAULT_NAMESPACE
+    namespace: str = SKR_NAMESPACE
     name: str = SERVICE_NAME
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
 
@@ -168,7 +166,7 @@ def render_tls_secret(
     ca_bundle: bytes,
     signing_key: bytes | None = None,
     signing_key_id: str | None = None,
-    namespace: str = DEFAULT_NAMESPACE,
+    namespace: str = SKR_NAMESPACE,
     directory: Path | None = None,
 ) -> dict[str, Any]:
     """The agent's credentials Secret (layout in ``manifests/agent/secret.yaml``)."""
@@ -206,7 +204,7 @@ class AgentRenderOptions(BaseModel):
     restart_trigger: str = ""
     """Usually the resourceVersion of the runtime's certificate Secret in KCP."""
     runtime_id: str = ""
-    namespace: str = DEFAULT_NAMESPACE
+    namespace: str = SKR_NAMESPACE
     image_pull_secret: str | None = None
     extra_env: dict[str, str] = Field(default_factory=dict)
 
@@ -229,7 +227,7 @@ def render_base_resources(options: AgentRenderOptions, directory: Path | None = 
     for document in load_base_resources(directory):
         document = copy.deepcopy(document)
         metadata = document.setdefault("metadata", {})
-        metadata.setdefault("labels", {})[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+        metadata.setdefault("labels", {})[MANAGED_BY_LABEL] = MANAGED_BY_KYMA
         if "namespace" in metadata:
             metadata["namespace"] = options.namespace
         kind = document.get("kind")
@@ -243,7 +241,7 @@ def render_base_resources(options: AgentRenderOptions, directory: Path | None = 
 
 def _render_deployment(document: dict[str, Any], options: AgentRenderOptions) -> None:
     template = document["spec"]["template"]
-    template["metadata"]["labels"][RESTART_TRIGGER_LABEL] = options.restart_trigger
+    template["metadata"]["labels"][POD_RESTART_TRIGGER_LABEL] = options.restart_trigger
     pod = template["spec"]
     container = pod["containers"][0]
     if options.image:

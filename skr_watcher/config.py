@@ -15,8 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kcp_listener.contract import CONTRACT_VERSION
-from kcp_listener.signing import parse_key_id
+from kyma_wire.events import CONTRACT_VERSION, DEFAULT_HEARTBEAT_INTERVAL_SECONDS, MAX_BATCH_EVENTS
+from kyma_wire.names import OPERATOR_NAME
+from kyma_wire.profile import parse_key_id
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -70,20 +71,30 @@ class AgentConfig(BaseModel):
     signing_key: Path | None = Field(default=None, validation_alias="SIGNING_KEY")
     """PEM Ed25519 private key; without it events are sent unsigned (listener mode ``xfcc``)."""
     signing_key_id: str | None = Field(default=None, validation_alias="SIGNING_KEY_ID")
-    """``<runtime-id>:<key-version>`` (see ``kcp_listener.signing.make_key_id``)."""
+    """``<runtime-id>:<key-version>`` (see ``kyma_wire.profile.make_key_id``)."""
     signing_key_id_file: Path | None = Field(default=None, validation_alias="SIGNING_KEY_ID_FILE")
     """A file holding the key id, re-read with the key when the mounted Secret rotates."""
     signing_key_version: str | None = Field(default=None, validation_alias="SIGNING_KEY_VERSION")
     """With ``RUNTIME_ID``: the key id is ``<RUNTIME_ID>:<SIGNING_KEY_VERSION>``."""
     runtime_id: str = Field(default="", validation_alias="RUNTIME_ID")
-    manager: str = Field(default="lifecycle-manager", validation_alias="MANAGER")
+    manager: str = Field(default=OPERATOR_NAME, validation_alias="MANAGER")
     """Manager used for heartbeats and the start-up resync; events use the manager of their path."""
-    heartbeat_interval: Seconds = Field(default=30.0, validation_alias="HEARTBEAT_INTERVAL")
+    heartbeat_interval: Seconds = Field(
+        default=DEFAULT_HEARTBEAT_INTERVAL_SECONDS, validation_alias="HEARTBEAT_INTERVAL"
+    )
     """0 disables heartbeats."""
     queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
         default=10_000, validation_alias="QUEUE_SIZE"
     )
     sender_tasks: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="SENDER_TASKS")
+    batch_max_events: Annotated[int, Field(ge=1, le=MAX_BATCH_EVENTS)] = Field(
+        default=64, validation_alias="BATCH_MAX_EVENTS"
+    )
+    """Most events per request to KCP's batch route; 1 = never batch (one request per event)."""
+    batch_interval: Annotated[float, Field(ge=0, le=1)] = Field(
+        default=0.01, validation_alias="BATCH_INTERVAL"
+    )
+    """While events keep coming, at most one request per interval leaves (seconds; see delivery.py)."""
     max_connections: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="MAX_CONNECTIONS")
     request_timeout: Annotated[float, Field(gt=0)] = Field(default=10.0, validation_alias="KCP_TIMEOUT")
     retry_base_delay: Annotated[float, Field(gt=0)] = Field(default=0.2, validation_alias="RETRY_BASE_DELAY")
@@ -104,6 +115,7 @@ class AgentConfig(BaseModel):
         "retry_max_delay",
         "tls_check_interval",
         "shutdown_timeout",
+        "batch_interval",
         mode="before",
     )
     @classmethod

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcp_listener.signing import load_private_key, parse_key_id
+from kyma_wire.keys import load_private_key
+from kyma_wire.profile import parse_key_id
 from skr_watcher.config import AgentConfig
 from skr_watcher.signer import FastEventSigner
 

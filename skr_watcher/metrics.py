@@ -69,6 +69,17 @@ class AgentMetrics:
             "watcher_failed_kcp", "Failed requests to KCP, by reason.", ["error_reason"], registry=r
         )
         self.events_sent = Counter("watcher_events_sent", "Events accepted by KCP.", registry=r)
+        self.batches = Counter(
+            "watcher_kcp_batches", "Batch requests to KCP (/v2/<manager>/events, every attempt).", registry=r
+        )
+        self.batched_events = Counter(
+            "watcher_kcp_batched_events", "Events carried by batch requests (every attempt).", registry=r
+        )
+        self.batch_fallbacks = Counter(
+            "watcher_kcp_batch_fallbacks",
+            "Times the listener had no batch route (404/405): events went one by one for a while.",
+            registry=r,
+        )
         self.send_duration = Histogram(
             "watcher_kcp_request_duration_seconds",
             "Duration of one HTTP request to KCP.",

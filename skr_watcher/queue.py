@@ -15,7 +15,7 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from kcp_listener.contract import Operation, WatchEvent
+from kyma_wire.events import AgentEvent, Operation
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class EventKey:
     name: str
 
     @classmethod
-    def of(cls, manager: str, event: WatchEvent) -> EventKey:
+    def of(cls, manager: str, event: AgentEvent) -> EventKey:
         gvk, watched = event.watched_gvk, event.watched
         return cls(manager, gvk.group, gvk.version, gvk.kind, watched.namespace, watched.name)
 
@@ -40,7 +40,7 @@ class QueuedEvent:
     """One entry: the latest event for its key, plus bookkeeping for metrics."""
 
     key: EventKey
-    event: WatchEvent
+    event: AgentEvent
     enqueued_at: float
     """Monotonic time of the first event that this entry absorbed (for delivery latency)."""
     coalesced: int = 0
@@ -66,7 +66,7 @@ def can_absorb(pending: Operation | None, new: Operation | None) -> bool:
     return True
 
 
-def merged(pending: WatchEvent, new: WatchEvent) -> WatchEvent:
+def merged(pending: AgentEvent, new: AgentEvent) -> AgentEvent:
     """Latest wins, except that an ordinary event does not downgrade a pending RESYNC."""
     if pending.operation is Operation.RESYNC and new.operation in (Operation.CREATE, Operation.UPDATE, None):
         return pending
@@ -108,7 +108,7 @@ class SendQueue:
     def closed(self) -> bool:
         return self._closed
 
-    def put(self, manager: str, event: WatchEvent, now: float) -> PutResult:
+    def put(self, manager: str, event: AgentEvent, now: float) -> PutResult:
         """Queue or coalesce ``event``; never blocks. ``now`` is the caller's monotonic time."""
         key = EventKey.of(manager, event)
         existing = self._pending.get(key)
@@ -136,6 +136,27 @@ class SendQueue:
             self._nonempty.clear()
             await self._nonempty.wait()
         return self._take()
+
+    def take_more(self, manager: str, limit: int) -> list[QueuedEvent]:
+        """Up to ``limit`` more of the oldest entries for ``manager`` (a batch), without waiting."""
+        if limit <= 0 or not self._entries:
+            return []
+        seqs: list[int] = []
+        for seq, entry in self._entries.items():
+            if entry.key.manager == manager:
+                seqs.append(seq)
+                if len(seqs) == limit:
+                    break
+        taken = []
+        for seq in seqs:
+            entry = self._entries.pop(seq)
+            if self._pending.get(entry.key) is entry:
+                del self._pending[entry.key]
+            self._taken[entry.key] = entry
+            taken.append(entry)
+        if not self._entries and not self._closed:
+            self._nonempty.clear()
+        return taken
 
     def is_superseded(self, entry: QueuedEvent) -> bool:
         """True when a newer entry for the same key (waiting, or taken by another sender) makes

@@ -12,15 +12,16 @@ from __future__ import annotations
 import datetime
 from enum import Enum
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import DEFAULT_REMOTE_KYMA_NAME, OPERATOR_GROUP, OPERATOR_VERSION, SKR_NAMESPACE
 
-RUNTIME_KYMA = ObjectKey(namespace="kyma-system", name="default")
-KYMA_GVK = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma")
+RUNTIME_KYMA = ObjectKey(namespace=SKR_NAMESPACE, name=DEFAULT_REMOTE_KYMA_NAME)
+KYMA_GVK = GroupVersionKind(group=OPERATOR_GROUP, version=OPERATOR_VERSION, kind="Kyma")
 
 
-def resync_event(observed_at: datetime.datetime) -> WatchEvent:
+def resync_event(observed_at: datetime.datetime) -> AgentEvent:
     """The runtime's Kyma ``kyma-system/default`` with operation RESYNC."""
-    return WatchEvent(
+    return AgentEvent(
         watched=RUNTIME_KYMA, watched_gvk=KYMA_GVK, operation=Operation.RESYNC, observed_at=observed_at
     )
 

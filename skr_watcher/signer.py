@@ -1,11 +1,11 @@
-"""The agent's event signer: ``kcp_listener.signing``'s RFC 9421 profile at a tenth of the cost.
+"""The agent's request signer: the ``kyma_wire.profile`` RFC 9421 profile at a tenth of the cost.
 
-The agent signs every event on the same event loop that answers admissions. The library-based
-``kcp_listener.signing.EventSigner`` spends ~320 us per request, mostly in generic structured-field
-serialisation; at 500 events/s that is a sixth of a core taken from admission latency. This signer
-emits exactly the same profile and header layout (same covered components, same parameter order,
-same label and tag, ``Content-Digest`` per RFC 9530) but builds the signature base with
-``kcp_listener.signing.signature_base`` (the listener's own definition) and signs it with Ed25519
+The agent signs every request it sends. The ``http-message-signatures`` library's signer (kept in
+``tests/rfc9421_reference.py`` as the reference) spends ~320 us per request, mostly in generic
+structured-field serialisation; at 500 events/s that is a sixth of a core. This signer emits exactly
+the same profile and header layout (same covered components, same parameter order, same label and
+tag, ``Content-Digest`` per RFC 9530) but builds the signature base with
+``kyma_wire.profile.signature_base`` (the contract's one definition) and signs it with Ed25519
 directly. Tests check every signature with both the listener's fast verifier and the library's
 reference verifier, and compare the header layout with the library signer's output.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.signing import (
+from kyma_wire.profile import (
     ALGORITHM,
     COVERED_COMPONENTS,
     MAX_AGE_SECONDS,
@@ -35,7 +35,7 @@ _COMPONENTS = "(" + " ".join(f'"{c}"' for c in COVERED_COMPONENTS) + ")"
 
 
 class FastEventSigner:
-    """Drop-in for ``EventSigner``: signs an ``httpx.Request`` in place."""
+    """Signs an ``httpx.Request`` in place (same interface as the reference ``EventSigner``)."""
 
     def __init__(
         self, private_key: Ed25519PrivateKey, key_id: str, *, clock: Callable[[], float] = time.time

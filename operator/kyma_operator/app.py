@@ -1,17 +1,26 @@
-"""Assembles the operator process: one Manager running the Watcher feature, the Kyma controller and
-the listener, from an ``OperatorConfig``.
+"""Assembles the operator process from an ``OperatorConfig``, in one pass: shared pieces first, then
+each controller with what it needs passed to its constructor, then the listener over the
+controllers' intakes. Nothing is attached or mutated after construction.
 
-Wiring (what ``build_operator`` connects):
+1. shared pieces: the Manager (health/ready/metrics, leader election), the Kyma informer (one watch,
+   used by the Kyma controller, the listener's routing and the Watcher fan-out) and the listener's
+   heartbeat tracker (read by the Kyma controller: condition, adaptive safety net, sweep);
+2. the Watcher feature (Watcher controller -> VirtualServices, identity store, agent installer, CA
+   rotator wired to the fan-out, the fan-out itself as a ``Source`` over the Kyma informer);
+3. the Kyma controller with its sources: Kyma informer, access Secrets, the listener intake, the
+   heartbeat sweep, the fan-out;
+4. the listener (leader-only runnable; the Manager's readiness is "caches synced and leading"),
+   routing Kyma events into the Kyma controller's ``Intake`` and Manifest events into a counting log
+   until the Manifest controller exists.
 
-* the Watcher feature (Watcher controller -> VirtualServices, identity store, agent installer, CA
-  rotator) and its fan-out into the Kyma controller's queue;
-* the Kyma controller, reaching runtimes through their access Secrets, installing agents through
-  the feature's installer (per-Kyma webhook URLs in local runs);
-* the listener (leader-only runnable, so only the leader accepts events; the Manager's readiness is
-  "caches synced and leading"): events go into the Kyma controller's channel source, Manifest
-  requests into a counting log until the Manifest controller exists, and its heartbeat tracker
-  feeds the Kyma ``SKRWatcherHeartbeat`` condition and the adaptive safety net. It shares the Kyma
-  informer with the controller (one watch).
+The event path from the runtime's API server to a reconcile (hops):
+
+1. SKR kube-apiserver -> agent ``POST /validate/<manager>`` (answered at once, event queued);
+2. agent sender -> listener ``POST /v2/<manager>/event`` (signed; the batch route for bursts);
+3. listener ``EventIntake``: authenticate, validate, route runtime-id -> Kyma ``Request``;
+4. the Kyma controller's ``Intake.offer(request)``: bounded (429 when full), throttled per Kyma,
+   reason "runtime event" noted, ``WorkQueue.add``;
+5. a worker takes the request; ``reconcile(request)`` runs with its reasons as ``current_triggers()``.
 
 The KCP address agents send to is ``kcp_addr`` or, as upstream, the host of Gateway
 ``<namespace>/klm-watcher`` with its port or ``listener_port_overwrite``.
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +38,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from kcp_listener.config import ListenerConfig
+from kcp_listener.health import HeartbeatTracker
 from kcp_listener.wiring import OperatorListener
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
@@ -36,7 +47,8 @@ from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
-from kyma_operator.controllers.kyma.triggers import KymaEventSink, ManifestRequestLog
+from kyma_operator.controllers.kyma.skrsync import KYMAS
+from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 from kyma_operator.controllers.watcher.feature import (
     WatcherFeature,
     WatcherFeatureConfig,
@@ -46,13 +58,12 @@ from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
 
 log = logging.getLogger(__name__)
-
-MANAGER_NAME = "lifecycle-manager"
 
 
 class StartupError(RuntimeError):
@@ -99,8 +110,6 @@ class Operator:
     watcher: WatcherFeature
     kyma: KymaController
     listener: OperatorListener | None
-    kyma_events: KymaEventSink | None
-    """The listener's Kyma sink (observers see every request the listener routes)."""
     manifest_requests: ManifestRequestLog
     kcp_addr: str
 
@@ -140,13 +149,19 @@ async def build_operator(
     )
     manager = Manager(
         client,
-        name=MANAGER_NAME,
+        name=names.OPERATOR_NAME,
         namespace=ns,
         leader_election=leader,
         health_port=config.health_port,
         metrics_port=config.metrics_port,
         host=config.probe_host,
         clock=clock,
+    )
+    kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
+    heartbeats = (
+        HeartbeatTracker(clock=time.time, max_silence=config.heartbeat_max_silence)
+        if config.listener_enabled
+        else None
     )
     host = agent_addr.rpartition(":")[0]
     feature = build_watcher_feature(
@@ -170,6 +185,7 @@ async def build_operator(
                 readiness_poll_seconds=config.agent_readiness_poll,
             ),
         ),
+        kymas=kymas,
         clock=clock,
         wall_clock=wall_clock,
     )
@@ -191,17 +207,20 @@ async def build_operator(
             unhealthy_interval=config.kyma_unhealthy_interval,
             failure_base_delay=config.failure_base_delay,
             failure_max_delay=config.failure_max_delay,
+            heartbeat_max_silence=config.heartbeat_max_silence,
+            event_throttle_window=config.event_throttle_window,
         ),
         clock=clock,
         wall_clock=wall_clock,
         registry=manager.registry,
+        kymas=kymas,
+        heartbeats=heartbeats,
+        sources=(feature.fanout,),
     )
-    kyma.attach_watcher_feature(feature)
     feature.add_to(manager)
     kyma.add_to(manager)
     manifest_requests = ManifestRequestLog(manager.registry)
     listener: OperatorListener | None = None
-    kyma_events: KymaEventSink | None = None
     if config.listener_enabled:
         listener_config = ListenerConfig(
             namespace=ns,
@@ -211,20 +230,19 @@ async def build_operator(
             public_origin=config.listener_public_origin,
             heartbeat_max_silence_seconds=config.heartbeat_max_silence,
         )
-        kyma_events = kyma.event_sink()
         listener = OperatorListener(
             listener_config,
             client=client,
-            kyma_sink=kyma_events,
+            kyma_sink=kyma.intake,
             manifest_sink=manifest_requests,
             registry=manager.registry,
             is_leader=lambda: manager.is_leader,
-            kymas=kyma.kymas,
+            kymas=kymas,
+            heartbeats=heartbeats,
         )
         for informer in listener.informers:
             manager.add_informer(informer)
         manager.add_runnable(listener, leader_only=True)
-        kyma.use_heartbeats(listener.heartbeats, config.heartbeat_max_silence)
     log.info(
         "operator wired: namespace %s, agents send to %s, listener %s",
         ns,
@@ -238,7 +256,6 @@ async def build_operator(
         watcher=feature,
         kyma=kyma,
         listener=listener,
-        kyma_events=kyma_events,
         manifest_requests=manifest_requests,
         kcp_addr=agent_addr,
     )

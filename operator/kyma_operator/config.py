@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kcp_listener.config import AuthMode
+from kyma_operator.api import names
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 
 ENV_PREFIX = "KLM_"
 
@@ -40,7 +42,7 @@ class OperatorConfig(BaseModel):
     # KCP access
     kubeconfig: Path | None = None
     """Kubeconfig of the KCP API server; unset: in-cluster service account."""
-    namespace: str = Field(default="kcp-system", min_length=1)
+    namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
     """Kymas, access Secrets, Watchers, Gateway, Leases (upstream ``kcp-system``)."""
     istio_namespace: str = Field(default="istio-system", min_length=1)
     """The operator CA, gateway credential and per-runtime certificates (upstream ``--istio-namespace``)."""
@@ -62,7 +64,10 @@ class OperatorConfig(BaseModel):
     listener_auth_mode: AuthMode = AuthMode.SIGNATURE
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
-    heartbeat_max_silence: Seconds = 180.0
+    heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
+    event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
+    """Runtime events for one Kyma within this window after a forward become one trailing reconcile
+    (the first goes at once); 0 disables throttling."""
 
     # agents in the runtimes
     kcp_addr: str | None = None
@@ -70,7 +75,7 @@ class OperatorConfig(BaseModel):
     gateway_name: str = Field(default="klm-watcher", min_length=1)
     listener_port_overwrite: Annotated[int, Field(ge=1, le=65535)] | None = None
     """Port agents use instead of the Gateway's (upstream ``--listener-port-overwrite``, local set-ups)."""
-    sync_namespace: str = Field(default="kyma-system", min_length=1)
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
     agent_image: str | None = None
     agent_env: dict[str, str] = Field(default_factory=dict)
     """Extra agent environment (e.g. ``KCP_SCHEME=http`` when agents reach the listener directly)."""

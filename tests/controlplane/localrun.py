@@ -454,7 +454,7 @@ class LocalSystem:
         window (0.5 s) for one trailing request; the start-up resync must not hide the edit's event.
         """
         listener = self.operator.listener
-        window = listener.config.coalesce_window_seconds if listener is not None else 0.0
+        window = self.operator.kyma.intake.window if listener is not None else 0.0
         until = time.monotonic() + deadline
         while time.monotonic() < until:
             last = max((at for at, request in self.routed if request == runtime.request), default=None)
@@ -540,8 +540,7 @@ async def local_system(
                 prefix = "targeted " if is_event_reconcile(report) else ""
                 say(f"{prefix}{report.line()} [{report.duration * 1000:.0f} ms]")
 
-        assert operator.kyma_events is not None
-        operator.kyma_events.observers.append(routed)
+        operator.kyma.intake.observers.append(routed)
         operator.kyma.reconciler.observers.append(reconciled)
         tasks.append(asyncio.create_task(operator.run(), name="operator"))
         await asyncio.wait_for(operator.manager.started.wait(), 30.0)

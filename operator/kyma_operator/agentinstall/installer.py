@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
-HASH_ANNOTATION = "operator.kyma-project.io/skr-webhook-hash"
 FIELD_MANAGER = "klm-skr-webhook"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
@@ -82,7 +81,7 @@ class InstallerConfig(BaseModel):
 
     kcp_addr: str = Field(min_length=3)
     """``host:port`` of the KCP gateway the agents send to (upstream resolves it from the Gateway)."""
-    sync_namespace: str = Field(default=artefacts.DEFAULT_NAMESPACE, min_length=1)
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
     image: str | None = None
     """Agent image; ``None`` keeps the image of ``manifests/agent/deployment.yaml``."""
     image_pull_secret: str | None = None
@@ -214,7 +213,7 @@ def _prepare(document: JSON) -> Rendered:
         raise ValueError(f"the agent base renders an unsupported kind {document.get('kind')!r}")
     digest = _canonical_hash(document)
     body = json.loads(json.dumps(document))
-    body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = digest
+    body["metadata"].setdefault("annotations", {})[names.SKR_WEBHOOK_HASH_ANNOTATION] = digest
     return Rendered(resource, body, digest)
 
 
@@ -259,7 +258,7 @@ def render_agent(
         "kind": "Namespace",
         "metadata": {
             "name": cfg.sync_namespace,
-            "labels": {artefacts.MANAGED_BY_LABEL: artefacts.MANAGED_BY_VALUE},
+            "labels": {names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA},
         },
     }
     documents = [namespace, secret, *artefacts.render_base_resources(options), vwc]
@@ -341,7 +340,7 @@ class AgentInstaller:
     def _needs_apply(item: Rendered, live: JSON | None, remembered: tuple[str, str] | None) -> bool:
         if live is None:
             return True
-        if (_meta(live).get("annotations") or {}).get(HASH_ANNOTATION) != item.digest:
+        if (_meta(live).get("annotations") or {}).get(names.SKR_WEBHOOK_HASH_ANNOTATION) != item.digest:
             return True
         if remembered is None:
             return False  # e.g. after an operator restart: the runtime has what we would render

@@ -2,7 +2,9 @@
 
 Why: these strings are the compatibility surface with existing Kyma manifests, runtime agents and
 tooling. Every controller must spell them the same way, so they live here once, exactly as upstream
-spells them (kyma-project/lifecycle-manager ``api/shared``), and nowhere else.
+spells them (kyma-project/lifecycle-manager ``api/shared``), and nowhere else. The names the agent
+and the listener use too are defined in the wire contract (``kyma_wire.names``) and re-exported here,
+so operator code imports every name from this one module.
 """
 
 from __future__ import annotations
@@ -10,8 +12,41 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-OPERATOR_GROUP: Final = "operator.kyma-project.io"
-OPERATOR_VERSION: Final = "v1beta2"
+from kyma_wire.names import (
+    DEFAULT_REMOTE_KYMA_NAME,
+    KCP_NAMESPACE,
+    KYMA_NAME_LABEL,
+    MANAGED_BY_KYMA,
+    MANAGED_BY_LABEL,
+    OPERATOR_GROUP,
+    OPERATOR_NAME,
+    OPERATOR_VERSION,
+    OWNED_BY_ANNOTATION,
+    POD_RESTART_TRIGGER_LABEL,
+    RUNTIME_ID_LABEL,
+    SKR_NAMESPACE,
+    WATCHED_BY_LABEL,
+    WATCHER_SIGNING_KEY_LABEL,
+    WATCHER_SIGNING_KEY_LABEL_VALUE,
+)
+
+__all__ = [  # the re-exported contract names (everything else here is public by definition)
+    "DEFAULT_REMOTE_KYMA_NAME",
+    "KCP_NAMESPACE",
+    "KYMA_NAME_LABEL",
+    "MANAGED_BY_KYMA",
+    "MANAGED_BY_LABEL",
+    "OPERATOR_GROUP",
+    "OPERATOR_NAME",
+    "OPERATOR_VERSION",
+    "OWNED_BY_ANNOTATION",
+    "POD_RESTART_TRIGGER_LABEL",
+    "RUNTIME_ID_LABEL",
+    "SKR_NAMESPACE",
+    "WATCHED_BY_LABEL",
+    "WATCHER_SIGNING_KEY_LABEL",
+    "WATCHER_SIGNING_KEY_LABEL_VALUE",
+]
 ISTIO_GROUP: Final = "networking.istio.io"
 # The Istio version lifecycle-manager reads and writes (served by every Istio still supported);
 # our local Istio CRDs serve v1 as well.
@@ -71,17 +106,12 @@ ISTIO_RESOURCES: Final = (GATEWAY, VIRTUAL_SERVICE)
 SKR_SYNCED_RESOURCES: Final = (KYMA, MODULE_TEMPLATE, MODULE_RELEASE_META)
 
 # --- label and annotation values --------------------------------------------------------------
-OPERATOR_NAME: Final = "lifecycle-manager"
-MANAGED_BY_KYMA: Final = "kyma"
 ENABLE_LABEL_VALUE: Final = "true"
 DISABLE_LABEL_VALUE: Final = "false"
 CERT_MANAGER_PURPOSE: Final = "klm-watcher-cert-manager"
 DEFAULT_WATCHER_GATEWAY: Final = "default"
 
 # --- labels -------------------------------------------------------------------------------------
-MANAGED_BY_LABEL: Final = f"{OPERATOR_GROUP}/managed-by"
-WATCHED_BY_LABEL: Final = f"{OPERATOR_GROUP}/watched-by"
-KYMA_NAME_LABEL: Final = f"{OPERATOR_GROUP}/kyma-name"
 MODULE_NAME_LABEL: Final = f"{OPERATOR_GROUP}/module-name"
 CHANNEL_LABEL: Final = f"{OPERATOR_GROUP}/channel"
 CONTROLLER_NAME_LABEL: Final = f"{OPERATOR_GROUP}/controller-name"
@@ -92,9 +122,7 @@ SYNC_LABEL: Final = f"{OPERATOR_GROUP}/sync"
 MANDATORY_MODULE_LABEL: Final = f"{OPERATOR_GROUP}/mandatory-module"
 PURPOSE_LABEL: Final = f"{OPERATOR_GROUP}/purpose"
 WATCHER_GATEWAY_LABEL: Final = f"{OPERATOR_GROUP}/watcher-gateway"
-POD_RESTART_TRIGGER_LABEL: Final = f"{OPERATOR_GROUP}/pod-restart-trigger"
 
-RUNTIME_ID_LABEL: Final = "kyma-project.io/runtime-id"
 INSTANCE_ID_LABEL: Final = "kyma-project.io/instance-id"
 GLOBAL_ACCOUNT_ID_LABEL: Final = "kyma-project.io/global-account-id"
 SUBACCOUNT_ID_LABEL: Final = "kyma-project.io/subaccount-id"
@@ -103,7 +131,6 @@ PLATFORM_REGION_LABEL: Final = "kyma-project.io/platform-region"
 PLAN_LABEL: Final = "kyma-project.io/broker-plan-name"
 
 # --- annotations --------------------------------------------------------------------------------
-OWNED_BY_ANNOTATION: Final = "deprecated-operator.kyma-project.io/owned-by"
 FQDN_ANNOTATION: Final = f"{OPERATOR_GROUP}/fqdn"
 OCM_COMPONENT_NAME_ANNOTATION: Final = f"{OPERATOR_GROUP}/ocm-component-name"
 IS_CLUSTER_SCOPED_ANNOTATION: Final = f"{OPERATOR_GROUP}/is-cluster-scoped"
@@ -112,6 +139,9 @@ MANAGED_BY_RECONCILER_DISCLAIMER_ANNOTATION: Final = f"{OPERATOR_GROUP}/managed-
 INJECT_DATA_FROM_KCP_ANNOTATION: Final = f"{OPERATOR_GROUP}/inject-data-from-kcp"
 SYNC_OCI_REF_ANNOTATION: Final = "sync-oci-ref"
 SKR_DOMAIN_ANNOTATION: Final = "skr-domain"
+SKR_WEBHOOK_HASH_ANNOTATION: Final = f"{OPERATOR_GROUP}/skr-webhook-hash"
+"""Ours: digest of what the agent installer applied to an object (skip unchanged writes)."""
+WARDEN_VALIDATE_LABEL: Final = "namespaces.warden.kyma-project.io/validate"
 
 # --- finalizers ---------------------------------------------------------------------------------
 KYMA_FINALIZER: Final = f"{OPERATOR_GROUP}/Kyma"
@@ -128,7 +158,4 @@ KYMA_SYNC_FIELD_MANAGER: Final = "kyma-sync-context"
 CATALOG_SYNC_FIELD_MANAGER: Final = "catalog-sync"
 
 # --- well-known names ---------------------------------------------------------------------------
-KCP_NAMESPACE: Final = "kcp-system"
-SKR_NAMESPACE: Final = "kyma-system"
-DEFAULT_REMOTE_KYMA_NAME: Final = "default"
 DEFAULT_CHANNEL: Final = "regular"

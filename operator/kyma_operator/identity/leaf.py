@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from kyma_operator.api.names import SKR_NAMESPACE
 from kyma_operator.identity.bundle import GatewayTrust, RotationPolicy, issuing_authority
 from kyma_operator.identity.ca import (
     CertificateAuthority,
@@ -44,7 +45,7 @@ class LeafSpec:
         *,
         runtime_id: str,
         skr_domain: str,
-        sync_namespace: str = "kyma-system",
+        sync_namespace: str = SKR_NAMESPACE,
         additional_names: tuple[str, ...] = (),
     ) -> LeafSpec:
         """CN = runtime id; SANs = the ``skr-domain`` annotation, extra names, the agent Service names."""

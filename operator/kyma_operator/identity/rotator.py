@@ -35,7 +35,7 @@ class TrustRotator:
             raise ValueError("intervals must be positive")
         self._identity = identity
         self.on_bundle_change = on_bundle_change
-        """Called after the trust bundle changed (may be set after construction)."""
+        """Called after the trust bundle changed (the operator passes the Watcher fan-out's trigger)."""
         self._sleep = sleep
         self.max_interval = max_interval
         self.retry_interval = retry_interval

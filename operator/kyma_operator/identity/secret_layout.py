@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kcp_listener import keystore
+from kyma_operator.api import names
 from kyma_operator.identity.bundle import GatewayTrust
 from kyma_operator.identity.ca import (
     CertificateAuthority,
@@ -35,13 +36,6 @@ from kyma_operator.identity.signing_keys import KeyRing, SigningKey
 
 CA_ADDED_TO_BUNDLE_AT = "caAddedToBundleAt"
 """Upstream's annotation on the gateway Secret."""
-MANAGED_BY_LABEL = "operator.kyma-project.io/managed-by"
-PURPOSE_LABEL = "operator.kyma-project.io/purpose"
-PURPOSE_CERTS = "klm-watcher-cert-manager"
-"""Upstream's purpose label value on CA and runtime certificate Secrets."""
-KYMA_NAME_LABEL = "operator.kyma-project.io/kyma-name"
-RUNTIME_ID_LABEL = "kyma-project.io/runtime-id"
-MANAGER = "lifecycle-manager"
 
 TLS_CRT, TLS_KEY, CA_CRT = "tls.crt", "tls.key", "ca.crt"
 KEYRING = "keyring.json"
@@ -118,7 +112,7 @@ def root_to_secret(root: CertificateAuthority, *, name: str, namespace: str) -> 
         name=name,
         namespace=namespace,
         data={TLS_CRT: root.pair.cert_pem, TLS_KEY: root.pair.key_pem, CA_CRT: root.pair.cert_pem},
-        labels={MANAGED_BY_LABEL: MANAGER, PURPOSE_LABEL: PURPOSE_CERTS},
+        labels={names.MANAGED_BY_LABEL: names.OPERATOR_NAME, names.PURPOSE_LABEL: names.CERT_MANAGER_PURPOSE},
         secret_type="kubernetes.io/tls",
     )
 
@@ -151,7 +145,7 @@ def trust_to_secret(trust: GatewayTrust, *, name: str, namespace: str) -> dict[s
         name=name,
         namespace=namespace,
         data={TLS_CRT: trust.server.cert_pem, TLS_KEY: trust.server.key_pem, CA_CRT: bundle_pem(trust)},
-        labels={MANAGED_BY_LABEL: MANAGER},
+        labels={names.MANAGED_BY_LABEL: names.OPERATOR_NAME},
         annotations={CA_ADDED_TO_BUNDLE_AT: _stamp(trust.ca_added_to_bundle_at)},
         secret_type="kubernetes.io/tls",
     )
@@ -194,10 +188,10 @@ def leaf_to_secret(
         namespace=namespace,
         data={TLS_CRT: leaf.cert_pem, TLS_KEY: leaf.key_pem, CA_CRT: bundle},
         labels={
-            MANAGED_BY_LABEL: MANAGER,
-            PURPOSE_LABEL: PURPOSE_CERTS,
-            KYMA_NAME_LABEL: kyma_name,
-            RUNTIME_ID_LABEL: runtime_id,
+            names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
+            names.PURPOSE_LABEL: names.CERT_MANAGER_PURPOSE,
+            names.KYMA_NAME_LABEL: kyma_name,
+            names.RUNTIME_ID_LABEL: runtime_id,
         },
         secret_type="kubernetes.io/tls",
     )
@@ -240,7 +234,11 @@ def ring_to_secret(ring: KeyRing, *, kyma_name: str, runtime_id: str, namespace:
         name=signing_secret_name(kyma_name),
         namespace=namespace,
         data=data,
-        labels={MANAGED_BY_LABEL: MANAGER, KYMA_NAME_LABEL: kyma_name, RUNTIME_ID_LABEL: runtime_id},
+        labels={
+            names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
+            names.KYMA_NAME_LABEL: kyma_name,
+            names.RUNTIME_ID_LABEL: runtime_id,
+        },
     )
 
 
@@ -285,9 +283,9 @@ def public_keys_to_secret(
         namespace=namespace,
         data=data,
         labels={
-            keystore.SIGNING_KEY_LABEL: keystore.SIGNING_KEY_LABEL_VALUE,
-            RUNTIME_ID_LABEL: runtime_id,
-            KYMA_NAME_LABEL: kyma_name,
-            MANAGED_BY_LABEL: MANAGER,
+            names.WATCHER_SIGNING_KEY_LABEL: names.WATCHER_SIGNING_KEY_LABEL_VALUE,
+            names.RUNTIME_ID_LABEL: runtime_id,
+            names.KYMA_NAME_LABEL: kyma_name,
+            names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
         },
     )

@@ -1,6 +1,6 @@
 """Per-runtime Ed25519 signing keys and their overlap rotation, as a pure state machine.
 
-Each runtime's agent signs its events (RFC 9421, ``kcp_listener.signing``) with a private key only it
+Each runtime's agent signs its events (RFC 9421, ``kyma_wire.profile``) with a private key only it
 holds; the listener trusts the public keys the operator publishes in KCP. Rotating a key must never
 reject an event in flight, so a rotation has three phases, each driven by ``advance`` on a clock:
 

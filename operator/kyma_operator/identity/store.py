@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kyma_operator.api import names
 from kyma_operator.identity import bundle as bundle_mod
 from kyma_operator.identity import secret_layout as layout
 from kyma_operator.identity import signing_keys
@@ -51,10 +52,10 @@ class IdentityConfig(BaseModel):
     gateway_secret: str = Field(default="klm-istio-gateway", min_length=1)
     server_names: tuple[str, ...] = ("listener.kcp.example.com",)
     """DNS names (or IPs) of the KCP gateway / listener, i.e. SANs of the server certificate."""
-    sync_namespace: str = Field(default="kyma-system", min_length=1)
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
     additional_dns_names: tuple[str, ...] = ()
     """Upstream ``--additional-dns-names``: extra SANs on every runtime certificate."""
-    public_key_namespace: str = Field(default="kcp-system", min_length=1)
+    public_key_namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
     """Where the listener's key store looks for published public signing keys."""
 
 
@@ -127,7 +128,7 @@ class IdentityStore:
         signing_policy: SigningPolicy | None = None,
         wall_clock: WallClock = utc_now,
         source: SecretSource | None = None,
-        field_manager: str = "lifecycle-manager",
+        field_manager: str = names.FIELD_MANAGER,
         trust_cache_seconds: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -10,7 +10,6 @@ from kyma_operator.runtime.clock import Clock, FakeClock, RealClock, settle
 from kyma_operator.runtime.controller import (
     AnnotationsChanged,
     AnyOf,
-    ChannelSource,
     Controller,
     DeletionTimestampChanged,
     EnqueueForObject,
@@ -54,6 +53,7 @@ from kyma_operator.runtime.informer import (
     object_key,
     strip_managed_fields,
 )
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient, ObjectList, WatchEvent
 from kyma_operator.runtime.leader import LeaderElectionConfig, LeaderElector
 from kyma_operator.runtime.manager import LeaderElectionLost, Manager, ManagerFailed, Runnable
@@ -68,6 +68,8 @@ from kyma_operator.runtime.ratelimit import (
 )
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import Resource
+from kyma_operator.runtime.source import Enqueuer, InformerSource, RunnableSource, Source
+from kyma_operator.runtime.triggers import TriggerLog, current_triggers
 
 __all__ = [
     "AlreadyExists",
@@ -76,7 +78,6 @@ __all__ = [
     "Backoff",
     "BadRequest",
     "BucketRateLimiter",
-    "ChannelSource",
     "Clock",
     "Conflict",
     "Controller",
@@ -84,6 +85,7 @@ __all__ = [
     "EnqueueForObject",
     "EnqueueForOwner",
     "EnqueueMapped",
+    "Enqueuer",
     "EventHandler",
     "FakeClock",
     "Forbidden",
@@ -93,6 +95,8 @@ __all__ = [
     "Gone",
     "IndexFunc",
     "Informer",
+    "InformerSource",
+    "Intake",
     "Invalid",
     "ItemExponentialFailureRateLimiter",
     "KubeClient",
@@ -120,15 +124,19 @@ __all__ = [
     "ResourceVersionChanged",
     "Result",
     "Runnable",
+    "RunnableSource",
     "RuntimeMetrics",
     "ServerError",
+    "Source",
     "StatusChanged",
     "TerminalError",
     "TooManyRequests",
+    "TriggerLog",
     "Unauthorized",
     "UnsupportedMediaType",
     "WatchEvent",
     "WorkQueue",
+    "current_triggers",
     "default_controller_rate_limiter",
     "index_by_label",
     "index_by_namespace",

@@ -1,25 +1,63 @@
-"""Controllers: turn events into requests, and requests into ``reconcile`` calls with retries.
+"""Controllers: requests from sources into ``reconcile`` calls, with retries.
 
-The shape is controller-runtime's: sources (informer events through handlers that map an object
-to requests for itself, its owner or anything a map function says; or a channel fed by the
-listener) put ``Request``s into a ``WorkQueue``; N workers take them, call the reconciler and
-apply the outcome: exception -> rate-limited retry, ``Result.requeue_after`` -> forget the backoff
-and retry after that delay, success -> forget. A key is never reconciled by two workers at once.
+The shape is controller-runtime's: sources (``source.py``: informer events through predicates and
+mappers, the listener's bounded ``intake.Intake``, sweeps, fan-outs) are bound to the controller's
+``WorkQueue`` once, each add carrying its reason; N workers take requests, call the reconciler with
+the request's reasons as ``triggers.current_triggers()``, and apply the outcome: exception ->
+rate-limited retry, ``Result.requeue_after`` -> forget the backoff and retry after that delay,
+success -> forget. A key is never reconciled by two workers at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.mappers import (
+    EnqueueForObject,
+    EnqueueForOwner,
+    EnqueueMapped,
+    RequestMapper,
+)
 from kyma_operator.runtime.metrics import ControllerMetrics, RuntimeMetrics
+from kyma_operator.runtime.predicates import (
+    AnnotationsChanged,
+    AnyOf,
+    DeletionTimestampChanged,
+    FuncPredicate,
+    GenerationChanged,
+    LabelsChanged,
+    Predicate,
+    ResourceVersionChanged,
+    StatusChanged,
+)
 from kyma_operator.runtime.queue import QueueShutDown, WorkQueue
 from kyma_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.source import Enqueuer, InformerSource, RunnableSource, Source
+from kyma_operator.runtime.triggers import TriggerLog
+
+__all__ = [
+    "AnnotationsChanged",
+    "AnyOf",
+    "Controller",
+    "DeletionTimestampChanged",
+    "EnqueueForObject",
+    "EnqueueForOwner",
+    "EnqueueMapped",
+    "FuncPredicate",
+    "GenerationChanged",
+    "LabelsChanged",
+    "Predicate",
+    "Reconciler",
+    "RequestMapper",
+    "ResourceVersionChanged",
+    "StatusChanged",
+    "TerminalError",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,241 +71,39 @@ class Reconciler(Protocol):
 
 
 class TerminalError(Exception):
-    """Raise from ``reconcile`` for an error that retrying cannot fix: logged, counted, not requeued."""
-
-
-# -- predicates --------------------------------------------------------------------------------
-
-
-class Predicate(Protocol):
-    """Filters informer events before they are mapped to requests (all must pass)."""
-
-    def create(self, obj: JSON) -> bool: ...
-
-    def update(self, old: JSON, new: JSON) -> bool: ...
-
-    def delete(self, obj: JSON) -> bool: ...
-
-
-class _UpdateOnlyPredicate:
-    """Base: creates and deletes always pass; subclasses decide updates."""
-
-    def create(self, obj: JSON) -> bool:
-        return True
-
-    def delete(self, obj: JSON) -> bool:
-        return True
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return True
-
-
-def _meta(obj: JSON) -> JSON:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-class GenerationChanged(_UpdateOnlyPredicate):
-    """Updates pass only if ``metadata.generation`` changed (spec edits, not status writes)."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("generation") != _meta(new).get("generation")
-
-
-class LabelsChanged(_UpdateOnlyPredicate):
-    """Updates pass only if the labels changed."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return (_meta(old).get("labels") or {}) != (_meta(new).get("labels") or {})
-
-
-class AnnotationsChanged(_UpdateOnlyPredicate):
-    """Updates pass only if the annotations changed."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return (_meta(old).get("annotations") or {}) != (_meta(new).get("annotations") or {})
-
-
-class ResourceVersionChanged(_UpdateOnlyPredicate):
-    """Updates pass only if the resourceVersion changed (drops relist no-ops)."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("resourceVersion") != _meta(new).get("resourceVersion")
-
-
-class StatusChanged(_UpdateOnlyPredicate):
-    """Updates pass only if ``.status`` changed."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return old.get("status") != new.get("status")
-
-
-class DeletionTimestampChanged(_UpdateOnlyPredicate):
-    """Updates pass only if ``metadata.deletionTimestamp`` appeared/changed."""
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return _meta(old).get("deletionTimestamp") != _meta(new).get("deletionTimestamp")
-
-
-class AnyOf:
-    """Passes if any of the given predicates passes (``AnyOf(GenerationChanged(), LabelsChanged())``)."""
-
-    def __init__(self, *predicates: Predicate) -> None:
-        if not predicates:
-            raise ValueError("AnyOf needs at least one predicate")
-        self.predicates = predicates
-
-    def create(self, obj: JSON) -> bool:
-        return any(p.create(obj) for p in self.predicates)
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return any(p.update(old, new) for p in self.predicates)
-
-    def delete(self, obj: JSON) -> bool:
-        return any(p.delete(obj) for p in self.predicates)
-
-
-class FuncPredicate(_UpdateOnlyPredicate):
-    """Updates pass if ``func(old, new)`` is true."""
-
-    def __init__(self, func: Callable[[JSON, JSON], bool]) -> None:
-        self._func = func
-
-    def update(self, old: JSON, new: JSON) -> bool:
-        return self._func(old, new)
-
-
-# -- handlers: object -> requests --------------------------------------------------------------
-
-
-class RequestMapper(Protocol):
-    """Maps an object to the requests it should trigger."""
-
-    def requests_for(self, obj: JSON) -> Iterable[Request]: ...
-
-
-class EnqueueForObject:
-    """The object itself."""
-
-    def requests_for(self, obj: JSON) -> Iterable[Request]:
-        meta = _meta(obj)
-        name = meta.get("name")
-        return (Request(meta.get("namespace") or "", name),) if name else ()
-
-
-class EnqueueForOwner:
-    """The object's owners of ``owner_kind`` in ``owner_api_group`` (from ``ownerReferences``).
-
-    With ``only_controller`` only the reference with ``controller: true`` counts. Owners are in the
-    object's namespace unless ``owner_namespaced`` is False (cluster-scoped owners).
-    """
-
-    def __init__(
-        self,
-        owner_kind: str,
-        owner_api_group: str,
-        *,
-        only_controller: bool = False,
-        owner_namespaced: bool = True,
-    ) -> None:
-        self.owner_kind = owner_kind
-        self.owner_api_group = owner_api_group
-        self.only_controller = only_controller
-        self.owner_namespaced = owner_namespaced
-
-    def requests_for(self, obj: JSON) -> Iterable[Request]:
-        meta = _meta(obj)
-        namespace = (meta.get("namespace") or "") if self.owner_namespaced else ""
-        requests = []
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") != self.owner_kind or not ref.get("name"):
-                continue
-            api_version = str(ref.get("apiVersion") or "")
-            group = api_version.rpartition("/")[0]
-            if group != self.owner_api_group:
-                continue
-            if self.only_controller and not ref.get("controller"):
-                continue
-            requests.append(Request(namespace, ref["name"]))
-        return requests
-
-
-class EnqueueMapped:
-    """Whatever ``fn(obj)`` returns (e.g. the Kyma a Manifest belongs to)."""
-
-    def __init__(self, fn: Callable[[JSON], Iterable[Request]]) -> None:
-        self._fn = fn
-
-    def requests_for(self, obj: JSON) -> Iterable[Request]:
-        return self._fn(obj)
-
-
-class _InformerSource:
-    """Adapts informer events through predicates and a mapper into queue adds."""
-
-    def __init__(
-        self, controller: Controller, mapper: RequestMapper, predicates: tuple[Predicate, ...]
-    ) -> None:
-        self._controller = controller
-        self._mapper = mapper
-        self._predicates = predicates
-
-    def _enqueue(self, obj: JSON) -> None:
-        for request in self._mapper.requests_for(obj):
-            self._controller.queue.add(request)
-
-    def on_add(self, obj: JSON) -> None:
-        if all(p.create(obj) for p in self._predicates):
-            self._enqueue(obj)
-
-    def on_update(self, old: JSON, new: JSON) -> None:
-        if all(p.update(old, new) for p in self._predicates):
-            self._enqueue(new)
-            if not isinstance(self._mapper, EnqueueForObject):  # owners/mapped targets may have changed
-                self._enqueue(old)
-
-    def on_delete(self, obj: JSON) -> None:
-        if all(p.delete(obj) for p in self._predicates):
-            self._enqueue(obj)
-
-
-# -- channel source ----------------------------------------------------------------------------
-
-
-class ChannelSource:
-    """A bounded channel of requests from outside Kubernetes (the listener's events).
-
-    ``offer`` never blocks: False means the channel is full and the caller should push back
-    (HTTP 429). The controller moves requests from the channel into its work queue, where they are
-    deduplicated, so bursts for one object collapse into one reconcile.
-    """
-
-    def __init__(self, maxsize: int = 1024) -> None:
-        if maxsize < 1:
-            raise ValueError("maxsize must be at least 1")
-        self.maxsize = maxsize
-        self._channel: asyncio.Queue[Request] = asyncio.Queue(maxsize)
-
-    def offer(self, request: Request) -> bool:
-        """Enqueue without waiting; False if the channel is full."""
-        try:
-            self._channel.put_nowait(request)
-        except asyncio.QueueFull:
-            return False
-        return True
-
-    async def put(self, request: Request) -> None:
-        """Enqueue, waiting for room."""
-        await self._channel.put(request)
+    """A failure retrying cannot fix (bad spec): logged, not requeued until the next event."""
+
+
+class _NotingQueue:
+    """The controller's ``Enqueuer``: adds to the work queue and notes the reason of each add."""
+
+    def __init__(self, queue: WorkQueue[Request], triggers: TriggerLog) -> None:
+        self._queue = queue
+        self._triggers = triggers
+
+    def add(self, request: Request, reason: str) -> None:
+        queue = self._queue
+        if queue.shutting_down:
+            return
+        self._triggers.note(request, reason)
+        queue.add(request)
+
+    def add_after(self, request: Request, delay: float, reason: str) -> None:
+        queue = self._queue
+        if queue.shutting_down:
+            return
+        if delay <= 0:
+            self.add(request, reason)
+            return
+        queue.add_after(request, delay)
+        if queue.ready_at(request) is not None:
+            self._triggers.note(request, reason)
+
+    def is_queued(self, request: Request) -> bool:
+        return self._queue.is_queued(request)
 
     def __len__(self) -> int:
-        return self._channel.qsize()
-
-    async def _pump(self, queue: WorkQueue[Request]) -> None:
-        while True:
-            queue.add(await self._channel.get())
-            while not self._channel.empty():  # move a burst without a loop round-trip per item
-                queue.add(self._channel.get_nowait())
+        return len(self._queue)
 
 
 # -- controller --------------------------------------------------------------------------------
@@ -301,7 +137,11 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(
             name, rate_limiter=rate_limiter or default_controller_rate_limiter(self.clock), clock=self.clock
         )
-        self._channels: list[ChannelSource] = []
+        self.triggers = TriggerLog()
+        """Reasons of accepted adds until their reconcile takes them (``triggers.current_triggers``)."""
+        self.enqueuer: Enqueuer = _NotingQueue(self.queue, self.triggers)
+        """What sources are bound to (every add names its reason)."""
+        self._sources: list[Source] = []
         self._informers: list[Informer] = []
         self._metrics: ControllerMetrics | None = None
         if metrics is not None:
@@ -325,21 +165,37 @@ class Controller:
 
     # -- sources -------------------------------------------------------------------------------
 
-    def watch(self, informer: Informer, handler: RequestMapper | None = None, *predicates: Predicate) -> None:
-        """Enqueue requests for ``informer`` events: ``handler`` maps objects (default: the object)."""
-        informer.add_handler(_InformerSource(self, handler or EnqueueForObject(), predicates))
-        if informer not in self._informers:
+    def add_source(self, source: Source) -> None:
+        """Bind ``source`` to this controller's queue; a ``RunnableSource`` runs while the controller runs."""
+        source.bind(self.enqueuer)
+        self._sources.append(source)
+        informer = getattr(source, "informer", None)
+        if isinstance(informer, Informer) and informer not in self._informers:
             self._informers.append(informer)
 
-    def channel_source(self, maxsize: int = 1024) -> ChannelSource:
-        """A new bounded channel feeding this controller (see ``ChannelSource``)."""
-        channel = ChannelSource(maxsize)
-        self._channels.append(channel)
-        return channel
+    def watch(
+        self,
+        informer: Informer,
+        handler: RequestMapper | None = None,
+        *predicates: Predicate,
+        reason: str | None = None,
+    ) -> None:
+        """Enqueue requests for ``informer`` events: ``handler`` maps objects (default: the object).
 
-    def enqueue(self, request: Request) -> None:
-        """Add ``request`` directly (deduplicated)."""
-        self.queue.add(request)
+        ``reason`` (default: "<informer name> changed") is noted for the reconciles it triggers.
+        """
+        self.add_source(
+            InformerSource(
+                informer,
+                handler or EnqueueForObject(),
+                predicates,
+                reason=reason or f"{informer.name} changed",
+            )
+        )
+
+    def enqueue(self, request: Request, reason: str) -> None:
+        """Add ``request`` directly (deduplicated), noting ``reason``."""
+        self.enqueuer.add(request, reason)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -350,7 +206,9 @@ class Controller:
         self._running = True
         stopping = asyncio.Event()
         pumps = [
-            asyncio.create_task(ch._pump(self.queue), name=f"{self.name}-channel") for ch in self._channels
+            asyncio.create_task(source.run(), name=f"{self.name}-source-{type(source).__name__}")
+            for source in self._sources
+            if isinstance(source, RunnableSource)
         ]
         workers = [
             asyncio.create_task(self._worker(stopping), name=f"{self.name}-worker-{i}")
@@ -406,6 +264,7 @@ class Controller:
         started = self.clock.now()
         if metrics is not None:
             metrics.active_workers.inc()
+        token = self.triggers.activate(request)
         try:
             result = await self.reconciler.reconcile(request)
         except asyncio.CancelledError:
@@ -437,6 +296,8 @@ class Controller:
             if not isinstance(result, Result):
                 log.error("%s: reconcile %s returned %r, not a Result", self.name, request, result)
                 result = Result()
+            if result.reason is not None and (result.requeue_after or result.requeue):
+                self.triggers.note(request, result.reason)
             if result.requeue_after:
                 self.queue.forget(request)
                 self.queue.add_after(request, result.requeue_after)
@@ -451,6 +312,7 @@ class Controller:
                 if metrics is not None:
                     metrics.reconcile_success.inc()
         finally:
+            self.triggers.deactivate(token)
             self.queue.done(request)
             if metrics is not None:
                 metrics.active_workers.dec()

@@ -6,16 +6,31 @@ object (never carries it; reconcilers read current state), a result may ask for 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass(frozen=True, order=True, slots=True)
 class Request:
-    """Reconcile the object ``namespace/name`` (namespace ``""`` for cluster-scoped objects)."""
+    """Reconcile the object ``namespace/name`` (namespace ``""`` for cluster-scoped objects).
+
+    It is also what the KCP listener routes events to (``kcp_listener.routing``): one identity from
+    the HTTP request to the work queue, no conversion on the way.
+    """
 
     namespace: str
     name: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    """Computed once: requests are dict and set keys on every hot path (queue, throttle, listener)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.namespace, self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Request], tuple[str, str]]:
+        return (Request, (self.namespace, self.name))
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -38,6 +53,8 @@ class Result:
 
     requeue_after: float | None = None
     requeue: bool = False
+    reason: str | None = None
+    """Why the reconciler asks to run again (noted as the next run's trigger, see ``triggers``)."""
 
     def __post_init__(self) -> None:
         if self.requeue_after is not None and self.requeue_after < 0:

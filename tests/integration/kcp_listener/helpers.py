@@ -6,13 +6,20 @@ import base64
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.contract import RUNTIME_ID_LABEL, GroupVersionKind, ObjectKey, Operation, WatchEvent
-from kcp_listener.keystore import SIGNING_KEY_LABEL, SIGNING_KEY_LABEL_VALUE, secret_name
-from kcp_listener.routing import KYMA_NAME_LABEL
-from kcp_listener.signing import public_key_pem
+from kcp_listener.keystore import secret_name
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.keys import public_key_pem
+from kyma_wire.names import (
+    KYMA_NAME_LABEL,
+    OPERATOR_NAME,
+    RUNTIME_ID_LABEL,
+    SKR_NAMESPACE,
+    WATCHER_SIGNING_KEY_LABEL,
+    WATCHER_SIGNING_KEY_LABEL_VALUE,
+)
 
 DEADLINE = 20.0
-MANAGER = "lifecycle-manager"
+MANAGER = OPERATOR_NAME
 
 
 def b64(data: bytes | str) -> str:
@@ -26,7 +33,10 @@ def key_secret(namespace: str, runtime_id: str, keys: dict[str, Ed25519PrivateKe
         "metadata": {
             "name": secret_name(runtime_id),
             "namespace": namespace,
-            "labels": {SIGNING_KEY_LABEL: SIGNING_KEY_LABEL_VALUE, RUNTIME_ID_LABEL: runtime_id},
+            "labels": {
+                WATCHER_SIGNING_KEY_LABEL: WATCHER_SIGNING_KEY_LABEL_VALUE,
+                RUNTIME_ID_LABEL: runtime_id,
+            },
         },
         "type": "Opaque",
         "data": data,
@@ -54,12 +64,12 @@ def manifest(namespace: str, name: str, kyma_name: str) -> dict[str, object]:
 def event(owner: str | None = None, operation: Operation = Operation.UPDATE, namespace: str = "") -> bytes:
     if owner:
         # A module resource in the runtime, annotated with its owning Manifest.
-        watched = ObjectKey(namespace="kyma-system", name="module-deployment")
+        watched = ObjectKey(namespace=SKR_NAMESPACE, name="module-deployment")
         gvk = GroupVersionKind(group="apps", version="v1", kind="Deployment")
     else:
-        watched = ObjectKey(namespace="kyma-system", name="default")
+        watched = ObjectKey(namespace=SKR_NAMESPACE, name="default")
         gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma")
-    return WatchEvent(
+    return AgentEvent(
         watched=watched,
         watched_gvk=gvk,
         operation=operation,

@@ -13,13 +13,14 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.contract import event_path
 from kcp_listener.kube import KYMAS
-from kcp_listener.signing import EventSigner, make_key_id
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
+from kyma_wire.events import event_path
+from kyma_wire.profile import make_key_id
 from tests.controlplane.cluster import APIServer
 from tests.integration.kcp_listener.helpers import DEADLINE, MANAGER, event, key_secret, kyma
+from tests.rfc9421_reference import EventSigner
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

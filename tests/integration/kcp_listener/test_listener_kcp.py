@@ -19,27 +19,24 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import (
-    RUNTIME_ID_LABEL,
-    Heartbeat,
-    Operation,
-    event_path,
-    heartbeat_path,
-)
 from kcp_listener.keystore import (
     KeyStore,
     secret_name,
 )
-from kcp_listener.kube import KYMAS, MANIFESTS, ChannelSink, feed_keystore, signing_key_informer
-from kcp_listener.routing import ObjectRef
-from kcp_listener.signing import EventSigner, make_key_id, public_key_pem
+from kcp_listener.kube import KYMAS, MANIFESTS, feed_keystore, signing_key_informer
 from kcp_listener.wiring import OperatorListener
 from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS
+from kyma_wire.events import Heartbeat, Operation, event_path, heartbeat_path
+from kyma_wire.keys import public_key_pem
+from kyma_wire.names import RUNTIME_ID_LABEL
+from kyma_wire.profile import make_key_id
 from tests.integration.kcp_listener.helpers import DEADLINE, MANAGER, b64, event, key_secret, kyma, manifest
 from tests.polling import eventually
+from tests.rfc9421_reference import EventSigner
 
 
 @contextlib.asynccontextmanager
@@ -126,13 +123,16 @@ async def stack(kcp_client: KubeClient, kcp_namespace: str) -> AsyncIterator[Sta
     kyma_reconciles, manifest_reconciles = Recorder(), Recorder()
     kyma_controller = Controller("kyma", kyma_reconciles)
     manifest_controller = Controller("manifest", manifest_reconciles)
+    kyma_intake, manifest_intake = Intake("runtime event", capacity=64), Intake("runtime event", capacity=64)
+    kyma_controller.add_source(kyma_intake)
+    manifest_controller.add_source(manifest_intake)
     config = ListenerConfig(namespace=ns, host="127.0.0.1", port=0)
     listener = OperatorListener(
         config,
         client=kcp_client,
         registry=CollectorRegistry(),
-        kyma_sink=ChannelSink(kyma_controller.channel_source(64)),
-        manifest_sink=ChannelSink(manifest_controller.channel_source(64)),
+        kyma_sink=kyma_intake,
+        manifest_sink=manifest_intake,
     )
     runs = [informer.run for informer in listener.informers]
     async with running(*runs, kyma_controller.run, manifest_controller.run, listener.run):
@@ -184,9 +184,9 @@ async def test_routing_follows_label_changes(stack: Stack) -> None:
     assert (await stack.post(event_path(MANAGER), event(), "rt-b")).status_code == 404
     await stack.client.create(MANIFESTS, manifest(stack.namespace, "kyma-a-late", "kyma-a"))
     directory = stack.listener.directory
-    late = ObjectRef(stack.namespace, "kyma-a-late")
+    late = Request(stack.namespace, "kyma-a-late")
     await eventually(lambda: directory.manifest_kyma(late) == "kyma-a", "new Manifest indexed")
-    assert late in directory.manifests_of(ObjectRef(stack.namespace, "kyma-a"))
+    assert late in directory.manifests_of(Request(stack.namespace, "kyma-a"))
     response = await stack.post(event_path(MANAGER), event(owner="kyma-a-late"), "rt-a")
     assert response.status_code == 200
     await eventually(lambda: bool(stack.manifest_reconciles.seen), "Manifest reconcile")

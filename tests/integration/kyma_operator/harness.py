@@ -156,8 +156,7 @@ async def running_operator(
     operator = await build_operator(config, kcp)
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)
-    if operator.kyma_events is not None:
-        operator.kyma_events.observers.append(running.routed.append)
+    operator.kyma.intake.observers.append(running.routed.append)
     task = asyncio.create_task(operator.run())
     try:
         await asyncio.wait_for(operator.manager.started.wait(), 15.0)

@@ -24,7 +24,8 @@ import kubernetes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
-from kcp_listener.signing import private_key_pem
+from kyma_wire.keys import private_key_pem
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from skr_watcher.artefacts import WebhookSpec, render_webhook_configuration
 from tests.controlplane.cluster import APIServer, free_port
 from tests.controlplane.pki import CertificateAuthority, KeyPair
@@ -225,15 +226,15 @@ def webhook_specs(label: str, tag: str) -> list[WebhookSpec]:
     labels = {WATCH_LABEL: label}
     return [
         WebhookSpec(
-            namespace="kcp-system", name=f"{tag}-widgets", manager="lifecycle-manager",
+            namespace=KCP_NAMESPACE, name=f"{tag}-widgets", manager=OPERATOR_NAME,
             labels_to_watch=labels, group=GROUP, version="v1", resource=WIDGETS, field="spec",
         ),
         WebhookSpec(
-            namespace="kcp-system", name=f"{tag}-widget-status", manager="status-manager",
+            namespace=KCP_NAMESPACE, name=f"{tag}-widget-status", manager="status-manager",
             labels_to_watch=labels, group=GROUP, version="v1", resource=WIDGETS, field="status",
         ),
         WebhookSpec(
-            namespace="kcp-system", name=f"{tag}-configmaps", manager="lifecycle-manager",
+            namespace=KCP_NAMESPACE, name=f"{tag}-configmaps", manager=OPERATOR_NAME,
             labels_to_watch=labels, group="", version="v1", resource="configmaps", field="spec",
         ),
     ]  # fmt: skip

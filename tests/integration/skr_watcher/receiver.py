@@ -2,7 +2,7 @@
 
 It runs uvicorn in a background thread on 127.0.0.1 (the tests themselves are synchronous: they
 drive a real API server whose webhook calls the agent). Every request must present a client
-certificate from the configured CA and an RFC 9421 signature that ``kcp_listener.signing`` accepts
+certificate from the configured CA and an RFC 9421 signature that ``kcp_listener.verifier`` accepts
 (nonces are remembered: a replay is rejected). Accepted events and heartbeats are recorded; tests
 wait for them with ``wait_for`` (a condition variable with a deadline). ``stop``/``start`` simulate
 an outage on the same port; ``answer_with`` makes it answer every request with a fixed status.
@@ -22,8 +22,9 @@ import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fastapi import FastAPI, Request, Response
 
-from kcp_listener.contract import Heartbeat, Operation, WatchEvent
-from kcp_listener.signing import SignatureError, SignatureVerifier
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.events import AgentEvent, Heartbeat, Operation
+from kyma_wire.profile import SignatureError
 from tests.controlplane.cluster import free_port
 from tests.controlplane.pki import KeyPair
 
@@ -32,7 +33,7 @@ from tests.controlplane.pki import KeyPair
 class Received:
     manager: str
     key_id: str
-    event: WatchEvent | None = None
+    event: AgentEvent | None = None
     heartbeat: Heartbeat | None = None
 
 
@@ -108,7 +109,7 @@ class Receiver:
                     return Response(b'{"error":"replay"}', 401)
                 self._nonces.add(verified.nonce)
             if what == "event":
-                record = Received(manager, verified.key_id, event=WatchEvent.model_validate_json(body))
+                record = Received(manager, verified.key_id, event=AgentEvent.model_validate_json(body))
             elif what == "heartbeat":
                 record = Received(manager, verified.key_id, heartbeat=Heartbeat.model_validate_json(body))
             else:

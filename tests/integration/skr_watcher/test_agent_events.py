@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from kcp_listener.contract import OWNED_BY_ANNOTATION, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, OWNED_BY_ANNOTATION, SKR_NAMESPACE
 from tests.controlplane.cluster import APIServer
 from tests.integration.skr_watcher.harness import GROUP, WATCH_LABEL, WIDGETS, AgentRig, agent_rig, widget
 from tests.integration.skr_watcher.receiver import Received, named
@@ -43,7 +44,7 @@ def test_widget_lifecycle_spec_status_and_metadata(rig: AgentRig) -> None:
     custom.create_namespaced_custom_object(GROUP, "v1", ns, WIDGETS, widget("w1", ns, rig.label, {"size": 1}))
     rig.receiver.wait_for(lambda: len(events_for(rig, "w1")) == 1, what="CREATE w1")
     (created,) = events_for(rig, "w1")
-    assert created.manager == "lifecycle-manager"
+    assert created.manager == OPERATOR_NAME
     assert created.key_id == "runtime-1:v1"
     assert created.event is not None
     assert created.event.operation is Operation.CREATE
@@ -77,10 +78,10 @@ def test_widget_lifecycle_spec_status_and_metadata(rig: AgentRig) -> None:
     sentinel(rig)
     operations = [(r.manager, r.event.operation) for r in events_for(rig, "w1") if r.event]
     assert operations == [
-        ("lifecycle-manager", Operation.CREATE),
-        ("lifecycle-manager", Operation.UPDATE),
+        (OPERATOR_NAME, Operation.CREATE),
+        (OPERATOR_NAME, Operation.UPDATE),
         ("status-manager", Operation.UPDATE),
-        ("lifecycle-manager", Operation.DELETE),
+        (OPERATOR_NAME, Operation.DELETE),
     ]
 
 
@@ -117,7 +118,7 @@ def test_owner_annotation_reaches_kcp(rig: AgentRig) -> None:
     rig.core.create_namespaced_config_map(rig.namespace, {"metadata": metadata})
     rig.receiver.wait_for(lambda: bool(events_for(rig, "owned")), what="owned event")
     event = events_for(rig, "owned")[0].event
-    assert event is not None and event.owner == ObjectKey(namespace="kcp-system", name="kyma-1-serverless")
+    assert event is not None and event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="kyma-1-serverless")
 
 
 def test_objects_outside_the_selector_and_dry_runs_produce_no_events(rig: AgentRig) -> None:
@@ -144,13 +145,13 @@ def test_start_up_resync_and_heartbeats(rig: AgentRig) -> None:
     resyncs = rig.receiver.events(lambda r: r.event is not None and r.event.operation is Operation.RESYNC)
     assert len(resyncs) == 1
     event = resyncs[0].event
-    assert event is not None and event.watched == ObjectKey(namespace="kyma-system", name="default")
+    assert event is not None and event.watched == ObjectKey(namespace=SKR_NAMESPACE, name="default")
     assert event.watched_gvk == GroupVersionKind(
         group="operator.kyma-project.io", version="v1beta2", kind="Kyma"
     )
     rig.receiver.wait_for(lambda: len(rig.receiver.heartbeats()) >= 2, what="heartbeats")
     beat = rig.receiver.heartbeats()[0]
-    assert beat.manager == "lifecycle-manager" and beat.key_id == "runtime-1:v1"
+    assert beat.manager == OPERATOR_NAME and beat.key_id == "runtime-1:v1"
     assert rig.receiver.rejected == []
 
 

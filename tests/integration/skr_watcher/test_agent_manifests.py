@@ -7,6 +7,7 @@ from typing import Any
 
 import kubernetes
 
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, WATCHED_BY_LABEL
 from skr_watcher.artefacts import (
     AgentRenderOptions,
     ServiceRef,
@@ -20,16 +21,16 @@ from tests.integration.skr_watcher.harness import api_client, create_namespace
 
 WATCHERS = [
     WebhookSpec(
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
         name="klm-watcher",
-        manager="lifecycle-manager",
-        labels_to_watch={"operator.kyma-project.io/watched-by": "kyma"},
+        manager=OPERATOR_NAME,
+        labels_to_watch={WATCHED_BY_LABEL: "kyma"},
         group="operator.kyma-project.io",
         version="*",
         resource="kymas",
     ),
     WebhookSpec(
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
         name="status",
         manager="m",
         group="",

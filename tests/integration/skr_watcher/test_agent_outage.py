@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kcp_listener.contract import Operation
+from kyma_wire.events import Operation
 from tests.controlplane.cluster import APIServer
 from tests.integration.skr_watcher.harness import GROUP, WATCH_LABEL, WIDGETS, AgentRig, agent_rig, widget
 from tests.integration.skr_watcher.receiver import Received, named

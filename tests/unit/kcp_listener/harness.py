@@ -16,19 +16,20 @@ from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import ASGIApp, build_asgi
-from kcp_listener.coalesce import Timer
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import event_path, heartbeat_path
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, ListSink, Router
-from kcp_listener.signing import EventSigner, make_key_id
+from kyma_wire.events import event_path, heartbeat_path
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
+from kyma_wire.profile import make_key_id
+from tests.rfc9421_reference import EventSigner
 
 NOW = 1_800_000_000.0
-NS = "kcp-system"
-MANAGER = "lifecycle-manager"
+NS = KCP_NAMESPACE
+MANAGER = OPERATOR_NAME
 BASE_URL = "http://kcp.test"
 
 
@@ -81,7 +82,6 @@ class Harness:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     serving: bool = True
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
-    timer: Timer | None = None
 
     def __post_init__(self) -> None:
         self.keys = KeyStore(self.registry)
@@ -100,7 +100,6 @@ class Harness:
             metrics=self.metrics,
             serving=lambda: self.serving,
             clock=self.clock,
-            timer=self.timer,
         )
         self.app: ASGIApp = build_asgi(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)

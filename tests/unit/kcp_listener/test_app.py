@@ -13,9 +13,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import GroupVersionKind, Heartbeat, ObjectKey, Operation, WatchEvent
-from kcp_listener.routing import InMemoryDirectory, ObjectRef
-from kcp_listener.signing import EventSigner, make_key_id
+from kcp_listener.routing import InMemoryDirectory
+from kyma_operator.runtime.request import Request
+from kyma_wire.events import AgentEvent, GroupVersionKind, Heartbeat, ObjectKey, Operation
+from kyma_wire.names import SKR_NAMESPACE
+from kyma_wire.profile import make_key_id
+from tests.rfc9421_reference import EventSigner
 from tests.unit.kcp_listener.harness import (
     MANAGER,
     NOW,
@@ -39,8 +42,8 @@ def event(
     gvk: GroupVersionKind | None = None,
 ) -> bytes:
     """An event about the runtime's Kyma, or (with an owner) about a module resource."""
-    return WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
+    return AgentEvent(
+        watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
         watched_gvk=gvk or (DEPLOY_GVK if owner else KYMA_GVK),
         operation=operation,
         owner=ObjectKey(namespace=NS, name=owner) if owner else None,
@@ -485,7 +488,7 @@ async def test_forwarded_proto_and_public_origin(make: HarnessFactory) -> None:
 
 
 class ExplodingDirectory(InMemoryDirectory):
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]:
         raise RuntimeError("directory exploded")
 
 

@@ -17,13 +17,15 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.keystore import KeyStore, secret_name
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, Router, RoutingError, Targets
-from kcp_listener.signing import public_key_pem
+from kcp_listener.routing import InMemoryDirectory, ListSink, Router, RoutingError, Targets
 from kcp_listener.xfcc import XfccError, XfccParser
+from kyma_operator.runtime.request import Request
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.keys import public_key_pem
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, SKR_NAMESPACE
 from tests.unit.kcp_listener.harness import Clock, client_cert_pem, istio_xfcc
 
 # --- XFCC ----------------------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ def b64(data: bytes | str) -> str:
 
 
 def secret(name: str, data: dict[str, str]) -> dict[str, object]:
-    return {"metadata": {"name": name, "namespace": "kcp-system"}, "data": data}
+    return {"metadata": {"name": name, "namespace": KCP_NAMESPACE}, "data": data}
 
 
 def test_keystore_applies_versions_and_skips_bad_entries() -> None:
@@ -260,9 +262,9 @@ def test_keystore_merges_secrets_of_one_runtime_and_drops_invalid_runtime() -> N
 # --- routing ------------------------------------------------------------------------------------------
 
 
-def watch_event(**kwargs: object) -> WatchEvent:
-    return WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
+def watch_event(**kwargs: object) -> AgentEvent:
+    return AgentEvent(
+        watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
         watched_gvk=GroupVersionKind(version="v1", kind="ConfigMap"),
         **kwargs,
     )
@@ -270,20 +272,20 @@ def watch_event(**kwargs: object) -> WatchEvent:
 
 def test_router_decisions() -> None:
     directory = InMemoryDirectory()
-    kyma = directory.add_kyma("kcp-system", "k1", "rt-1")
-    directory.add_kyma("kcp-system", "k2", "rt-2")
-    m1 = directory.add_manifest("kcp-system", "m1", "k1")
-    directory.add_manifest("kcp-system", "m2", "k2")
+    kyma = directory.add_kyma(KCP_NAMESPACE, "k1", "rt-1")
+    directory.add_kyma(KCP_NAMESPACE, "k2", "rt-2")
+    m1 = directory.add_manifest(KCP_NAMESPACE, "m1", "k1")
+    directory.add_manifest(KCP_NAMESPACE, "m2", "k2")
     router = Router(directory)
     assert router.route("rt-1", watch_event()).kymas == (kyma,)
     assert router.route("rt-1", watch_event(owner=ObjectKey(name="m1"))).manifests == (m1,)
     resync = router.route("rt-1", watch_event(operation=Operation.RESYNC, owner=ObjectKey(name="m1")))
     assert (resync.kymas, resync.manifests) == ((kyma,), (m1,))
     # the runtime's Kyma copy carries owned-by=<kcp ns>/<kyma>: that names the Kyma, not a Manifest
-    kyma_copy = WatchEvent(
-        watched=ObjectKey(namespace="kyma-system", name="default"),
+    kyma_copy = AgentEvent(
+        watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
         watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
-        owner=ObjectKey(namespace="kcp-system", name="k1"),
+        owner=ObjectKey(namespace=KCP_NAMESPACE, name="k1"),
     )
     assert router.route("rt-1", kyma_copy) == Targets(kymas=(kyma,))
     for runtime_id, event, reason in (
@@ -298,21 +300,21 @@ def test_router_decisions() -> None:
 
 
 def test_object_ref_is_a_value() -> None:
-    ref = ObjectRef("kcp-system", "k1")
-    assert ref == ObjectRef("kcp-system", "k1") and hash(ref) == hash(ObjectRef("kcp-system", "k1"))
-    assert {ref: 1}[ObjectRef("kcp-system", "k1")] == 1
-    assert sorted([ObjectRef("b", "a"), ObjectRef("a", "b")]) == [ObjectRef("a", "b"), ObjectRef("b", "a")]
-    assert repr(ref) == "ObjectRef(namespace='kcp-system', name='k1')" and str(ref) == "kcp-system/k1"
+    ref = Request(KCP_NAMESPACE, "k1")
+    assert ref == Request(KCP_NAMESPACE, "k1") and hash(ref) == hash(Request(KCP_NAMESPACE, "k1"))
+    assert {ref: 1}[Request(KCP_NAMESPACE, "k1")] == 1
+    assert sorted([Request("b", "a"), Request("a", "b")]) == [Request("a", "b"), Request("b", "a")]
+    assert repr(ref) == "Request(namespace='kcp-system', name='k1')" and str(ref) == "kcp-system/k1"
     assert pickle.loads(pickle.dumps(ref)) == ref and copy.copy(ref) == ref
-    assert dataclasses.replace(ref, name="k2") == ObjectRef("kcp-system", "k2")
+    assert dataclasses.replace(ref, name="k2") == Request(KCP_NAMESPACE, "k2")
     with pytest.raises(dataclasses.FrozenInstanceError):
         ref.name = "k2"  # type: ignore[misc]
 
 
 def test_list_sink_is_bounded() -> None:
     sink = ListSink(capacity=1)
-    assert sink.offer(ObjectRef("a", "b"))
-    assert not sink.offer(ObjectRef("a", "c"))
+    assert sink.offer(Request("a", "b"))
+    assert not sink.offer(Request("a", "c"))
     assert sink.depth() == 1
 
 
@@ -321,9 +323,9 @@ def test_list_sink_is_bounded() -> None:
 
 def test_config_defaults() -> None:
     config = ListenerConfig()
-    assert config.managers == ("lifecycle-manager",)
+    assert config.managers == (OPERATOR_NAME,)
     assert config.auth_mode is AuthMode.SIGNATURE
-    assert (config.host, config.port, config.namespace) == ("127.0.0.1", 8082, "kcp-system")
+    assert (config.host, config.port, config.namespace) == ("127.0.0.1", 8082, KCP_NAMESPACE)
     assert config.max_body_bytes == 16384
     assert AuthMode.BOTH.needs_signature and AuthMode.BOTH.needs_xfcc
     assert not AuthMode.XFCC.needs_signature and not AuthMode.SIGNATURE.needs_xfcc

@@ -16,14 +16,15 @@ import pytest
 
 from kcp_listener.app import FastPath
 from kcp_listener.config import ListenerConfig
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
 from kcp_listener.intake import EventIntake
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, event_path
 
 Message = dict[str, Any]
 
-BODY = WatchEvent(
-    watched=ObjectKey(namespace="kyma-system", name="default"),
+BODY = AgentEvent(
+    watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
     watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
     operation=Operation.UPDATE,
 ).to_wire()
@@ -245,7 +246,7 @@ async def test_other_paths_go_to_fastapi(h: Harness) -> None:
 
 
 async def test_route_of_knows_configured_and_other_managers() -> None:
-    assert EventIntake.match("/v2/lifecycle-manager/event") == ("lifecycle-manager", "event")
+    assert EventIntake.match("/v2/lifecycle-manager/event") == (OPERATOR_NAME, "event")
     harness = Harness(ListenerConfig(managers=("a", "b")))
     assert harness.intake.route_of("/v2/b/heartbeat") == ("b", "heartbeat")
     assert harness.intake.route_of("/v2/unknown/event") == ("unknown", "event")  # answered 404 later

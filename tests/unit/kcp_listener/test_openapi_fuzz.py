@@ -54,13 +54,18 @@ gateway_schema = schemathesis.openapi.from_asgi("/openapi.json", GATEWAY.app)
 
 def test_openapi_documents_the_event_routes() -> None:
     paths = signed_schema.raw_schema["paths"]
-    assert set(paths) == {"/v2/{manager}/event", "/v2/{manager}/heartbeat"}
+    assert set(paths) == {"/v2/{manager}/event", "/v2/{manager}/events", "/v2/{manager}/heartbeat"}
     operation = paths["/v2/{manager}/event"]["post"]
     assert {"200", "400", "401", "404", "405", "413", "429", "503"} <= set(operation["responses"])
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/WatchEvent"}
     schemas = signed_schema.raw_schema["components"]["schemas"]
     assert {"watched", "watchedGvk"} <= set(schemas["WatchEvent"]["required"])
+    batch = paths["/v2/{manager}/events"]["post"]
+    assert batch["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/EventBatch"
+    }
+    assert schemas["EventBatch"]["required"] == ["events"]
 
 
 @signed_schema.parametrize()

@@ -14,17 +14,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from http_message_signatures import HTTPMessageSigner, MappingKeyResolver, algorithms
 
-from kcp_listener import signing
-from kcp_listener.signing import (
-    COVERED_COMPONENTS,
-    SIGNATURE_TAG,
-    EventSigner,
-    LibrarySignatureVerifier,
-    SignatureError,
-    SignatureVerifier,
-    make_key_id,
-    parse_key_id,
-)
+from kcp_listener import verifier as listener_verifier
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire import keys as wire_keys
+from kyma_wire import profile
+from kyma_wire.profile import COVERED_COMPONENTS, SIGNATURE_TAG, SignatureError, make_key_id, parse_key_id
+from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 NOW = 1_800_000_000.0
 URL = "https://kcp.example.com/v2/lifecycle-manager/event"
@@ -104,9 +99,9 @@ def test_make_key_id_rejects_bad_parts(runtime_id: str, version: str) -> None:
 
 
 def test_pem_round_trip(private_key: Ed25519PrivateKey) -> None:
-    loaded = signing.load_private_key(signing.private_key_pem(private_key))
-    public = signing.load_public_key(signing.public_key_pem(private_key.public_key()))
-    assert signing.public_key_pem(loaded.public_key()) == signing.public_key_pem(public)
+    loaded = wire_keys.load_private_key(wire_keys.private_key_pem(private_key))
+    public = wire_keys.load_public_key(wire_keys.public_key_pem(private_key.public_key()))
+    assert wire_keys.public_key_pem(loaded.public_key()) == wire_keys.public_key_pem(public)
 
 
 def test_pem_loaders_reject_other_key_types() -> None:
@@ -115,12 +110,12 @@ def test_pem_loaders_reject_other_key_types() -> None:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     with pytest.raises(ValueError):
-        signing.load_private_key(pem)
+        wire_keys.load_private_key(pem)
     pub = other.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     with pytest.raises(ValueError):
-        signing.load_public_key(pub)
+        wire_keys.load_public_key(pub)
 
 
 # --- signing -------------------------------------------------------------------------------------------
@@ -252,24 +247,26 @@ def test_selects_our_signature_among_several(private_key: Ed25519PrivateKey, key
 def test_signature_base_matches_the_library(private_key: Ed25519PrivateKey) -> None:
     """What our fast path signs over is byte-identical to the library's signature base."""
     request = signed(private_key)
-    fast = signing._parse_canonical(request.headers["signature-input"], request.headers["signature"])
+    fast = listener_verifier._parse_canonical(
+        request.headers["signature-input"], request.headers["signature"]
+    )
     assert fast is not None
     raw, canonical = fast[:2]
-    _scheme, authority, target = signing.split_url(URL)
-    ours = signing._canonical_base("POST", authority, target, dict(request.headers), canonical)
-    general = signing._parse_general(
+    _scheme, authority, target = profile.split_url(URL)
+    ours = listener_verifier._canonical_base("POST", authority, target, dict(request.headers), canonical)
+    general = listener_verifier._parse_general(
         request.headers["signature-input"], request.headers["signature"], "kcp-events"
     )
     assert general.signature == raw
-    assert signing.signature_base("POST", URL, request.headers, general.params, general.components) == ours
+    assert profile.signature_base("POST", URL, request.headers, general.params, general.components) == ours
     private_key.public_key().verify(raw, ours)
 
 
 def test_canonical_form_is_parsed_exactly(private_key: Ed25519PrivateKey) -> None:
     request = signed(private_key)
     sig_input, signature = request.headers["signature-input"], request.headers["signature"]
-    fast = signing._parse_canonical(sig_input, signature)
-    general = signing._parse_general(sig_input, signature, SIGNATURE_TAG)
+    fast = listener_verifier._parse_canonical(sig_input, signature)
+    general = listener_verifier._parse_general(sig_input, signature, SIGNATURE_TAG)
     assert fast is not None
     _raw, _canonical, created, key_id, expires, nonce, tag = fast
     assert dict(general.params) == {
@@ -281,21 +278,21 @@ def test_canonical_form_is_parsed_exactly(private_key: Ed25519PrivateKey) -> Non
         "tag": tag,
     }
     # Anything else takes the general parser: other label in Signature, bad base64, extra parameter.
-    assert signing._parse_canonical(sig_input, signature.replace("kcp=", "sig=")) is None
-    assert signing._parse_canonical(sig_input, "kcp=:AAA*:") is None
-    assert signing._parse_canonical(sig_input + ';x="1"', signature) is None
+    assert listener_verifier._parse_canonical(sig_input, signature.replace("kcp=", "sig=")) is None
+    assert listener_verifier._parse_canonical(sig_input, "kcp=:AAA*:") is None
+    assert listener_verifier._parse_canonical(sig_input + ';x="1"', signature) is None
 
 
 def test_content_digest_fast_form_and_other_forms() -> None:
-    assert signing.content_digest(BODY) == (
+    assert profile.content_digest(BODY) == (
         "sha-256=:" + base64.b64encode(hashlib.sha256(BODY).digest()).decode() + ":"
     )
-    signing.check_content_digest(signing.content_digest(BODY), BODY)
+    listener_verifier.check_content_digest(profile.content_digest(BODY), BODY)
     sha512 = "sha-512=:" + base64.b64encode(hashlib.sha512(BODY).digest()).decode() + ":"
-    signing.check_content_digest(sha512, BODY)
-    signing.check_content_digest(f"{signing.content_digest(BODY)}, {sha512}", BODY)
+    listener_verifier.check_content_digest(sha512, BODY)
+    listener_verifier.check_content_digest(f"{profile.content_digest(BODY)}, {sha512}", BODY)
     with pytest.raises(SignatureError) as info:
-        signing.check_content_digest(signing.content_digest(BODY + b" "), BODY)
+        listener_verifier.check_content_digest(profile.content_digest(BODY + b" "), BODY)
     assert info.value.reason == "bad-digest"
 
 
@@ -493,13 +490,13 @@ def test_small_order_key_cannot_validate_a_forgery() -> None:
 
 
 def test_split_url() -> None:
-    assert signing.split_url("HTTPS://Kcp.Example:443/a?b=1#frag") == (
+    assert profile.split_url("HTTPS://Kcp.Example:443/a?b=1#frag") == (
         "https",
         "kcp.example",
         "https://kcp.example/a?b=1",
     )
-    assert signing.split_url("http://h:8082") == ("http", "h:8082", "http://h:8082/")
-    assert signing.split_url("http://[::1]:80/x") == ("http", "[::1]", "http://[::1]/x")
+    assert profile.split_url("http://h:8082") == ("http", "h:8082", "http://h:8082/")
+    assert profile.split_url("http://[::1]:80/x") == ("http", "[::1]", "http://[::1]/x")
 
 
 def test_request_signed_over_our_signature_base_verifies_with_the_library(
@@ -516,7 +513,7 @@ def test_request_signed_over_our_signature_base_verifies_with_the_library(
         ("nonce", "our-own-nonce"),
         ("tag", SIGNATURE_TAG),
     ]
-    signature = private_key.sign(signing.signature_base("POST", URL, headers, params))
+    signature = private_key.sign(profile.signature_base("POST", URL, headers, params))
     inner = " ".join(f'"{c}"' for c in COVERED_COMPONENTS)
     serialized = "".join(f";{k}={v}" if isinstance(v, int) else f';{k}="{v}"' for k, v in params)
     headers["signature-input"] = f"kcp=({inner}){serialized}"

@@ -8,15 +8,16 @@ import pytest
 
 from kcp_listener.config import AuthMode
 from kyma_operator.config import ConfigError, OperatorConfig, load_config
+from kyma_wire.names import KCP_NAMESPACE, SKR_NAMESPACE
 
 
 def test_defaults_are_upstreams() -> None:
     config = load_config([], {})
     assert config == OperatorConfig()
     assert (config.namespace, config.istio_namespace, config.sync_namespace) == (
-        "kcp-system",
+        KCP_NAMESPACE,
         "istio-system",
-        "kyma-system",
+        SKR_NAMESPACE,
     )
     assert (config.listener_port, config.health_port, config.metrics_port) == (8082, 8081, 8080)
     assert config.leader_elect and config.listener_enabled

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.signing import private_key_pem
+from kyma_wire.keys import private_key_pem
 from tests.controlplane.pki import CertificateAuthority
 
 

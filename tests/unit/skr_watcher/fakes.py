@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from kcp_listener.contract import WatchEvent
+from kyma_wire.events import AgentEvent
 
 WALL_START = datetime.datetime(2026, 11, 21, 10, 0, 0, tzinfo=datetime.UTC)
 
@@ -41,9 +41,9 @@ class FakeClock:
 
 class RecordingSink:
     def __init__(self) -> None:
-        self.events: list[tuple[str, WatchEvent]] = []
+        self.events: list[tuple[str, AgentEvent]] = []
 
-    def submit(self, manager: str, event: WatchEvent) -> None:
+    def submit(self, manager: str, event: AgentEvent) -> None:
         self.events.append((manager, event))
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kcp_listener.contract import OWNED_BY_ANNOTATION, GroupVersionKind, ObjectKey, Operation
+from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
+from kyma_wire.names import KCP_NAMESPACE, OWNED_BY_ANNOTATION
 from skr_watcher.admission import (
     Decision,
     MalformedReview,
@@ -24,11 +25,11 @@ def run(document: dict[str, Any]) -> Outcome:
 
 
 def test_create_fires_with_gvk_from_the_object() -> None:
-    outcome = run(review("CREATE", new=obj("kyma-1", "kcp-system", spec={"channel": "regular"})))
+    outcome = run(review("CREATE", new=obj("kyma-1", KCP_NAMESPACE, spec={"channel": "regular"})))
     assert outcome.decision is Decision.CHANGED
     event = outcome.event
     assert event is not None
-    assert event.watched == ObjectKey(namespace="kcp-system", name="kyma-1")
+    assert event.watched == ObjectKey(namespace=KCP_NAMESPACE, name="kyma-1")
     assert event.watched_gvk == GroupVersionKind(
         group="operator.kyma-project.io", version="v1beta2", kind="Kyma"
     )
@@ -146,13 +147,13 @@ def test_owner_annotation_becomes_the_event_owner() -> None:
     annotations = {OWNED_BY_ANNOTATION: "kcp-system/kyma-1-istio-abc"}
     outcome = run(review("CREATE", new=obj("istio", annotations=annotations, spec={})))
     assert outcome.event is not None
-    assert outcome.event.owner == ObjectKey(namespace="kcp-system", name="kyma-1-istio-abc")
+    assert outcome.event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="kyma-1-istio-abc")
 
 
 def test_owner_of_a_deleted_object_comes_from_the_old_object() -> None:
     annotations = {OWNED_BY_ANNOTATION: "kcp-system/m1"}
     outcome = run(review("DELETE", old=obj("x", annotations=annotations)))
-    assert outcome.event is not None and outcome.event.owner == ObjectKey(namespace="kcp-system", name="m1")
+    assert outcome.event is not None and outcome.event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="m1")
 
 
 @pytest.mark.parametrize("value", ["", "a/b/c", "kcp-system/", "  "])

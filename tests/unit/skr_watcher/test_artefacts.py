@@ -8,6 +8,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from kyma_operator.api.names import WATCHER_GATEWAY_LABEL
+from kyma_wire.names import (
+    KCP_NAMESPACE,
+    MANAGED_BY_LABEL,
+    OPERATOR_NAME,
+    POD_RESTART_TRIGGER_LABEL,
+    SKR_NAMESPACE,
+    WATCHED_BY_LABEL,
+)
 from skr_watcher.artefacts import (
     MANIFEST_DIR,
     SECRET_KEYS,
@@ -26,16 +35,16 @@ KYMA_WATCHER = {
     "kind": "Watcher",
     "metadata": {
         "name": "klm-watcher",
-        "namespace": "kcp-system",
-        "labels": {"operator.kyma-project.io/managed-by": "lifecycle-manager"},
+        "namespace": KCP_NAMESPACE,
+        "labels": {MANAGED_BY_LABEL: OPERATOR_NAME},
     },
     "spec": {
-        "manager": "lifecycle-manager",
-        "labelsToWatch": {"operator.kyma-project.io/watched-by": "kyma"},
+        "manager": OPERATOR_NAME,
+        "labelsToWatch": {WATCHED_BY_LABEL: "kyma"},
         "resourceToWatch": {"group": "operator.kyma-project.io", "version": "*", "resource": "kymas"},
         "field": "spec",
-        "serviceInfo": {"name": "klm-controller-manager-events", "port": 8082, "namespace": "kcp-system"},
-        "gateway": {"selector": {"matchLabels": {"operator.kyma-project.io/watcher-gateway": "default"}}},
+        "serviceInfo": {"name": "klm-controller-manager-events", "port": 8082, "namespace": KCP_NAMESPACE},
+        "gateway": {"selector": {"matchLabels": {WATCHER_GATEWAY_LABEL: "default"}}},
     },
 }
 
@@ -53,12 +62,12 @@ def test_webhook_for_the_default_watcher_matches_upstream() -> None:
         "clientConfig": {
             "service": {
                 "name": "skr-webhook",
-                "namespace": "kyma-system",
+                "namespace": SKR_NAMESPACE,
                 "path": "/validate/lifecycle-manager",
             },
             "caBundle": base64.b64encode(b"CA").decode(),
         },
-        "objectSelector": {"matchLabels": {"operator.kyma-project.io/watched-by": "kyma"}},
+        "objectSelector": {"matchLabels": {WATCHED_BY_LABEL: "kyma"}},
         "rules": [
             {
                 "apiGroups": ["operator.kyma-project.io"],
@@ -75,7 +84,7 @@ def test_webhook_for_the_default_watcher_matches_upstream() -> None:
 
 def test_status_field_watches_the_status_subresource_and_url_clients() -> None:
     spec = WebhookSpec(
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
         name="w",
         manager="m",
         group="",
@@ -101,12 +110,12 @@ def test_status_field_watches_the_status_subresource_and_url_clients() -> None:
 
 def test_manager_falls_back_to_the_managed_by_label() -> None:
     watcher = {**KYMA_WATCHER, "spec": {**KYMA_WATCHER["spec"], "manager": ""}}  # type: ignore[dict-item]
-    assert WebhookSpec.from_watcher(watcher).manager == "lifecycle-manager"
+    assert WebhookSpec.from_watcher(watcher).manager == OPERATOR_NAME
 
 
 def test_watcher_without_manager_is_rejected() -> None:
     watcher = {
-        "metadata": {"name": "w", "namespace": "kcp-system"},
+        "metadata": {"name": "w", "namespace": KCP_NAMESPACE},
         "spec": {"resourceToWatch": {"group": "", "version": "v1", "resource": "x"}},
     }
     with pytest.raises(ValidationError, match="manager"):
@@ -114,13 +123,13 @@ def test_watcher_without_manager_is_rejected() -> None:
 
 
 def test_configuration_has_one_webhook_per_watcher_sorted_and_none_for_zero() -> None:
-    a = WebhookSpec(namespace="kcp-system", name="b", manager="m", group="g", version="v1", resource="rs")
-    b = WebhookSpec(namespace="kcp-system", name="a", manager="m", group="g", version="v1", resource="rs")
+    a = WebhookSpec(namespace=KCP_NAMESPACE, name="b", manager="m", group="g", version="v1", resource="rs")
+    b = WebhookSpec(namespace=KCP_NAMESPACE, name="a", manager="m", group="g", version="v1", resource="rs")
     config = render_webhook_configuration([a, b], ca_bundle=b"CA")
     assert config["apiVersion"] == "admissionregistration.k8s.io/v1"
     assert config["kind"] == "ValidatingWebhookConfiguration"
     assert config["metadata"]["name"] == "skr-webhook"
-    assert config["metadata"]["labels"] == {"operator.kyma-project.io/managed-by": "kyma"}
+    assert config["metadata"]["labels"] == {MANAGED_BY_LABEL: "kyma"}
     assert [w["name"] for w in config["webhooks"]] == [
         "kcp-system.a.operator.kyma-project.io",
         "kcp-system.b.operator.kyma-project.io",
@@ -137,7 +146,7 @@ def test_secret_layout() -> None:
         ca_bundle=b"A",
         signing_key=b"S",
         signing_key_id="rt:v1",
-        namespace="kyma-system",
+        namespace=SKR_NAMESPACE,
     )
     assert secret["metadata"]["name"] == "skr-webhook-tls"
     assert {k: base64.b64decode(v) for k, v in secret["data"].items()} == {
@@ -175,7 +184,7 @@ def test_deployment_is_restricted_and_configured_like_upstream() -> None:
     deployment = by_kind(load_base_resources())[("Deployment", "skr-webhook")]
     pod = deployment["spec"]["template"]
     assert pod["metadata"]["labels"]["app"] == "skr-webhook"
-    assert "operator.kyma-project.io/pod-restart-trigger" in pod["metadata"]["labels"]
+    assert POD_RESTART_TRIGGER_LABEL in pod["metadata"]["labels"]
     assert pod["spec"]["priorityClassName"] == "skr-webhook-priority"
     assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     container = pod["spec"]["containers"][0]
@@ -206,11 +215,9 @@ def test_render_base_resources_fills_in_the_runtime() -> None:
         extra_env={"LOG_LEVEL": "DEBUG"},
     )
     documents = by_kind(render_base_resources(options))
-    assert all(
-        d["metadata"]["labels"]["operator.kyma-project.io/managed-by"] == "kyma" for d in documents.values()
-    )
+    assert all(d["metadata"]["labels"][MANAGED_BY_LABEL] == "kyma" for d in documents.values())
     pod = documents[("Deployment", "skr-webhook")]["spec"]["template"]
-    assert pod["metadata"]["labels"]["operator.kyma-project.io/pod-restart-trigger"] == "12345"
+    assert pod["metadata"]["labels"][POD_RESTART_TRIGGER_LABEL] == "12345"
     container = pod["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["KCP_ADDR"], env["RUNTIME_ID"], env["LOG_LEVEL"]) == (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.config import AgentConfig, ConfigError, parse_duration
 from tests.unit.skr_watcher.certs import AgentFiles, agent_files
 
@@ -28,7 +29,7 @@ def test_defaults_match_upstream(files: AgentFiles) -> None:
     assert config.kcp_contract == "v2"
     assert config.bind_address == "0.0.0.0"
     assert config.kcp_base_url == "https://127.0.0.1:9443"
-    assert config.manager == "lifecycle-manager"
+    assert config.manager == OPERATOR_NAME
     assert config.queue_size == 10_000
     assert config.max_connections == 4
 

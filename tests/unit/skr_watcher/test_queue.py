@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, Operation, WatchEvent
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
 from skr_watcher.queue import SendQueue
 from skr_watcher.resync import resync_event
 from tests.unit.skr_watcher.fakes import WALL_START
@@ -16,8 +16,8 @@ GVK = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind
 
 def event(
     name: str, operation: Operation = Operation.UPDATE, namespace: str = "ns", marker: int = 0
-) -> WatchEvent:
-    return WatchEvent(
+) -> AgentEvent:
+    return AgentEvent(
         watched=ObjectKey(namespace=namespace, name=name),
         watched_gvk=GVK,
         operation=operation,
@@ -26,7 +26,7 @@ def event(
     )
 
 
-def drain(queue: SendQueue) -> list[WatchEvent]:
+def drain(queue: SendQueue) -> list[AgentEvent]:
     out = []
     while (entry := queue.get_nowait()) is not None:
         out.append(entry.event)

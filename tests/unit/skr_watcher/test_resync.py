@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kcp_listener.contract import Operation
+from kyma_wire.events import Operation
+from kyma_wire.names import SKR_NAMESPACE
 from skr_watcher.resync import KYMA_GVK, RUNTIME_KYMA, ResyncTracker, resync_event
 from tests.unit.skr_watcher.fakes import WALL_START
 
@@ -11,7 +12,7 @@ def test_resync_event_names_the_runtime_kyma() -> None:
     event = resync_event(WALL_START)
     assert event.operation is Operation.RESYNC
     assert event.watched == RUNTIME_KYMA and (RUNTIME_KYMA.namespace, RUNTIME_KYMA.name) == (
-        "kyma-system",
+        SKR_NAMESPACE,
         "default",
     )
     assert (KYMA_GVK.group, KYMA_GVK.version, KYMA_GVK.kind) == (

@@ -9,8 +9,10 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from kcp_listener.signing import EventSigner, LibrarySignatureVerifier, SignatureError, SignatureVerifier
+from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.profile import SignatureError
 from skr_watcher.signer import FastEventSigner
+from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 KEY_ID = "runtime-1:v1"
 NOW = 1_795_000_000.0

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
@@ -24,7 +25,7 @@ async def test_validate_route() -> None:
         assert response.status_code == 200
         assert response.json()["response"] == {"uid": "u", "allowed": True}
         assert response.headers["strict-transport-security"].startswith("max-age=")
-        assert [m for m, _ in sink.events] == ["lifecycle-manager"]
+        assert [m for m, _ in sink.events] == [OPERATOR_NAME]
         assert (await http.get("/validate/lifecycle-manager")).status_code == 405
         assert (await http.post("/other")).status_code == 404
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
@@ -34,13 +35,11 @@ def value(metrics: AgentMetrics, name: str, labels: dict[str, str] | None = None
 def test_change_is_submitted_and_allowed(
     handler: AdmissionHandler, sink: RecordingSink, metrics: AgentMetrics
 ) -> None:
-    status, payload = handler.handle(
-        "lifecycle-manager", body(review("CREATE", new=obj(uid := "x"), uid="u-1"))
-    )
+    status, payload = handler.handle(OPERATOR_NAME, body(review("CREATE", new=obj(uid := "x"), uid="u-1")))
     assert uid == "x"
     assert status == 200
     assert json.loads(payload)["response"] == {"uid": "u-1", "allowed": True}
-    assert [(m, e.watched.name) for m, e in sink.events] == [("lifecycle-manager", "x")]
+    assert [(m, e.watched.name) for m, e in sink.events] == [(OPERATOR_NAME, "x")]
     assert value(metrics, "watcher_admission_request_total") == 1
     assert value(metrics, "watcher_admission_decision_total", {"decision": "changed"}) == 1
     assert value(metrics, "watcher_admission_duration_seconds_count") == 1
@@ -50,7 +49,7 @@ def test_unchanged_update_is_allowed_without_event(
     handler: AdmissionHandler, sink: RecordingSink, metrics: AgentMetrics
 ) -> None:
     document = review("UPDATE", new=obj(spec={"a": 1}), old=obj(spec={"a": 1}))
-    status, _ = handler.handle("lifecycle-manager", body(document))
+    status, _ = handler.handle(OPERATOR_NAME, body(document))
     assert status == 200
     assert sink.events == []
     assert value(metrics, "watcher_admission_decision_total", {"decision": "unchanged"}) == 1
@@ -61,7 +60,7 @@ def test_other_subresource_counts_an_error(
     handler: AdmissionHandler, sink: RecordingSink, metrics: AgentMetrics
 ) -> None:
     document = review("UPDATE", new=obj(spec={"a": 2}), old=obj(spec={"a": 1}), sub_resource="scale")
-    status, payload = handler.handle("lifecycle-manager", body(document))
+    status, payload = handler.handle(OPERATOR_NAME, body(document))
     assert status == 200 and json.loads(payload)["response"]["allowed"] is True
     assert sink.events == []
     assert value(metrics, "watcher_admission_request_error_total", {"reason": "invalid-subresource"}) == 1
@@ -70,7 +69,7 @@ def test_other_subresource_counts_an_error(
 def test_malformed_body_without_uid_is_a_clear_400(
     handler: AdmissionHandler, metrics: AgentMetrics, caplog: pytest.LogCaptureFixture
 ) -> None:
-    status, payload = handler.handle("lifecycle-manager", b"{not json")
+    status, payload = handler.handle(OPERATOR_NAME, b"{not json")
     assert status == 400
     assert "malformed AdmissionReview" in json.loads(payload)["error"]
     assert value(metrics, "watcher_admission_request_error_total", {"reason": "invalid-json"}) == 1
@@ -81,7 +80,7 @@ def test_malformed_body_with_uid_is_still_allowed(
     handler: AdmissionHandler, sink: RecordingSink, metrics: AgentMetrics
 ) -> None:
     raw = json.dumps({"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u-9", "operation": ["x"]}})
-    status, payload = handler.handle("lifecycle-manager", raw.encode())
+    status, payload = handler.handle(OPERATOR_NAME, raw.encode())
     assert status == 200
     assert json.loads(payload)["response"] == {"uid": "u-9", "allowed": True}
     assert sink.events == []
@@ -119,6 +118,6 @@ def test_too_large_is_counted(handler: AdmissionHandler, metrics: AgentMetrics) 
     ],
 )
 def test_garbage_never_raises(handler: AdmissionHandler, raw: bytes) -> None:
-    status, payload = handler.handle("lifecycle-manager", raw)
+    status, payload = handler.handle(OPERATOR_NAME, raw)
     assert status == 400
     assert json.loads(payload)["error"]

@@ -1,8 +1,8 @@
 """The Kyma controller, as far as the watcher mechanism needs it (see ``reconciler`` for the gap).
 
-``build_kyma_controller(client, installers=...)`` returns a ``KymaController`` with the informers,
-the controller and its triggers; ``event_sink()`` is the listener's Kyma sink,
-``attach_watcher_feature`` connects the Watcher fan-out, ``use_heartbeats`` the listener's tracker.
+``build_kyma_controller(client, installers=..., kymas=..., heartbeats=..., sources=...)`` returns a
+``KymaController`` with the informers, the controller and its sources; ``intake`` is the listener's
+entry into it.
 """
 
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatSweep, ObservedHealth
@@ -15,7 +15,7 @@ from kyma_operator.controllers.kyma.installers import (
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, ReconcileReport
 from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME, KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.skrsync import RemoteKyma, RemoteKymaSync, RemoteSyncError
-from kyma_operator.controllers.kyma.triggers import KymaEventSink, ManifestRequestLog, TriggerLog
+from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 
 __all__ = [
     "CONTROLLER_NAME",
@@ -25,7 +25,6 @@ __all__ = [
     "Installers",
     "KymaController",
     "KymaControllerConfig",
-    "KymaEventSink",
     "KymaReconciler",
     "ManifestRequestLog",
     "ObservedHealth",
@@ -34,7 +33,6 @@ __all__ = [
     "RemoteKymaSync",
     "RemoteSyncError",
     "SingleInstaller",
-    "TriggerLog",
     "WebhookUrlInstallers",
     "build_kyma_controller",
 ]

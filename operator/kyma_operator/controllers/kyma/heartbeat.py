@@ -15,12 +15,12 @@ dictionary look-ups).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from kyma_operator.api import names
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.source import Enqueuer
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +59,15 @@ class ObservedHealth:
 
 
 class HeartbeatSweep:
-    """Enqueue Kymas whose agent health differs from what their last reconcile saw."""
+    """A timer ``Source``: enqueue Kymas whose agent health differs from what their last reconcile saw."""
 
     def __init__(
         self,
         kymas: KymaCache,
         observed: ObservedHealth,
-        enqueue: Callable[[Request], None],
+        heartbeats: HeartbeatSource,
         *,
+        reason: str,
         namespace: str | None = None,
         interval: float = 30.0,
         clock: Clock | None = None,
@@ -75,21 +76,27 @@ class HeartbeatSweep:
             raise ValueError("interval must be positive")
         self._kymas = kymas
         self._observed = observed
-        self._enqueue = enqueue
+        self._heartbeats = heartbeats
+        self._reason = reason
         self._namespace = namespace
         self.interval = interval
         self._clock = clock or RealClock()
-        self.heartbeats: HeartbeatSource | None = None
-        """Set once the listener exists; without it the sweep does nothing."""
+        self._queue: Enqueuer | None = None
         self.sweeps = 0
         self.enqueued = 0
 
+    def bind(self, queue: Enqueuer) -> None:
+        if self._queue is not None:
+            raise RuntimeError("sweep is already bound to a controller")
+        self._queue = queue
+
     def sweep(self) -> int:
         """One comparison over all Kymas; returns how many were enqueued."""
+        queue = self._queue
+        if queue is None:
+            raise RuntimeError("sweep is not bound to a controller")
         self.sweeps += 1
-        heartbeats = self.heartbeats
-        if heartbeats is None:
-            return 0
+        heartbeats = self._heartbeats
         count = 0
         for obj in self._kymas.list(self._namespace):
             meta = obj.get("metadata") or {}
@@ -99,7 +106,7 @@ class HeartbeatSweep:
             request = Request(meta.get("namespace") or "", meta["name"])
             seen = self._observed.get(request)
             if seen is not None and seen != heartbeats.is_healthy(runtime_id):
-                self._enqueue(request)
+                queue.add(request, self._reason)
                 count += 1
         if count:
             log.info("agent heartbeat health changed for %d runtime(s): reconciling their Kymas", count)

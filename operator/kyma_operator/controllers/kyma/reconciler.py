@@ -52,7 +52,7 @@ from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.skrsync import KYMAS, RemoteKyma, RemoteKymaSync, RemoteSyncError
-from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD, TriggerLog
+from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.clock import Clock, RealClock
@@ -61,6 +61,8 @@ from kyma_operator.runtime.errors import Conflict, KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.triggers import current_triggers
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +93,13 @@ class KymaControllerConfig(BaseModel):
     """Backoff of failed reconciles (upstream ``--failure-base-delay`` / ``--failure-max-delay``)."""
     event_settle_delay: float = Field(default=0.25, gt=0)
     """Re-read delay when a runtime event arrived but the runtime Kyma looks unchanged (see below)."""
+    intake_capacity: int = Field(default=4096, ge=1)
+    """Kymas that may wait in the queue before the listener's intake pushes back (429)."""
+    event_throttle_window: float = Field(default=0.5, ge=0)
+    """Runtime events for one Kyma within this window after a forward become one trailing reconcile."""
     heartbeat_sweep_interval: float = Field(default=30.0, gt=0)
-    heartbeat_max_silence: float | None = Field(default=None, gt=0)
-    """``None``: the listener's ``heartbeat_max_silence_seconds``."""
+    heartbeat_max_silence: float = Field(default=DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS, gt=0)
+    """Silence after which the runtime's agent counts as unhealthy (same value as the listener's)."""
     field_manager: str = Field(default=names.FIELD_MANAGER, min_length=1)
 
 
@@ -129,7 +135,7 @@ class KymaReconciler:
         skr_clients: SkrClientCache,
         installers: Installers,
         config: KymaControllerConfig | None = None,
-        triggers: TriggerLog | None = None,
+        heartbeats: HeartbeatSource | None = None,
         observed_health: ObservedHealth | None = None,
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = utc_now,
@@ -139,16 +145,15 @@ class KymaReconciler:
         self.skr_clients = skr_clients
         self.installers = installers
         self.config = config or KymaControllerConfig()
-        self.triggers = triggers if triggers is not None else TriggerLog()
         self.observed_health = observed_health if observed_health is not None else ObservedHealth()
         self.clock = clock or RealClock()
         self._now = wall_clock
         self.remote = RemoteKymaSync(
             sync_namespace=self.config.sync_namespace, remote_name=self.config.remote_kyma_name
         )
-        self.heartbeats: HeartbeatSource | None = None
+        self.heartbeats = heartbeats
         """The listener's heartbeat tracker; without one every runtime counts as unhealthy."""
-        self.heartbeat_max_silence = self.config.heartbeat_max_silence or 180.0
+        self.heartbeat_max_silence = self.config.heartbeat_max_silence
         self.observers: list[Callable[[ReconcileReport], None]] = []
         self.on_start: list[Callable[[Request, tuple[str, ...]], None]] = []
         """Called as a reconcile begins (benchmarks measure event -> reconcile start)."""
@@ -161,7 +166,7 @@ class KymaReconciler:
 
     async def reconcile(self, request: Request) -> Result:
         started = self.clock.now()
-        triggers = self.triggers.take(request)
+        triggers = current_triggers()
         for callback in self.on_start:
             callback(request, triggers)
         report = _Report(request, triggers, started)
@@ -235,8 +240,9 @@ class KymaReconciler:
         if agent.requeue_after is not None:
             interval = min(interval, max(1.0, agent.requeue_after))
         if settle:
-            self.triggers.note(request, RUNTIME_EVENT_REREAD)
-            interval = min(interval, self.config.event_settle_delay)
+            return Result(
+                requeue_after=min(interval, self.config.event_settle_delay), reason=RUNTIME_EVENT_REREAD
+            )
         return Result(requeue_after=interval)
 
     def _needs_settle_reread(self, request: Request, remote: RemoteKyma, triggers: tuple[str, ...]) -> bool:

@@ -1,22 +1,27 @@
-"""Wires the Kyma controller: informers, the triggers that enqueue Kymas, the reconciler.
+"""Wires the Kyma controller: its sources, the reconciler, the controller, in one pass.
 
-What enqueues a Kyma (DESIGN 4.5, the watcher part):
+What enqueues a Kyma (DESIGN 4.5, the watcher part), each a ``Source`` with its reason:
 
 * the Kyma informer: creation, spec (generation) or label changes and deletion; our own status
   writes do not requeue (upstream's ``GenerationChanged OR LabelChanged`` filter);
-* the listener (``event_sink``): a signed event from the runtime -> exactly that Kyma, at once;
-* the Watcher fan-out (``attach_watcher_feature``): a Watcher or trust-bundle change re-renders
-  every runtime's agent, rate-limited;
+* ``intake``: the listener's bounded, throttled entry: a signed event from the runtime -> exactly
+  that Kyma, at once;
+* the Watcher fan-out (passed in ``sources`` by the operator): a Watcher or trust-bundle change
+  re-renders every runtime's agent, rate-limited;
 * the access-Secret informer: a kubeconfig Secret appearing or going, or a changed kubeconfig of a
   Kyma that is not Ready (a rotation of a healthy runtime's kubeconfig is picked up lazily);
-* the heartbeat sweep: the runtime's agent went silent or came back;
+* the heartbeat sweep (a timer, only with a heartbeat tracker): the runtime's agent went silent or
+  came back;
 * the reconcile's own requeues (backoff, readiness polling, adaptive safety net).
+
+Shared pieces (the Kyma informer, the listener's heartbeat tracker, the fan-out) are built by the
+caller first and passed in; nothing is attached after construction.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,16 +31,7 @@ from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatS
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, utc_now
 from kyma_operator.controllers.kyma.skrsync import KYMAS
-from kyma_operator.controllers.kyma.triggers import (
-    ACCESS_SECRET,
-    HEARTBEAT,
-    KYMA_CHANGED,
-    WATCHER_FANOUT,
-    KymaEventSink,
-    NotingQueue,
-    TriggerLog,
-)
-from kyma_operator.controllers.watcher.feature import WatcherFeature
+from kyma_operator.controllers.kyma.triggers import ACCESS_SECRET, HEARTBEAT, KYMA_CHANGED, RUNTIME_EVENT
 from kyma_operator.remote.cache import ClientFactory, SkrClientCache, default_client_factory
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
 from kyma_operator.runtime.clock import Clock
@@ -43,11 +39,12 @@ from kyma_operator.runtime.controller import (
     AnyOf,
     Controller,
     DeletionTimestampChanged,
-    EnqueueMapped,
+    EnqueueForObject,
     GenerationChanged,
     LabelsChanged,
 )
 from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.ratelimit import (
@@ -56,6 +53,7 @@ from kyma_operator.runtime.ratelimit import (
     MaxOfRateLimiter,
 )
 from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.source import Source
 
 CONTROLLER_NAME = "kyma"
 
@@ -69,8 +67,9 @@ class KymaController:
     kymas: Informer
     access_secrets: Informer
     skr_clients: SkrClientCache
-    sweep: HeartbeatSweep
-    triggers: TriggerLog
+    intake: Intake
+    """The listener's entry into this controller (``kcp_listener.routing.RequestSink``)."""
+    sweep: HeartbeatSweep | None
 
     @property
     def informers(self) -> list[Informer]:
@@ -80,28 +79,9 @@ class KymaController:
         for informer in self.informers:
             manager.add_informer(informer)
         manager.add_controller(self.controller)
-        manager.add_runnable(self.sweep, leader_only=True)
 
     def enqueue(self, request: Request, reason: str) -> None:
-        self.triggers.note(request, reason)
-        self.controller.enqueue(request)
-
-    def event_sink(self, maxsize: int = 4096) -> KymaEventSink:
-        """The listener's Kyma ``RequestSink``: a bounded channel into this controller."""
-        return KymaEventSink(self.controller.channel_source(maxsize), self.triggers)
-
-    def use_heartbeats(self, heartbeats: HeartbeatSource, max_silence: float) -> None:
-        """Read agent liveness from the listener's tracker (condition, safety-net interval, sweep)."""
-        self.reconciler.heartbeats = heartbeats
-        if self.reconciler.config.heartbeat_max_silence is None:
-            self.reconciler.heartbeat_max_silence = max_silence
-        self.sweep.heartbeats = heartbeats
-
-    def attach_watcher_feature(self, feature: WatcherFeature) -> None:
-        """Let Watcher and trust-bundle changes fan out to every Kyma (rate-limited)."""
-        feature.attach_kyma_controller(
-            self.kymas, NotingQueue(self.controller.queue, self.triggers, WATCHER_FANOUT)
-        )
+        self.controller.enqueue(request, reason)
 
     async def close(self) -> None:
         """Close the runtime clients (after the manager stopped)."""
@@ -118,13 +98,20 @@ def build_kyma_controller(
     client_factory: ClientFactory = default_client_factory,
     registry: CollectorRegistry | None = None,
     kymas: Informer | None = None,
+    heartbeats: HeartbeatSource | None = None,
+    sources: Sequence[Source] = (),
 ) -> KymaController:
+    """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
+
+    ``heartbeats``: the listener's tracker (condition ``SKRWatcherHeartbeat``, adaptive safety net,
+    sweep); without it every runtime's agent counts as unhealthy. ``sources``: further triggers
+    (the Watcher fan-out).
+    """
     cfg = config or KymaControllerConfig()
     kymas = kymas or Informer(client, KYMAS, namespace=cfg.namespace, clock=clock, name="kymas")
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     skr_clients = SkrClientCache(access, factory=client_factory, registry=registry)
-    triggers = TriggerLog()
     observed = ObservedHealth()
     reconciler = KymaReconciler(
         client,
@@ -132,7 +119,7 @@ def build_kyma_controller(
         skr_clients=skr_clients,
         installers=installers,
         config=cfg,
-        triggers=triggers,
+        heartbeats=heartbeats,
         observed_health=observed,
         clock=clock,
         wall_clock=wall_clock,
@@ -144,46 +131,45 @@ def build_kyma_controller(
     controller = Controller(
         CONTROLLER_NAME, reconciler, workers=cfg.workers, rate_limiter=rate_limiter, clock=clock
     )
-
-    def kyma_changed(obj: JSON) -> Iterable[Request]:
-        request = Request.for_object(obj)
-        triggers.note(request, KYMA_CHANGED)
-        return (request,)
-
     controller.watch(
         kymas,
-        EnqueueMapped(kyma_changed),
+        EnqueueForObject(),
         AnyOf(GenerationChanged(), LabelsChanged(), DeletionTimestampChanged()),
+        reason=KYMA_CHANGED,
     )
+    intake = Intake(
+        RUNTIME_EVENT, capacity=cfg.intake_capacity, throttle_window=cfg.event_throttle_window, clock=clock
+    )
+    controller.add_source(intake)
 
     def secret_changed(request: Request, what: str) -> None:
         if what == "changed":
             obj = kymas.get(request.namespace, request.name)
             if obj is not None and (obj.get("status") or {}).get("state") == "Ready":
                 return  # a rotated kubeconfig of a healthy runtime is used from the next reconcile on
-        triggers.note(request, ACCESS_SECRET)
-        controller.enqueue(request)
+        controller.enqueue(request, ACCESS_SECRET)
 
     access.on_change(secret_changed)
-
-    def sweep_enqueue(request: Request) -> None:
-        triggers.note(request, HEARTBEAT)
-        controller.enqueue(request)
-
-    sweep = HeartbeatSweep(
-        kymas,
-        observed,
-        sweep_enqueue,
-        namespace=cfg.namespace,
-        interval=cfg.heartbeat_sweep_interval,
-        clock=clock,
-    )
+    sweep: HeartbeatSweep | None = None
+    if heartbeats is not None:
+        sweep = HeartbeatSweep(
+            kymas,
+            observed,
+            heartbeats,
+            reason=HEARTBEAT,
+            namespace=cfg.namespace,
+            interval=cfg.heartbeat_sweep_interval,
+            clock=clock,
+        )
+        controller.add_source(sweep)
+    for source in sources:
+        controller.add_source(source)
     return KymaController(
         controller=controller,
         reconciler=reconciler,
         kymas=kymas,
         access_secrets=secrets_informer,
         skr_clients=skr_clients,
+        intake=intake,
         sweep=sweep,
-        triggers=triggers,
     )

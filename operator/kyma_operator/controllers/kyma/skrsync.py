@@ -32,7 +32,7 @@ COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SU
 NAMESPACE_LABELS = {
     names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA,
     "istio-injection": "enabled",
-    "namespaces.warden.kyma-project.io/validate": "enabled",
+    names.WARDEN_VALIDATE_LABEL: "enabled",
 }
 
 

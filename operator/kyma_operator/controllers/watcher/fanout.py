@@ -9,6 +9,9 @@ fan-out is:
 * spread: Kyma ``i`` is enqueued after ``i / rate`` seconds (``add_after``), so the Kyma controller's
   work queue releases them at ``rate`` per second at most, deduplicated with anything else queued.
 
+It is a ``Source`` of the Kyma controller (``bind``); the rotator's trust-bundle changes and the
+Watcher informer call ``trigger``.
+
 The clock is the runtime's injectable ``Clock``; tests drive the fan-out with a ``FakeClock``.
 """
 
@@ -21,22 +24,20 @@ from typing import Any, Protocol
 from kyma_operator.runtime.clock import Clock, RealClock, TimerHandle
 from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.source import Enqueuer
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
+
+FANOUT_REASON = "Watcher change fan-out"
+"""The trigger reason of the Kymas a fan-out enqueues."""
 
 
 class ObjectCache(Protocol):
     """What the fan-out reads Kymas from (an ``Informer``)."""
 
     def list(self, namespace: str | None = None) -> list[JSON]: ...
-
-
-class DelayingQueue(Protocol):
-    """What the fan-out writes to (the Kyma controller's ``WorkQueue``)."""
-
-    def add_after(self, key: Request, delay: float) -> None: ...
 
 
 def _meta(obj: JSON) -> JSON:
@@ -60,8 +61,8 @@ class WatcherFanout:
     def __init__(
         self,
         kymas: ObjectCache,
-        queue: DelayingQueue,
         *,
+        reason: str,
         clock: Clock | None = None,
         rate: float = 50.0,
         debounce: float = 1.0,
@@ -73,7 +74,8 @@ class WatcherFanout:
         if debounce < 0:
             raise ValueError("debounce must not be negative")
         self._kymas = kymas
-        self._queue = queue
+        self._reason = reason
+        self._queue: Enqueuer | None = None
         self._clock = clock or RealClock()
         self.rate = rate
         self.debounce = debounce
@@ -85,6 +87,12 @@ class WatcherFanout:
         """Completed fan-outs."""
         self.enqueued = 0
         """Kyma requests handed to the queue, over all fan-outs."""
+
+    def bind(self, queue: Enqueuer) -> None:
+        """Fan out into ``queue`` (the Kyma controller's; ``Controller.add_source``)."""
+        if self._queue is not None:
+            raise RuntimeError("fan-out is already bound to a controller")
+        self._queue = queue
 
     @property
     def pending(self) -> bool:
@@ -99,12 +107,16 @@ class WatcherFanout:
     def _fire(self) -> None:
         self._timer = None
         reasons, self._reasons = self._reasons, []
+        queue = self._queue
+        if queue is None:
+            log.warning("watcher fan-out (%s) skipped: no Kyma controller bound", "; ".join(reasons))
+            return
         kymas = sorted(
             (obj for obj in self._kymas.list(self.namespace) if self._filter is None or self._filter(obj)),
             key=lambda obj: (_meta(obj).get("namespace") or "", _meta(obj).get("name") or ""),
         )
         for index, obj in enumerate(kymas):
-            self._queue.add_after(Request.for_object(obj), index / self.rate)
+            queue.add_after(Request.for_object(obj), index / self.rate, self._reason)
         self.fanouts += 1
         self.enqueued += len(kymas)
         log.info(

@@ -5,8 +5,9 @@
   the ``TrustRotator`` that moves the CA rotation along on its own schedule;
 * the ``AgentInstaller`` the Kyma reconcile calls (``feature.installer.ensure(kyma, skr_client)``),
   reading Watchers from the controller's informer (no extra watch);
-* the fan-out, attached once the Kyma controller exists (``attach_kyma_controller``): a Watcher
-  change or a trust-bundle change re-renders every runtime's agent, rate-limited.
+* the fan-out (``feature.fanout``), a ``Source`` for the Kyma controller over the shared Kyma
+  informer: a Watcher change or a trust-bundle change re-renders every runtime's agent,
+  rate-limited. The Kyma controller binds it (``build_kyma_controller(sources=...)``).
 
 ``add_to(manager)`` registers the controller and informers (leader-only reconciles) and the rotator
 (a leader-only runnable).
@@ -16,18 +17,18 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
-from kyma_operator.controllers.watcher.fanout import DelayingQueue, ObjectCache, WatcherFanout
+from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, ObjectCache, WatcherFanout
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
 from kyma_operator.identity.bundle import RotationPolicy
 from kyma_operator.identity.rotator import TrustRotator
 from kyma_operator.identity.signing_keys import SigningPolicy
-from kyma_operator.identity.store import IdentityConfig, IdentityStore, TrustState, utc_now
+from kyma_operator.identity.store import IdentityConfig, IdentityStore, utc_now
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
@@ -50,30 +51,8 @@ class WatcherFeature:
     identity: IdentityStore
     installer: AgentInstaller
     rotator: TrustRotator
+    fanout: WatcherFanout
     config: WatcherFeatureConfig
-    clock: Clock | None = None
-    fanout: WatcherFanout | None = field(default=None)
-
-    def attach_kyma_controller(self, kymas: ObjectCache, queue: DelayingQueue) -> WatcherFanout:
-        """Fan Watcher and trust-bundle changes out to every Kyma of ``kymas`` through ``queue``."""
-        if self.fanout is not None:
-            raise RuntimeError("a Kyma controller is already attached")
-        namespace = self.config.controller.namespace
-        fanout = WatcherFanout(
-            kymas,
-            queue,
-            clock=self.clock,
-            rate=self.config.fanout_rate,
-            debounce=self.config.fanout_debounce,
-        )
-        fanout.watch(self.controller.watchers, namespace=namespace)
-
-        def bundle_changed(_state: TrustState) -> None:
-            fanout.trigger("trust bundle changed")
-
-        self.rotator.on_bundle_change = bundle_changed
-        self.fanout = fanout
-        return fanout
 
     def add_to(self, manager: Manager) -> None:
         self.controller.add_to(manager)
@@ -84,6 +63,7 @@ def build_watcher_feature(
     client: KubeClient,
     config: WatcherFeatureConfig,
     *,
+    kymas: ObjectCache,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     policy: RotationPolicy | None = None,
@@ -99,11 +79,20 @@ def build_watcher_feature(
     installer = AgentInstaller(
         identity=identity, watchers=controller.watchers, config=installer_config, wall_clock=wall_clock
     )
+    fanout = WatcherFanout(
+        kymas,
+        reason=FANOUT_REASON,
+        clock=clock,
+        rate=config.fanout_rate,
+        debounce=config.fanout_debounce,
+    )
+    fanout.watch(controller.watchers, namespace=config.controller.namespace)
+    rotator = TrustRotator(identity, on_bundle_change=lambda _state: fanout.trigger("trust bundle changed"))
     return WatcherFeature(
         controller=controller,
         identity=identity,
         installer=installer,
-        rotator=TrustRotator(identity),
+        rotator=rotator,
+        fanout=fanout,
         config=config,
-        clock=clock,
     )

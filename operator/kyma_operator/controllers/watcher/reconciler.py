@@ -54,7 +54,7 @@ JSON = dict[str, Any]
 class WatcherControllerConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    namespace: str = Field(default="kcp-system", min_length=1)
+    namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
     """Only Watchers (and Gateways, VirtualServices) of this namespace are served (upstream default)."""
     workers: int = Field(default=1, ge=1, le=16)
     safety_net_interval: float = Field(default=600.0, gt=0)

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcp_listener.contract import CONTRACT_VERSION
 from kyma_operator.api import names
 from kyma_operator.api.istio import (
     Destination,
@@ -36,6 +35,7 @@ from kyma_operator.controllers.watcher.validation import (
     REASON_GATEWAY_WITHOUT_HOSTS,
     Problem,
 )
+from kyma_wire.events import CONTRACT_VERSION
 
 
 @dataclass(frozen=True)

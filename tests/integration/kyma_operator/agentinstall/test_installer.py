@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from kyma_operator.agentinstall.installer import (
-    HASH_ANNOTATION,
     PRIORITY_CLASSES,
     AgentInstaller,
     InstallerConfig,
@@ -38,6 +37,7 @@ from kyma_operator.runtime.resources import (
     SERVICES,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
 )
+from kyma_wire.names import OPERATOR_NAME
 from tests.integration.kyma_operator.identity.helpers import WallClock
 from tests.polling import eventually
 
@@ -48,7 +48,7 @@ def watcher_body(name: str, namespace: str, *, label: str, field: str = "spec") 
     return {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "manager": "lifecycle-manager",
+            "manager": OPERATOR_NAME,
             "labelsToWatch": {"test.kyma-project.io/watched": label},
             "resourceToWatch": {"group": "", "version": "v1", "resource": "configmaps"},
             "field": field,
@@ -267,7 +267,7 @@ async def test_rotation_rolls_the_pod_and_readiness_is_reported(
     assert f"ValidatingWebhookConfiguration/{setup.vwc_name}" in rotated.applied  # caBundle gained the new CA
     deployment = await skr_client.get(DEPLOYMENTS, "skr-webhook", ns)
     assert deployment["spec"]["template"]["metadata"]["labels"][names.POD_RESTART_TRIGGER_LABEL] != trigger
-    assert deployment["metadata"]["annotations"][HASH_ANNOTATION]
+    assert deployment["metadata"]["annotations"][names.SKR_WEBHOOK_HASH_ANNOTATION]
 
     # a pod in CrashLoopBackOff makes it an error (the Kyma goes to Error)
     pod = await skr_client.create(

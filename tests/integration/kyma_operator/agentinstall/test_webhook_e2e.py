@@ -13,7 +13,6 @@ import asyncio
 import datetime
 from pathlib import Path
 
-from kcp_listener.routing import ObjectRef
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
 from kyma_operator.api import names
 from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
@@ -21,6 +20,7 @@ from kyma_operator.identity.store import IdentityConfig, IdentityStore
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from skr_watcher.agent import Agent
 from tests.controlplane.cluster import free_port
@@ -116,13 +116,13 @@ async def test_skr_api_server_calls_the_installed_agent_which_delivers_a_signed_
             )
 
             async def delivered() -> bool:
-                return ObjectRef(ns, "kyma-e2e") in running.kymas.items
+                return Request(ns, "kyma-e2e") in running.kymas.items
 
             await eventually(delivered, what="the Kyma enqueued by the listener")
             registry = agent.metrics.registry
             assert (registry.get_sample_value("watcher_admission_request_total") or 0) >= 1
             assert registry.get_sample_value("watcher_events_sent_total") == 1
-            assert running.kymas.items == [ObjectRef(ns, "kyma-e2e")]
+            assert running.kymas.items == [Request(ns, "kyma-e2e")]
             assert running.manifests.items == []
     finally:
         stop.set()

@@ -19,8 +19,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.contract import GroupVersionKind, ObjectKey, WatchEvent, event_path
-from kcp_listener.routing import ObjectRef
 from kyma_operator.agentinstall.installer import KymaRef
 from kyma_operator.api import names
 from kyma_operator.controllers.watcher.reconciler import resource_for
@@ -28,7 +26,10 @@ from kyma_operator.identity.bundle import RotationPolicy
 from kyma_operator.identity.ca import issued_by
 from kyma_operator.identity.store import IdentityConfig, IdentityStore, RuntimeIdentity
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, event_path
+from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from skr_watcher import credentials
 from skr_watcher.kcp_client import KcpClient
 from tests.integration.kyma_operator.identity.e2e import TlsGateway, agent_config, running_listener
@@ -79,12 +80,12 @@ class AgentStandIn:
         """POST one event; returns the HTTP status (transport errors propagate)."""
         loaded = credentials.load(self.config, lambda: datetime.datetime.now(datetime.UTC).timestamp())
         client = KcpClient(self.config.kcp_base_url, ssl_context=loaded.client_context, signer=loaded.signer)
-        event = WatchEvent(
-            watched=ObjectKey(namespace="kyma-system", name="default"),
+        event = AgentEvent(
+            watched=ObjectKey(namespace=SKR_NAMESPACE, name="default"),
             watched_gvk=GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Kyma"),
         )
         try:
-            response = await client.post(event_path("lifecycle-manager"), event.to_wire())
+            response = await client.post(event_path(OPERATOR_NAME), event.to_wire())
         finally:
             await client.aclose()
         if response.status_code == 200:
@@ -197,7 +198,7 @@ async def test_ca_rotation_keeps_every_client_working(
             assert counter_total(registry, "kcp_listener_requests") == delivered
             assert counter_total(registry, "kcp_listener_auth_failures") == 0
             assert counter_total(registry, "kcp_listener_rejected_events") == 0
-            assert set(running.kymas.items) == {ObjectRef(ns, kyma.name)}
+            assert set(running.kymas.items) == {Request(ns, kyma.name)}
             assert gateway.handshake_failures == failures_before + 1
     finally:
         await gateway.stop()

@@ -1,5 +1,5 @@
 """Controllers under a Manager against a real API server: reconciles, retries, requeue_after,
-channel source, health/readiness/metrics endpoints, Lease leader election and takeover."""
+intake source, health/readiness/metrics endpoints, Lease leader election and takeover."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from kyma_operator.runtime import (
     Request,
     Result,
 )
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.resources import CONFIGMAPS, LEASES
 from tests.polling import eventually
 
@@ -92,15 +93,16 @@ async def test_controller_reconciles_retries_with_backoff_and_honours_requeue_af
     manager, reconciler, controller = new_manager(client, namespace, "cm-controller")
     reconciler.fail_times["flaky"] = 3
     reconciler.requeue_once["periodic"] = 0.3
-    channel = controller.channel_source(maxsize=4)
+    intake = Intake("listener event", capacity=4)
+    controller.add_source(intake)
     async with started(manager):
         await eventually(lambda: manager.ready, what="readiness")
         await client.create(CONFIGMAPS, configmap("flaky", namespace))
         await client.create(CONFIGMAPS, configmap("periodic", namespace))
         await eventually(lambda: len(reconciler.calls.get("flaky", [])) == 4, what="3 retries then success")
         await eventually(lambda: len(reconciler.calls.get("periodic", [])) == 2, what="requeue_after")
-        assert channel.offer(Request(namespace, "from-listener"))
-        await eventually(lambda: "from-listener" in reconciler.calls, what="channel request reconciled")
+        assert intake.offer(Request(namespace, "from-listener"))
+        await eventually(lambda: "from-listener" in reconciler.calls, what="intake request reconciled")
 
         flaky = reconciler.calls["flaky"]
         gaps = [b - a for a, b in itertools.pairwise(flaky)]

@@ -9,31 +9,32 @@ import pytest
 from pydantic import ValidationError
 
 from kyma_operator.agentinstall.installer import (
-    HASH_ANNOTATION,
     InstallerConfig,
     KymaRef,
     Rendered,
     render_agent,
     usable_watchers,
 )
+from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.identity.bundle import RotationPolicy, advance_gateway, plan_root
 from kyma_operator.identity.ca import material_digest
 from kyma_operator.identity.leaf import LeafSpec, issue_leaf
 from kyma_operator.identity.signing_keys import SigningKey
 from kyma_operator.identity.store import RuntimeIdentity
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, POD_RESTART_TRIGGER_LABEL, RUNTIME_ID_LABEL
 
 T0 = datetime.datetime(2026, 8, 1, tzinfo=datetime.UTC)
 
 
 def _watcher(name: str, **extra: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "kcp-system", **extra.pop("meta", {})}
+    meta: dict[str, Any] = {"name": name, "namespace": KCP_NAMESPACE, **extra.pop("meta", {})}
     spec = {
-        "manager": "lifecycle-manager",
+        "manager": OPERATOR_NAME,
         "labelsToWatch": {"a": "b"},
         "resourceToWatch": {"group": "", "version": "v1", "resource": "configmaps"},
         "field": "spec",
-        "serviceInfo": {"name": "svc", "namespace": "kcp-system", "port": 8082},
+        "serviceInfo": {"name": "svc", "namespace": KCP_NAMESPACE, "port": 8082},
         "gateway": {"selector": {"matchLabels": {"x": "y"}}},
         **extra,
     }
@@ -74,7 +75,7 @@ def test_only_valid_live_watchers_of_the_namespace_become_webhooks() -> None:
         _watcher("bad-manager", manager="Not A Segment"),
         _watcher("elsewhere", meta={"namespace": "other"}),
     ]
-    assert [s.name for s in usable_watchers(watchers, namespace="kcp-system")] == ["a", "b"]
+    assert [s.name for s in usable_watchers(watchers, namespace=KCP_NAMESPACE)] == ["a", "b"]
 
 
 def test_render_order_hashes_and_webhook_targets() -> None:
@@ -82,11 +83,11 @@ def test_render_order_hashes_and_webhook_targets() -> None:
     rendered = _render([_watcher("w")], identity)
     kinds = [r.body["kind"] for r in rendered]
     assert kinds[:2] == ["Namespace", "Secret"] and kinds[-1] == "ValidatingWebhookConfiguration"
-    assert all(r.body["metadata"]["annotations"][HASH_ANNOTATION] == r.digest for r in rendered)
+    assert all(
+        r.body["metadata"]["annotations"][names.SKR_WEBHOOK_HASH_ANNOTATION] == r.digest for r in rendered
+    )
     deployment = next(r.body for r in rendered if r.body["kind"] == "Deployment")
-    trigger = deployment["spec"]["template"]["metadata"]["labels"][
-        "operator.kyma-project.io/pod-restart-trigger"
-    ]
+    trigger = deployment["spec"]["template"]["metadata"]["labels"][POD_RESTART_TRIGGER_LABEL]
     assert trigger == material_digest(
         identity.leaf.cert_pem,
         identity.leaf.key_pem,
@@ -126,8 +127,8 @@ def test_kyma_reference_from_dict_and_model() -> None:
         "kind": "Kyma",
         "metadata": {
             "name": "kyma-1",
-            "namespace": "kcp-system",
-            "labels": {"kyma-project.io/runtime-id": "rt-1"},
+            "namespace": KCP_NAMESPACE,
+            "labels": {RUNTIME_ID_LABEL: "rt-1"},
             "annotations": {"skr-domain": "rt1.example.com"},
         },
         "spec": {"channel": "regular"},

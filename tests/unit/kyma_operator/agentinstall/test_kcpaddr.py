@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
+from kyma_wire.names import KCP_NAMESPACE
 
 
 def _gateway(*servers: dict[str, Any]) -> dict[str, Any]:
     return {
-        "metadata": {"name": "klm-watcher", "namespace": "kcp-system"},
+        "metadata": {"name": "klm-watcher", "namespace": KCP_NAMESPACE},
         "spec": {"servers": list(servers)},
     }
 

@@ -22,6 +22,7 @@ from kyma_operator.api import (
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.watcher import FieldName, default_gateway_selector
 from kyma_operator.controllers.watcher.virtualservice import render
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from tests.controlplane.crds import sample_documents
 
 MODELS: dict[str, type[KubeObject]] = {
@@ -85,8 +86,8 @@ def test_template_and_release_meta_samples_resolve() -> None:
 
 def test_watcher_sample_is_the_upstream_default() -> None:
     watcher = Watcher.from_object(_by_kind("Watcher"))
-    assert (watcher.name, watcher.namespace) == ("klm-watcher", "kcp-system")
-    assert watcher.manager_name() == "lifecycle-manager"
+    assert (watcher.name, watcher.namespace) == ("klm-watcher", KCP_NAMESPACE)
+    assert watcher.manager_name() == OPERATOR_NAME
     assert watcher.spec.field is FieldName.SPEC
     assert watcher.spec.labels_to_watch == {names.WATCHED_BY_LABEL: names.MANAGED_BY_KYMA}
     assert watcher.spec.resource_to_watch.resource == "kymas"
@@ -118,6 +119,6 @@ def test_virtual_service_sample_is_what_the_controller_renders() -> None:
     # The API server assigns the Watcher's uid; the sample carries it as a placeholder.
     watcher_doc["metadata"]["uid"] = sample["metadata"]["ownerReferences"][0]["uid"]
     rendered = render(
-        Watcher.from_object(watcher_doc), [Gateway.from_object(_by_kind("Gateway"))], namespace="kcp-system"
+        Watcher.from_object(watcher_doc), [Gateway.from_object(_by_kind("Gateway"))], namespace=KCP_NAMESPACE
     )
     assert rendered.to_object() == sample

@@ -22,8 +22,9 @@ from kyma_operator.runtime.errors import Forbidden, KubeTransportError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import NAMESPACES
+from kyma_wire.names import KCP_NAMESPACE
 
-KYMA = Request("kcp-system", "kyma-1")
+KYMA = Request(KCP_NAMESPACE, "kyma-1")
 
 
 def kubeconfig(server: str = "https://127.0.0.1:1") -> bytes:
@@ -42,7 +43,7 @@ def kubeconfig(server: str = "https://127.0.0.1:1") -> bytes:
 def secret(name: str, *, rv: str = "1", uid: str = "u1", config: bytes | None = None) -> dict[str, Any]:
     data = {} if config is None else {"config": base64.b64encode(config).decode()}
     return {
-        "metadata": {"name": name, "namespace": "kcp-system", "uid": uid, "resourceVersion": rv},
+        "metadata": {"name": name, "namespace": KCP_NAMESPACE, "uid": uid, "resourceVersion": rv},
         "data": data,
     }
 
@@ -52,7 +53,7 @@ def secret(name: str, *, rv: str = "1", uid: str = "u1", config: bytes | None = 
 
 def test_exactly_one_secret_is_selected_with_its_kubeconfig() -> None:
     selected = select_access_secret(KYMA, [secret("kyma-1-kubeconfig", rv="7", config=b"apiVersion: v1")])
-    assert selected == AccessSecret("kcp-system", "kyma-1-kubeconfig", "u1", "7", b"apiVersion: v1")
+    assert selected == AccessSecret(KCP_NAMESPACE, "kyma-1-kubeconfig", "u1", "7", b"apiVersion: v1")
 
 
 def test_no_secret_names_the_label_that_was_looked_for() -> None:
@@ -60,7 +61,7 @@ def test_no_secret_names_the_label_that_was_looked_for() -> None:
         select_access_secret(KYMA, [])
     assert info.value.reason == "AccessSecretNotFound"
     assert "operator.kyma-project.io/kyma-name=kyma-1" in info.value.message
-    assert "kcp-system" in info.value.message
+    assert KCP_NAMESPACE in info.value.message
 
 
 def test_two_secrets_are_ambiguous_and_both_are_named() -> None:
@@ -75,7 +76,7 @@ def test_two_secrets_are_ambiguous_and_both_are_named() -> None:
     [({}, "has no data key 'config'"), ({"config": "not base64!"}, "'config' is not base64")],
 )
 def test_unusable_secret_content_is_reported(data: dict[str, str], expected: str) -> None:
-    bad = {"metadata": {"name": "s", "namespace": "kcp-system"}, "data": data}
+    bad = {"metadata": {"name": "s", "namespace": KCP_NAMESPACE}, "data": data}
     with pytest.raises(InvalidAccessSecret, match=expected):
         select_access_secret(KYMA, [bad])
 

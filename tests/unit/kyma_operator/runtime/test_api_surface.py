@@ -23,6 +23,7 @@ from kyma_operator.runtime import (
 )
 from kyma_operator.runtime.errors import error_from_status
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, LEASES, NAMESPACES
+from kyma_wire.names import KCP_NAMESPACE
 
 
 def test_all_matches_the_exported_names() -> None:
@@ -78,7 +79,7 @@ def test_resource_paths() -> None:
     assert CRDS.path(None, "a.b") == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/a.b"
     kyma = Resource("operator.kyma-project.io", "v1beta2", "kymas", "Kyma")
     assert (
-        kyma.path("kcp-system", "k", "status")
+        kyma.path(KCP_NAMESPACE, "k", "status")
         == "/apis/operator.kyma-project.io/v1beta2/namespaces/kcp-system/kymas/k/status"
     )
     assert kyma.path("ns", "a/b") == "/apis/operator.kyma-project.io/v1beta2/namespaces/ns/kymas/a%2Fb"

@@ -15,14 +15,17 @@ from kyma_operator.runtime import (
     EnqueueForObject,
     EnqueueForOwner,
     EnqueueMapped,
+    Enqueuer,
     FakeClock,
     GenerationChanged,
+    InformerSource,
     ItemExponentialFailureRateLimiter,
     LabelsChanged,
     Request,
     Result,
     RuntimeMetrics,
     TerminalError,
+    current_triggers,
     settle,
 )
 
@@ -86,7 +89,7 @@ async def test_errors_requeue_with_exponential_backoff_then_success_forgets() ->
     reconciler = ScriptedReconciler([RuntimeError("1"), RuntimeError("2"), RuntimeError("3")])
     metrics = RuntimeMetrics(CollectorRegistry())
     async with running(reconciler, metrics=metrics) as (controller, clock):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
         for delay in (0.005, 0.01, 0.02):
             ready_at = controller.queue.ready_at(REQ)
@@ -114,7 +117,7 @@ async def test_errors_requeue_with_exponential_backoff_then_success_forgets() ->
 async def test_requeue_after_forgets_backoff_and_waits_exactly() -> None:
     reconciler = ScriptedReconciler([RuntimeError("boom"), Result(requeue_after=30.0)])
     async with running(reconciler) as (controller, clock):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
         assert controller.queue.num_requeues(REQ) == 1
         clock.advance(0.005)
@@ -133,9 +136,9 @@ async def test_requeue_after_forgets_backoff_and_waits_exactly() -> None:
 async def test_event_during_requeue_after_reconciles_immediately() -> None:
     reconciler = ScriptedReconciler([Result(requeue_after=60.0)])
     async with running(reconciler) as (controller, _):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
-        controller.enqueue(REQ)  # a new event does not wait for the requeue timer
+        controller.enqueue(REQ, "test")  # a new event does not wait for the requeue timer
         await settle()
         assert len(reconciler.calls) == 2
 
@@ -143,7 +146,7 @@ async def test_event_during_requeue_after_reconciles_immediately() -> None:
 async def test_requeue_flag_uses_rate_limiter() -> None:
     reconciler = ScriptedReconciler([Result(requeue=True)])
     async with running(reconciler) as (controller, clock):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
         assert controller.queue.ready_at(REQ) == pytest.approx(clock.now() + 0.005)
 
@@ -151,7 +154,7 @@ async def test_requeue_flag_uses_rate_limiter() -> None:
 async def test_terminal_error_is_not_retried() -> None:
     reconciler = ScriptedReconciler([TerminalError("bad spec")])
     async with running(reconciler) as (controller, clock):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
         clock.advance(100)
         await settle()
@@ -163,11 +166,11 @@ async def test_same_request_never_reconciled_concurrently_but_others_are() -> No
     reconciler = ScriptedReconciler()
     reconciler.gate = asyncio.Event()
     async with running(reconciler, workers=3) as (controller, _):
-        controller.enqueue(REQ)
+        controller.enqueue(REQ, "test")
         await settle()
         for _ in range(5):
-            controller.enqueue(REQ)
-        controller.enqueue(Request("ns", "other"))
+            controller.enqueue(REQ, "test")
+        controller.enqueue(Request("ns", "other"), "test")
         await settle()
         assert reconciler.active == {REQ, Request("ns", "other")}
         reconciler.gate.set()
@@ -184,7 +187,7 @@ async def test_cancel_lets_in_flight_reconcile_finish() -> None:
     reconciler.clock = clock
     controller = Controller("c", reconciler, clock=clock, workers=2)
     task = asyncio.create_task(controller.run())
-    controller.enqueue(REQ)
+    controller.enqueue(REQ, "test")
     await settle()
     assert reconciler.active == {REQ}
     task.cancel()
@@ -197,31 +200,59 @@ async def test_cancel_lets_in_flight_reconcile_finish() -> None:
     assert controller.queue.processing == frozenset()
 
 
-async def test_channel_source_offer_is_bounded_and_feeds_the_queue() -> None:
+async def test_runnable_sources_run_while_the_controller_runs() -> None:
+    class Ticker:
+        def __init__(self) -> None:
+            self.queue: Enqueuer | None = None
+            self.started = asyncio.Event()
+            self.cancelled = False
+
+        def bind(self, queue: Enqueuer) -> None:
+            self.queue = queue
+
+        async def run(self) -> None:
+            assert self.queue is not None
+            self.queue.add(Request("a", "tick"), "timer")
+            self.started.set()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.cancelled = True
+
     reconciler = ScriptedReconciler()
     clock = FakeClock()
     reconciler.clock = clock
     controller = Controller("c", reconciler, clock=clock)
-    channel = controller.channel_source(maxsize=2)
-    assert channel.offer(Request("a", "1"))
-    assert channel.offer(Request("a", "1"))
-    assert not channel.offer(Request("a", "2")), "full channel must refuse without blocking"
-    assert len(channel) == 2
+    ticker = Ticker()
+    controller.add_source(ticker)
     task = asyncio.create_task(controller.run())
+    await ticker.started.wait()
     await settle()
-    assert [r for r, _ in reconciler.calls] == [Request("a", "1")], "duplicates collapse in the queue"
-    await channel.put(Request("a", "3"))
-    await settle()
-    assert [r for r, _ in reconciler.calls][-1] == Request("a", "3")
+    assert [r for r, _ in reconciler.calls] == [Request("a", "tick")]
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert ticker.cancelled, "a runnable source stops with its controller"
 
 
-def test_channel_source_rejects_bad_size() -> None:
-    controller = Controller("c", ScriptedReconciler())
-    with pytest.raises(ValueError):
-        controller.channel_source(0)
+async def test_result_reason_is_the_next_runs_trigger() -> None:
+    seen: list[tuple[str, ...]] = []
+
+    class Once:
+        async def reconcile(self, request: Request) -> Result:
+            seen.append(current_triggers())
+            return Result(requeue_after=1.0, reason="re-read") if len(seen) == 1 else Result()
+
+    clock = FakeClock()
+    controller = Controller("c", Once(), clock=clock)
+    controller.enqueue(REQ, "event")
+    assert await controller.process_next()
+    clock.advance(1.0)
+    assert await controller.process_next()
+    assert seen == [("event",), ("re-read",)]
+
+
+def test_bad_worker_count_is_refused() -> None:
     with pytest.raises(ValueError):
         Controller("c", ScriptedReconciler(), workers=0)
 
@@ -281,10 +312,8 @@ class _Recorder:
 
 
 def _drive(controller: Controller, events: Iterator[tuple[str, tuple[dict[str, object], ...]]]) -> None:
-    """Feed events through the informer source adapter the controller registered."""
-    from kyma_operator.runtime.controller import _InformerSource
-
-    sources = [h for h in controller._informers[0]._handlers if isinstance(h, _InformerSource)]
+    """Feed events through the informer source the controller registered."""
+    sources = [h for h in controller._informers[0]._handlers if isinstance(h, InformerSource)]
     for kind, objs in events:
         getattr(sources[0], f"on_{kind}")(*objs)
 

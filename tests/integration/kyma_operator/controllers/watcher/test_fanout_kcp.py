@@ -5,16 +5,21 @@ from __future__ import annotations
 import asyncio
 
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.fanout import WatcherFanout
+from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, WatcherFanout
 from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
+from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.queue import WorkQueue
-from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.request import Request, Result
 from tests.integration.kyma_operator.controllers.watcher.test_watcher_controller import watcher
 from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
+
+
+class Idle:
+    async def reconcile(self, request: Request) -> Result:
+        return Result()
 
 
 async def test_watcher_changes_enqueue_all_kymas(kcp_client: KubeClient, kcp_namespace: str) -> None:
@@ -26,8 +31,10 @@ async def test_watcher_changes_enqueue_all_kymas(kcp_client: KubeClient, kcp_nam
     await kcp_client.create(WATCHERS, watcher("existing", ns))
     kymas = Informer(kcp_client, KYMAS, namespace=ns)
     watchers = Informer(kcp_client, WATCHERS, namespace=ns)
-    queue: WorkQueue[Request] = WorkQueue("kyma")
-    fanout = WatcherFanout(kymas, queue, rate=200.0, debounce=0.05, namespace=ns)
+    controller = Controller("kyma", Idle())
+    fanout = WatcherFanout(kymas, reason=FANOUT_REASON, rate=200.0, debounce=0.05, namespace=ns)
+    controller.add_source(fanout)
+    queue = controller.queue
     fanout.watch(watchers, namespace=ns)
     tasks = [asyncio.create_task(kymas.run()), asyncio.create_task(watchers.run())]
     try:

@@ -10,12 +10,12 @@ from kyma_operator.api import names
 from kyma_operator.controllers.watcher.feature import WatcherFeatureConfig, build_watcher_feature
 from kyma_operator.controllers.watcher.reconciler import WATCHERS, WatcherControllerConfig, resource_for
 from kyma_operator.identity.store import IdentityConfig
+from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
-from kyma_operator.runtime.queue import WorkQueue
-from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from tests.integration.kyma_operator.controllers.watcher.test_watcher_controller import (
     GATEWAYS,
@@ -26,6 +26,11 @@ from tests.integration.kyma_operator.controllers.watcher.test_watcher_controller
 from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
+
+
+class Idle:
+    async def reconcile(self, request: Request) -> Result:
+        return Result()
 
 
 async def test_feature_under_a_manager(
@@ -46,6 +51,7 @@ async def test_feature_under_a_manager(
     )
     await kcp_client.create(GATEWAYS, gateway("gw", ns, ["listener.example.com"]))
     vwc_name = f"{ns}-webhook"
+    kymas = Informer(kcp_client, KYMAS, namespace=ns)
     feature = build_watcher_feature(
         kcp_client,
         WatcherFeatureConfig(
@@ -60,10 +66,12 @@ async def test_feature_under_a_manager(
             ),
             fanout_debounce=0.05,
         ),
+        kymas=kymas,
     )
-    kymas = Informer(kcp_client, KYMAS, namespace=ns)
-    kyma_queue: WorkQueue[Request] = WorkQueue("kyma")
-    fanout = feature.attach_kyma_controller(kymas, kyma_queue)
+    kyma_controller = Controller("kyma", Idle())
+    kyma_controller.add_source(feature.fanout)
+    kyma_queue = kyma_controller.queue
+    fanout = feature.fanout
     manager = Manager(kcp_client, name="watcher-feature-test", namespace=ns, health_port=None)
     manager.add_informer(kymas)
     feature.add_to(manager)

@@ -25,6 +25,7 @@ from kyma_operator.runtime.resources import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Resource,
 )
+from kyma_wire.names import KCP_NAMESPACE
 from tests.controlplane.cluster import free_port
 from tests.polling import eventually
 
@@ -45,7 +46,7 @@ def overlay(namespace: str) -> list[dict[str, Any]]:
     """The base with every ``kcp-system`` replaced by ``namespace`` and cluster-wide names prefixed."""
     (kustomization,) = yaml.safe_load_all((KCP_DIR / "kustomization.yaml").read_text())
     text = "\n---\n".join((KCP_DIR / name).read_text() for name in kustomization["resources"])
-    docs = [d for d in yaml.safe_load_all(text.replace("kcp-system", namespace)) if d]
+    docs = [d for d in yaml.safe_load_all(text.replace(KCP_NAMESPACE, namespace)) if d]
     out = []
     for doc in docs:
         if doc["kind"] == "Namespace":

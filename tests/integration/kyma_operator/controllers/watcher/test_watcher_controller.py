@@ -20,6 +20,7 @@ from kyma_operator.runtime.errors import Invalid, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CORE_EVENTS, Resource
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, WATCHED_BY_LABEL
 from tests.polling import eventually
 
 GATEWAYS = Resource("networking.istio.io", "v1beta1", "gateways", "Gateway")
@@ -45,8 +46,8 @@ def gateway(name: str, namespace: str, hosts: list[str], *, default: bool = True
 
 def watcher(name: str, namespace: str, **spec_overrides: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "manager": "lifecycle-manager",
-        "labelsToWatch": {"operator.kyma-project.io/watched-by": "kyma"},
+        "manager": OPERATOR_NAME,
+        "labelsToWatch": {WATCHED_BY_LABEL: "kyma"},
         "resourceToWatch": {"group": "operator.kyma-project.io", "version": "*", "resource": "kymas"},
         "field": "spec",
         "serviceInfo": {"name": "klm-controller-manager-events", "namespace": namespace, "port": 8082},
@@ -292,9 +293,9 @@ async def test_invalid_watchers_report_why(
 @pytest.mark.parametrize(
     ("service_info", "needle"),
     [
-        ({"name": "", "namespace": "kcp-system", "port": 8082}, "spec.serviceInfo.name"),
-        ({"name": "svc", "namespace": "kcp-system", "port": 0}, "spec.serviceInfo.port"),
-        ({"name": "svc", "namespace": "kcp-system", "port": 70000}, "spec.serviceInfo.port"),
+        ({"name": "", "namespace": KCP_NAMESPACE, "port": 8082}, "spec.serviceInfo.name"),
+        ({"name": "svc", "namespace": KCP_NAMESPACE, "port": 0}, "spec.serviceInfo.port"),
+        ({"name": "svc", "namespace": KCP_NAMESPACE, "port": 70000}, "spec.serviceInfo.port"),
         ({"name": "svc", "port": 8082}, "spec.serviceInfo.namespace"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Why-it-ran bookkeeping, the listener sinks and the heartbeat sweep (no API involved)."""
+"""Why-it-ran bookkeeping, the Manifest request log and the heartbeat sweep (no API involved)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.routing import ObjectRef
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
-from kyma_operator.controllers.kyma.triggers import (
-    RUNTIME_EVENT,
-    KymaEventSink,
-    ManifestRequestLog,
-    NotingQueue,
-    TriggerLog,
-)
+from kyma_operator.controllers.kyma.triggers import HEARTBEAT, ManifestRequestLog
 from kyma_operator.runtime.clock import FakeClock, settle
-from kyma_operator.runtime.controller import ChannelSource
-from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.triggers import TriggerLog
+from kyma_wire.names import KCP_NAMESPACE, RUNTIME_ID_LABEL
 
-A = Request("kcp-system", "a")
-B = Request("kcp-system", "b")
+A = Request(KCP_NAMESPACE, "a")
+B = Request(KCP_NAMESPACE, "b")
 
 
 def test_trigger_log_collects_distinct_reasons_until_taken() -> None:
@@ -34,38 +29,18 @@ def test_trigger_log_collects_distinct_reasons_until_taken() -> None:
     assert len(log) == 0
 
 
-def test_kyma_event_sink_notes_observes_and_pushes_back_when_full() -> None:
-    log = TriggerLog()
-    sink = KymaEventSink(ChannelSource(maxsize=1), log)
-    seen: list[Request] = []
-    sink.observers.append(seen.append)
-    assert sink.offer(ObjectRef("kcp-system", "a"))
-    assert sink.depth() == 1
-    assert not sink.offer(ObjectRef("kcp-system", "b"))  # full: the listener answers 429
-    assert seen == [A, B]
-    assert log.take(A) == (RUNTIME_EVENT,)
-
-
 def test_manifest_requests_are_counted_until_a_manifest_controller_exists() -> None:
     registry = CollectorRegistry()
     sink = ManifestRequestLog(registry)
-    assert sink.offer(ObjectRef("kcp-system", "m1"))
-    assert sink.offer(ObjectRef("kcp-system", "m2"))
+    assert sink.offer(Request(KCP_NAMESPACE, "m1"))
+    assert sink.offer(Request(KCP_NAMESPACE, "m2"))
     assert (sink.count, sink.depth()) == (2, 0)
     assert registry.get_sample_value("kyma_operator_manifest_requests_unhandled_total") == 2
 
 
-def test_noting_queue_notes_before_delegating() -> None:
-    added: list[tuple[Request, float]] = []
-
-    class Queue:
-        def add_after(self, key: Request, delay: float) -> None:
-            added.append((key, delay))
-
-    log = TriggerLog()
-    NotingQueue(Queue(), log, "fan-out").add_after(A, 0.5)
-    assert added == [(A, 0.5)]
-    assert log.take(A) == ("fan-out",)
+class Idle:
+    async def reconcile(self, request: Request) -> Result:
+        return Result()
 
 
 class Kymas:
@@ -77,8 +52,8 @@ class Kymas:
 
 
 def kyma(name: str, runtime_id: str | None) -> dict[str, Any]:
-    labels = {"kyma-project.io/runtime-id": runtime_id} if runtime_id else {}
-    return {"metadata": {"name": name, "namespace": "kcp-system", "labels": labels}}
+    labels = {RUNTIME_ID_LABEL: runtime_id} if runtime_id else {}
+    return {"metadata": {"name": name, "namespace": KCP_NAMESPACE, "labels": labels}}
 
 
 class Heartbeats:
@@ -94,19 +69,19 @@ class Heartbeats:
 
 async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     observed = ObservedHealth()
-    enqueued: list[Request] = []
     clock = FakeClock()
+    heartbeats = Heartbeats()
     sweep = HeartbeatSweep(
         Kymas(kyma("a", "rt-a"), kyma("b", "rt-b"), kyma("c", "rt-c"), kyma("d", None)),
         observed,
-        enqueued.append,
-        namespace="kcp-system",
+        heartbeats,
+        reason=HEARTBEAT,
+        namespace=KCP_NAMESPACE,
         interval=30,
         clock=clock,
     )
-    assert sweep.sweep() == 0  # no listener yet
-    heartbeats = Heartbeats()
-    sweep.heartbeats = heartbeats
+    controller = Controller("kyma", Idle(), clock=clock)
+    controller.add_source(sweep)
     observed.record(A, False)  # a: unhealthy when last reconciled
     observed.record(B, True)  # b: healthy when last reconciled
     # c: never reconciled -> not swept (its first reconcile decides)
@@ -118,5 +93,6 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     clock.advance(30)
     await settle()
     task.cancel()
-    assert sorted(enqueued) == [A, B]
+    assert sorted(controller.queue.get_nowait() for _ in range(2)) == [A, B]  # type: ignore[type-var]
+    assert controller.triggers.take(A) == (HEARTBEAT,)
     assert sweep.enqueued == 2

@@ -12,6 +12,7 @@ from kyma_operator.api.istio import Gateway
 from kyma_operator.api.watcher import Watcher
 from kyma_operator.controllers.watcher.validation import validate_watcher
 from kyma_operator.controllers.watcher.virtualservice import render
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 
 KCP_DIR = Path(__file__).resolve().parents[5] / "manifests" / "kcp"
 
@@ -40,7 +41,7 @@ def test_default_watchers_are_valid_and_match_upstream() -> None:
     for watcher in watchers.values():
         assert validate_watcher(watcher) == []
         assert watcher.namespace == names.KCP_NAMESPACE
-        assert watcher.manager_name() == "lifecycle-manager"  # upstream manager_config_test
+        assert watcher.manager_name() == OPERATOR_NAME  # upstream manager_config_test
     kyma = watchers["klm-watcher"].spec
     assert kyma.labels_to_watch == {names.WATCHED_BY_LABEL: "kyma"}
     assert (
@@ -106,5 +107,5 @@ def test_rbac_covers_what_the_watcher_controller_does() -> None:
     (binding,) = _of_kind("ClusterRoleBinding")
     (account,) = _of_kind("ServiceAccount")
     assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "kcp-system"}
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": KCP_NAMESPACE}
     ]

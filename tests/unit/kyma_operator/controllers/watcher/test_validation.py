@@ -8,20 +8,21 @@ import pytest
 
 from kyma_operator.api.watcher import Watcher
 from kyma_operator.controllers.watcher.validation import validate_watcher
+from kyma_wire.names import KCP_NAMESPACE, MANAGED_BY_LABEL, OPERATOR_NAME, WATCHED_BY_LABEL
 
 
 def _watcher(labels: dict[str, str] | None = None, **spec: Any) -> Watcher:
     base: dict[str, Any] = {
-        "manager": "lifecycle-manager",
-        "labelsToWatch": {"operator.kyma-project.io/watched-by": "kyma"},
+        "manager": OPERATOR_NAME,
+        "labelsToWatch": {WATCHED_BY_LABEL: "kyma"},
         "resourceToWatch": {"group": "operator.kyma-project.io", "version": "*", "resource": "kymas"},
         "field": "spec",
-        "serviceInfo": {"name": "events", "namespace": "kcp-system", "port": 8082},
+        "serviceInfo": {"name": "events", "namespace": KCP_NAMESPACE, "port": 8082},
         "gateway": {"selector": {"matchLabels": {"gw": "default"}}},
     }
     base.update(spec)
     return Watcher.from_object(
-        {"metadata": {"name": "w", "namespace": "kcp-system", "labels": labels or {}}, "spec": base}
+        {"metadata": {"name": "w", "namespace": KCP_NAMESPACE, "labels": labels or {}}, "spec": base}
     )
 
 
@@ -34,9 +35,7 @@ def test_defaults_and_wildcards_are_valid() -> None:
 
 
 def test_manager_falls_back_to_the_managed_by_label() -> None:
-    assert (
-        validate_watcher(_watcher(manager=None, labels={"operator.kyma-project.io/managed-by": "lm"})) == []
-    )
+    assert validate_watcher(_watcher(manager=None, labels={MANAGED_BY_LABEL: "lm"})) == []
     (problem,) = validate_watcher(_watcher(manager=""))
     assert problem.reason == "ManagerMissing"
     assert "spec.manager" in problem.message and "managed-by" in problem.message

@@ -18,16 +18,17 @@ from kyma_operator.controllers.watcher.virtualservice import (
     route_prefix,
     select_gateways,
 )
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 
 
 def _watcher(selector: dict[str, Any] | None = None, **spec: Any) -> Watcher:
     body: dict[str, Any] = {
-        "metadata": {"name": "klm-watcher", "namespace": "kcp-system", "uid": "uid-1"},
+        "metadata": {"name": "klm-watcher", "namespace": KCP_NAMESPACE, "uid": "uid-1"},
         "spec": {
-            "manager": "lifecycle-manager",
+            "manager": OPERATOR_NAME,
             "resourceToWatch": {"group": "operator.kyma-project.io", "version": "*", "resource": "kymas"},
             "field": "spec",
-            "serviceInfo": {"name": "events", "namespace": "kcp-system", "port": 8082},
+            "serviceInfo": {"name": "events", "namespace": KCP_NAMESPACE, "port": 8082},
             "gateway": {"selector": selector or {"matchLabels": {"gw": "default"}}},
             **spec,
         },
@@ -38,7 +39,7 @@ def _watcher(selector: dict[str, Any] | None = None, **spec: Any) -> Watcher:
 def _gateway(name: str, labels: dict[str, str], hosts: list[str]) -> Gateway:
     return Gateway.from_object(
         {
-            "metadata": {"name": name, "namespace": "kcp-system", "labels": labels},
+            "metadata": {"name": name, "namespace": KCP_NAMESPACE, "labels": labels},
             "spec": {
                 "servers": [{"port": {"number": 443, "name": "https", "protocol": "HTTPS"}, "hosts": hosts}]
             },
@@ -50,10 +51,10 @@ def test_render_upstream_shape_with_prefix_for_events_and_heartbeats() -> None:
     vs = render(
         _watcher(),
         [_gateway("b", {"gw": "default"}, ["b.io"]), _gateway("a", {"gw": "default"}, ["a.io", "b.io"])],
-        namespace="kcp-system",
+        namespace=KCP_NAMESPACE,
     )
     body = vs.to_object()
-    assert body["metadata"]["name"] == "klm-watcher" and body["metadata"]["namespace"] == "kcp-system"
+    assert body["metadata"]["name"] == "klm-watcher" and body["metadata"]["namespace"] == KCP_NAMESPACE
     assert body["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "operator.kyma-project.io/v1beta2",
@@ -99,17 +100,17 @@ def test_selector_with_match_expressions() -> None:
 
 def test_gateway_problems_are_named() -> None:
     with pytest.raises(RenderError) as none:
-        render(_watcher(), [_gateway("x", {"gw": "other"}, ["h"])], namespace="kcp-system")
+        render(_watcher(), [_gateway("x", {"gw": "other"}, ["h"])], namespace=KCP_NAMESPACE)
     assert none.value.problem.reason == "GatewayNotFound"
-    assert "gw=default" in str(none.value) and "kcp-system" in str(none.value)
+    assert "gw=default" in str(none.value) and KCP_NAMESPACE in str(none.value)
     with pytest.raises(RenderError) as hostless:
-        render(_watcher(), [_gateway("x", {"gw": "default"}, [])], namespace="kcp-system")
+        render(_watcher(), [_gateway("x", {"gw": "default"}, [])], namespace=KCP_NAMESPACE)
     assert hostless.value.problem.reason == "GatewayHostMissing"
     assert "kcp-system/x" in str(hostless.value)
 
 
 def test_write_only_when_something_we_own_differs() -> None:
-    desired = render(_watcher(), [_gateway("a", {"gw": "default"}, ["a.io"])], namespace="kcp-system")
+    desired = render(_watcher(), [_gateway("a", {"gw": "default"}, ["a.io"])], namespace=KCP_NAMESPACE)
     current = copy.deepcopy(desired.to_object())
     current["metadata"].update(resourceVersion="7", uid="vs-uid", annotations={"someone": "else"})
     current["metadata"]["labels"]["extra"] = "kept"

@@ -1,4 +1,4 @@
-"""The wire contract between the runtime agent and the KCP listener: paths, limits and the event body.
+"""The agent's request bodies and where they go: paths, limits, the event and heartbeat models.
 
 One definition, imported by both sides (``skr_watcher`` sends what ``kcp_listener`` parses). The body
 is a superset of the upstream runtime-watcher v2 body, so the upstream Go agent's events parse here
@@ -16,14 +16,30 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 CONTRACT_VERSION = "v2"
 MAX_BODY_BYTES = 16 * 1024
 """Upstream's ``http.MaxBytesHandler(16384)``; larger bodies get 413 and are never parsed."""
-
-RUNTIME_ID_LABEL = "kyma-project.io/runtime-id"
-OWNED_BY_ANNOTATION = "deprecated-operator.kyma-project.io/owned-by"
+MAX_BATCH_EVENTS = 256
+"""Most events in one batch request."""
+MAX_BATCH_BYTES = 512 * 1024
+"""Largest batch body; larger ones get 413 and are never parsed (the agent stays far below)."""
 
 
 def event_path(manager: str) -> str:
-    """``/v2/<manager>/event``: where agents post watch events (and upstream's only route)."""
+    """``/v2/<manager>/event``: where agents post events (and upstream's only route)."""
     return f"/{CONTRACT_VERSION}/{manager}/event"
+
+
+def batch_path(manager: str) -> str:
+    """``/v2/<manager>/events``: ours, many events in one signed request (see :class:`EventBatch`).
+
+    An upstream listener does not offer it (404/405): the agent then falls back to ``event_path``.
+    """
+    return f"/{CONTRACT_VERSION}/{manager}/events"
+
+
+DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 30.0
+"""How often an agent sends a heartbeat unless configured otherwise."""
+DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS = 180.0
+"""How long KCP waits without a heartbeat before it counts a runtime's agent as unhealthy (six
+missed heartbeats): one value for the listener's tracker and the Kyma controller's condition."""
 
 
 def heartbeat_path(manager: str) -> str:
@@ -60,8 +76,13 @@ class Operation(StrEnum):
     of this runtime (its Kyma and all its Manifests)."""
 
 
-class WatchEvent(_Wire):
-    """What the agent posts to ``event_path``. ``operation``, ``owner`` and ``observedAt`` are ours."""
+class AgentEvent(_Wire):
+    """What the agent posts to ``event_path``. ``operation``, ``owner`` and ``observedAt`` are ours.
+
+    Upstream (runtime-watcher) calls this body ``WatchEvent``; here it is ``AgentEvent`` so that it
+    is never mistaken for a Kubernetes watch event (``kyma_operator.runtime.kube.WatchEvent``,
+    metav1's ``WatchEvent``). The name is not on the wire: the JSON body is unchanged.
+    """
 
     watched: ObjectKey
     watched_gvk: GroupVersionKind = Field(
@@ -100,3 +121,37 @@ class Heartbeat(_Wire):
 
     def to_wire(self) -> bytes:
         return self.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+class EventBatch(_Wire):
+    """What the agent posts to ``batch_path``: events that would otherwise be separate requests.
+
+    One signature covers the whole body; the listener verifies once and routes each event exactly as
+    if it had come alone, answering per event (:class:`BatchResult`, same order).
+    """
+
+    events: Annotated[list[AgentEvent], Field(min_length=1, max_length=MAX_BATCH_EVENTS)]
+
+    @staticmethod
+    def wire_of(bodies: list[bytes]) -> bytes:
+        """The batch body around events already in wire form (``AgentEvent.to_wire``)."""
+        return b'{"events":[' + b",".join(bodies) + b"]}"
+
+
+class EventResult(_Wire):
+    """The answer for one event of a batch: the status code it would have got on its own."""
+
+    status: Annotated[int, Field(ge=100, le=599)]
+    error: Annotated[str, Field(max_length=256)] | None = None
+
+
+class BatchResult(_Wire):
+    """The listener's 200 answer to a batch: one result per event, in the order sent.
+
+    A ``Retry-After`` header applies to the events answered 429/503.
+    """
+
+    results: list[EventResult]
+
+    def to_wire(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()

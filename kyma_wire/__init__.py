@@ -1,0 +1,22 @@
+"""The wire contract between the runtime agent, the KCP listener and the operator.
+
+Why a top-level package and not ``kcp_listener.contract``: DESIGN §3 places the contract on the
+listener's side, and it still belongs to the listener in the sense that the listener defines what it
+accepts. But the agent runs on every customer's nodes and must not load the listener's verification
+libraries (PyNaCl, http-message-signatures) or anything else of it just to build an event; a
+separate package makes that boundary visible in every import line (``skr_watcher`` imports
+``kyma_wire``, never ``kcp_listener``) and lets a test enforce it. The same reasoning as
+controller-runtime's tiny shared ``pkg/reconcile``.
+
+What is here, one concern per module, importing nothing heavier than pydantic and ``cryptography``:
+
+* :mod:`kyma_wire.names` - label, annotation, namespace and manager names shared by agent, listener
+  and operator (operator-only names are in ``kyma_operator.api.names``);
+* :mod:`kyma_wire.events` - paths, limits and the event/heartbeat/batch bodies;
+* :mod:`kyma_wire.profile` - the RFC 9421 signature profile (covered components, parameters,
+  signature base, ``Content-Digest``, key ids): what signer and verifier must agree on byte for byte;
+* :mod:`kyma_wire.keys` - Ed25519 PEM helpers (the keys' wire format in Secrets).
+
+The signer lives with the agent (``skr_watcher.signer``), the verifier with the listener
+(``kcp_listener.verifier``).
+"""

@@ -1,0 +1,112 @@
+"""The agent logs each thing once: no doubled uvicorn lifecycle lines, no httpx line per POST."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skr_watcher import logs
+from tests.controlplane.cluster import free_port
+from tests.unit.skr_watcher.certs import agent_files
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in logs.QUIET_LIBRARIES}
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_configure_keeps_one_handler_and_quiets_per_server_and_per_request_lines() -> None:
+    out = io.StringIO()
+    logs.configure("INFO", out)
+    logs.configure("INFO", out)  # configuring twice must not add a second handler
+    logging.getLogger("skr_watcher.agent").info("started")
+    logging.getLogger("uvicorn.error").info("Started server process [1]")
+    logging.getLogger("httpx").info('HTTP Request: POST https://kcp/v2/m/event "HTTP/1.1 200 OK"')
+    logging.getLogger("uvicorn.error").warning("a real problem")
+    lines = out.getvalue().splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "INFO skr_watcher.agent: started",
+        "WARNING uvicorn.error: a real problem",
+    ]
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_debug_level_still_quiets_the_libraries_below_warning() -> None:
+    out = io.StringIO()
+    logs.configure("DEBUG", out)
+    logging.getLogger("httpx").info("per request")
+    logging.getLogger("skr_watcher").debug("ours")
+    assert out.getvalue().count("\n") == 1 and "ours" in out.getvalue()
+
+
+def _read_until(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) -> bytes:
+    assert proc.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while needle not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or proc.poll() is not None:
+                raise AssertionError(f"no {needle!r} in agent output: {seen.decode(errors='replace')}")
+            if selector.select(left):
+                seen += os.read(proc.stdout.fileno(), 65536)
+    return seen
+
+
+def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
+    files = agent_files(tmp_path)
+    env = files.env(
+        WEBHOOK_PORT=str(free_port()),
+        METRICS_PORT=str(free_port()),
+        LOG_LEVEL="INFO",
+        SHUTDOWN_TIMEOUT="0.2",
+        RESYNC_ON_START="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skr_watcher"],
+        cwd=REPO,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    with proc:
+        try:
+            output = _read_until(proc, b"admissions on https://", timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            rest, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
+    messages = [line.split(" ", 2)[2] for line in (output + rest).decode().splitlines() if line.strip()]
+    assert messages, "the agent logged nothing"
+    assert [m for m, n in Counter(messages).items() if n > 1] == []
+    assert not any("Started server process" in m for m in messages)
+    assert sum("admissions on https://" in m for m in messages) == 1
+    assert messages[-1] == "INFO skr_watcher.agent: stopped"
