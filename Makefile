@@ -4,6 +4,7 @@
 
 PYTHON ?= python3.11
 RUN_ARGS ?=
+BENCH_ARGS ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -37,7 +38,7 @@ unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit
 
 bench: binaries
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

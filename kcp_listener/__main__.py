@@ -45,21 +45,57 @@ class PrintSink:
         return 0
 
 
-def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, ListenerConfig]:
-    parser = argparse.ArgumentParser(prog="python -m kcp_listener", description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the KCP API server")
+class _DefaultsHelp(argparse.HelpFormatter):
+    """Appends ``(default: X)`` where a flag has a default worth showing (not unset/off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kcp_listener",
+        description=__doc__.splitlines()[0],
+        formatter_class=_DefaultsHelp,
+    )
+    parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the KCP API server (required)")
     parser.add_argument(
         "--print",
         dest="print_only",
         action="store_true",
         help="print routed requests instead of enqueuing (required: the only standalone mode)",
     )
-    parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8082)
-    parser.add_argument("--auth-mode", choices=[m.value for m in AuthMode], default=AuthMode.SIGNATURE.value)
-    parser.add_argument("--manager", action="append", dest="managers", help=f"default: {DEFAULT_MANAGER}")
-    parser.add_argument("--public-origin", default=None, help="scheme://host[:port] the agents sign")
+    parser.add_argument(
+        "--namespace", default=DEFAULT_NAMESPACE, help="namespace of the Kymas, Manifests and signing keys"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8082, help="port to listen on")
+    parser.add_argument(
+        "--auth-mode",
+        choices=[m.value for m in AuthMode],
+        default=AuthMode.SIGNATURE.value,
+        help="how runtimes authenticate: Ed25519 signature, gateway XFCC header, or both",
+    )
+    parser.add_argument(
+        "--manager",
+        action="append",
+        dest="managers",
+        default=None,
+        help=f"manager name served under /v2/<manager>/ (repeatable; unset: {DEFAULT_MANAGER})",
+    )
+    parser.add_argument(
+        "--public-origin",
+        default=None,
+        help="scheme://host[:port] the agents sign (unset: the request's own Host)",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, ListenerConfig]:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.print_only:
         parser.error("standalone mode needs --print (inside the operator the listener enqueues reconciles)")

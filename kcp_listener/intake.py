@@ -188,10 +188,6 @@ class EventIntake:
         """Whether events are accepted now (leader and not shutting down)."""
         return self._serving()
 
-    @property
-    def replay_cache(self) -> ReplayCache:
-        return self._replay
-
     def route_of(self, path: str) -> tuple[str, str] | None:
         """:meth:`match`, with the configured managers' paths looked up in a dict first."""
         return self._paths.get(path) or self.match(path)

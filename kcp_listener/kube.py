@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from kcp_listener.keystore import KeyStore
+from kyma_operator.api.resources import KYMAS, MANIFESTS
 from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
 from kyma_operator.runtime.request import Request
-from kyma_operator.runtime.resources import SECRETS, Resource
+from kyma_operator.runtime.resources import SECRETS
 from kyma_wire.names import (
     KYMA_NAME_LABEL,
     RUNTIME_ID_LABEL,
@@ -34,8 +35,6 @@ __all__ = [
     "signing_key_informer",
 ]
 
-KYMAS = Resource("operator.kyma-project.io", "v1beta2", "kymas", "Kyma")
-MANIFESTS = Resource("operator.kyma-project.io", "v1beta2", "manifests", "Manifest")
 KYMA_BY_RUNTIME_ID = "kcp-listener/runtime-id"
 MANIFEST_BY_KYMA = "kcp-listener/kyma"
 

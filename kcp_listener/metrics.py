@@ -118,9 +118,6 @@ class ListenerMetrics:
     def rejected(self, reason: str) -> None:
         self.rejected_events[reason] = self.rejected_events.get(reason, 0) + 1
 
-    def enqueued_to(self, controller: str, count: int = 1) -> None:
-        self.enqueued[controller] += count
-
     def too_large(self) -> None:
         self.oversize += 1
 

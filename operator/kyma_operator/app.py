@@ -43,18 +43,18 @@ from kcp_listener.wiring import OperatorListener
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
 from kyma_operator.api import names
+from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
-from kyma_operator.controllers.kyma.skrsync import KYMAS
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 from kyma_operator.controllers.watcher.feature import (
     WatcherFeature,
     WatcherFeatureConfig,
     build_watcher_feature,
 )
-from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, resource_for
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound

@@ -17,10 +17,12 @@ import argparse
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
@@ -37,7 +39,8 @@ class ConfigError(ValueError):
 
 
 class OperatorConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Attribute docstrings become field descriptions: the --help text of every flag.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     # KCP access
     kubeconfig: Path | None = None
@@ -49,22 +52,32 @@ class OperatorConfig(BaseModel):
 
     # process
     leader_elect: bool = True
+    """Run only while holding the Lease (several replicas: one leads, the others stand by)."""
     leader_election_id: str = Field(default="klm-controller-manager-leader-election", min_length=1)
     """Name of the Lease in ``namespace``."""
     probe_host: str = "127.0.0.1"
+    """Address the health, readiness and metrics endpoints bind to."""
     health_port: Port = 8081
+    """Port of ``/healthz`` and ``/readyz`` (0: any free port)."""
     metrics_port: Port | None = 8080
-    """Unset: metrics are served on the health port."""
+    """Port of ``/metrics``; unset: metrics are served on the health port."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """DEBUG, INFO, WARNING or ERROR."""
 
     # listener
     listener_enabled: bool = True
+    """Serve the event listener (agents' signed events -> targeted reconciles) on the leader."""
     listener_host: str = "127.0.0.1"
+    """Address the listener binds to (behind the KCP gateway: the pod address)."""
     listener_port: Port = 8082
+    """Port of the listener (upstream 8082)."""
     listener_auth_mode: AuthMode = AuthMode.SIGNATURE
+    """How runtimes prove who they are: signature (Ed25519, RFC 9421), xfcc (client certificate
+    forwarded by the gateway) or both."""
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
+    """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
     """Runtime events for one Kyma within this window after a forward become one trailing reconcile
     (the first goes at once); 0 disables throttling."""
@@ -73,13 +86,17 @@ class OperatorConfig(BaseModel):
     kcp_addr: str | None = None
     """``host:port`` agents send to; unset: resolved from the Gateway (upstream)."""
     gateway_name: str = Field(default="klm-watcher", min_length=1)
+    """Istio Gateway in ``namespace`` whose host agents send to (upstream ``klm-watcher``)."""
     listener_port_overwrite: Annotated[int, Field(ge=1, le=65535)] | None = None
     """Port agents use instead of the Gateway's (upstream ``--listener-port-overwrite``, local set-ups)."""
     sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
+    """Namespace in each runtime for the Kyma copy and the agent (upstream ``kyma-system``)."""
     agent_image: str | None = None
+    """Container image of the runtime agent; unset: the image the agent chart names."""
     agent_env: dict[str, str] = Field(default_factory=dict)
     """Extra agent environment (e.g. ``KCP_SCHEME=http`` when agents reach the listener directly)."""
     agent_readiness_poll: Seconds = 30.0
+    """Seconds between readiness checks of an agent that is still starting."""
     additional_dns_names: tuple[str, ...] = ()
     """Extra SANs on every runtime certificate (``127.0.0.1`` for webhook URL mode on loopback)."""
     webhook_configuration_name: str = Field(default="skr-webhook", min_length=1)
@@ -91,11 +108,17 @@ class OperatorConfig(BaseModel):
 
     # controllers
     kyma_workers: Annotated[int, Field(ge=1, le=64)] = 4
+    """Kymas reconciled concurrently (never the same Kyma twice at once)."""
     kyma_healthy_interval: Seconds = 1800.0
+    """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0
+    """Safety-net reconcile while a runtime's agent is silent or not Ready (upstream's 5 minutes)."""
     failure_base_delay: Seconds = 5.0
+    """First retry delay after a failed reconcile (doubles per failure)."""
     failure_max_delay: Seconds = 30.0
+    """Longest retry delay after repeated failures."""
     watcher_workers: Annotated[int, Field(ge=1, le=16)] = 1
+    """Watchers reconciled concurrently."""
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -134,10 +157,6 @@ class OperatorConfig(BaseModel):
         if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
             raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
         return self
-
-    @property
-    def kcp_host(self) -> str | None:
-        return self.kcp_addr.rpartition(":")[0] if self.kcp_addr else None
 
 
 def flag_name(field: str) -> str:
@@ -179,6 +198,28 @@ def _split(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        value: Any = field.default_factory()  # type: ignore[call-arg]
+    else:
+        value = field.default
+    if value is None or value == {} or value == ():
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, StrEnum):
+        return value.value
+    return str(value)
+
+
+def _help(name: str, field: FieldInfo) -> str:
+    """One line per flag: what it does, its default and its environment variable."""
+    what = " ".join((field.description or "").split())
+    env = env_name(name) + (", or KUBECONFIG" if name == "kubeconfig" else "")
+    # argparse expands %-formats in help texts.
+    return f"{what} (default: {_default(field)}; env {env})".replace("%", "%%")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kyma-operator",
@@ -187,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, field in OperatorConfig.model_fields.items():
         shape = _shape(field.annotation)
-        help_text = f"(env {env_name(name)}{', or KUBECONFIG' if name == 'kubeconfig' else ''})"
+        help_text = _help(name, field)
         if shape == "bool":
             parser.add_argument(
                 flag_name(name), dest=name, nargs="?", const="true", default=argparse.SUPPRESS, help=help_text

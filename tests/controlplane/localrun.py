@@ -41,11 +41,11 @@ from typing import Any
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.api.resources import resource_for
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
-from kyma_operator.controllers.watcher.reconciler import resource_for
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.kube import KubeClient

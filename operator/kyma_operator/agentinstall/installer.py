@@ -38,7 +38,7 @@ from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.meta import InvalidObjectError
 from kyma_operator.api.watcher import Watcher
-from kyma_operator.controllers.watcher.validation import validate_watcher
+from kyma_operator.api.watcher_validation import validate_watcher
 from kyma_operator.identity.ca import material_digest
 from kyma_operator.identity.store import IdentityStore, RuntimeIdentity, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound

@@ -110,10 +110,6 @@ class KeyPair:
         return load_certificates(self.cert_pem)[0]
 
     @property
-    def not_before(self) -> datetime.datetime:
-        return self.certificate.not_valid_before_utc
-
-    @property
     def not_after(self) -> datetime.datetime:
         return self.certificate.not_valid_after_utc
 

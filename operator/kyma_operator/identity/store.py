@@ -296,21 +296,6 @@ class IdentityStore:
         current = await self._read(layout.public_key_secret_name(runtime_id), namespace)
         await self._upsert(desired, current)
 
-    async def rotate_signing_key(self, *, kyma_name: str, runtime_id: str) -> KeyRing:
-        """Publish a new signing key now; it becomes active after the activation delay."""
-        ring_secret = await self._read(layout.signing_secret_name(kyma_name))
-        if ring_secret is None:
-            raise LookupError(f"runtime {kyma_name} has no signing keys yet")
-        ring = signing_keys.rotate(layout.ring_from_secret(ring_secret), now=self._now())
-        await self._publish(ring, kyma_name, runtime_id)
-        await self._upsert(
-            layout.ring_to_secret(
-                ring, kyma_name=kyma_name, runtime_id=runtime_id, namespace=self.config.namespace
-            ),
-            ring_secret,
-        )
-        return ring
-
     async def remove_runtime(self, *, kyma_name: str, runtime_id: str) -> None:
         """Delete the runtime's certificate, signing keys and published public keys."""
         names = [

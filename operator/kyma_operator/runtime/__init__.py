@@ -5,7 +5,7 @@ deduplicating, rate-limited queue; ``reconcile -> Result``; Lease leader electio
 carries its own. The official ``kubernetes`` client sits behind ``KubeClient`` only.
 """
 
-from kyma_operator.runtime.backoff import Backoff
+from kyma_operator.runtime.backoff import ReconnectBackoff
 from kyma_operator.runtime.clock import Clock, FakeClock, RealClock, settle
 from kyma_operator.runtime.controller import (
     AnnotationsChanged,
@@ -75,7 +75,6 @@ __all__ = [
     "AlreadyExists",
     "AnnotationsChanged",
     "AnyOf",
-    "Backoff",
     "BadRequest",
     "BucketRateLimiter",
     "Clock",
@@ -118,6 +117,7 @@ __all__ = [
     "RateLimiter",
     "RealClock",
     "Reconciler",
+    "ReconnectBackoff",
     "Request",
     "RequestMapper",
     "Resource",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 
-class Backoff:
+class ReconnectBackoff:
     """Delays ``initial * factor**n`` capped at ``maximum``, each times a random factor in [1-j/2, 1+j/2]."""
 
     def __init__(
@@ -39,7 +39,3 @@ class Backoff:
 
     def reset(self) -> None:
         self._attempt = 0
-
-    @property
-    def attempts(self) -> int:
-        return self._attempt

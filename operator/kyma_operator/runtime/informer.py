@@ -19,7 +19,7 @@ import random
 from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
-from kyma_operator.runtime.backoff import Backoff
+from kyma_operator.runtime.backoff import ReconnectBackoff
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import Gone, KubeError
 from kyma_operator.runtime.kube import ObjectList, WatchEvent
@@ -144,7 +144,7 @@ class Informer:
         transform: Callable[[JSON], JSON] | None = strip_managed_fields,
         page_size: int = 500,
         watch_timeout: tuple[int, int] = (300, 600),
-        backoff: Backoff | None = None,
+        backoff: ReconnectBackoff | None = None,
         metrics: RuntimeMetrics | None = None,
         name: str | None = None,
     ) -> None:
@@ -158,7 +158,7 @@ class Informer:
         self._transform = transform
         self._page_size = page_size
         self._watch_timeout = watch_timeout
-        self._backoff = backoff or Backoff(0.1, 30.0)
+        self._backoff = backoff or ReconnectBackoff(0.1, 30.0)
         self._handlers: builtins.list[EventHandler] = []
         self._items: dict[ObjectKey, JSON] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})

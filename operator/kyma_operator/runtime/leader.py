@@ -113,12 +113,6 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self._is_leader
 
-    async def wait_leading(self) -> None:
-        """Return once this candidate leads."""
-        while not self._is_leader:
-            self._leader_changed.clear()
-            await self._leader_changed.wait()
-
     async def run(self) -> None:
         """Acquire, then renew until renewal fails for ``renew_deadline`` (returns) or cancellation.
 

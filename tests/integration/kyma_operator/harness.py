@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.reconciler import resource_for
+from kyma_operator.api.resources import resource_for
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES
 from tests.controlplane.binaries import REPO_ROOT

@@ -48,10 +48,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.meta import Condition, InvalidObjectError, State
+from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
-from kyma_operator.controllers.kyma.skrsync import KYMAS, RemoteKyma, RemoteKymaSync, RemoteSyncError
+from kyma_operator.controllers.kyma.skrsync import RemoteKyma, RemoteKymaSync, RemoteSyncError
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError

@@ -27,10 +27,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, utc_now
-from kyma_operator.controllers.kyma.skrsync import KYMAS
 from kyma_operator.controllers.kyma.triggers import ACCESS_SECRET, HEARTBEAT, KYMA_CHANGED, RUNTIME_EVENT
 from kyma_operator.remote.cache import ClientFactory, SkrClientCache, default_client_factory
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer

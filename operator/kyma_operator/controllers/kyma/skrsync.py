@@ -20,14 +20,13 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
-from kyma_operator.controllers.watcher.reconciler import resource_for
+from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES
 
 JSON = dict[str, Any]
 
-KYMAS = resource_for(names.KYMA)
 COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SUBACCOUNT_ID_LABEL)
 NAMESPACE_LABELS = {
     names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA,

@@ -24,27 +24,27 @@ from pydantic import BaseModel, ConfigDict, Field
 from kyma_operator.api import names
 from kyma_operator.api.istio import Gateway, VirtualService
 from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, State, set_condition
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.api.watcher import (
     VIRTUAL_SERVICE_CONFIGURED,
     VIRTUAL_SERVICE_NOT_CONFIGURED,
     Watcher,
     WatcherConditionType,
 )
-from kyma_operator.controllers.watcher import virtualservice as vs
-from kyma_operator.controllers.watcher.events import EventRecorder
-from kyma_operator.controllers.watcher.validation import (
+from kyma_operator.api.watcher_validation import (
     REASON_INVALID_SPEC,
     REASON_READY,
     REASON_VIRTUAL_SERVICE_ERROR,
     Problem,
     validate_watcher,
 )
+from kyma_operator.controllers.watcher import virtualservice as vs
+from kyma_operator.controllers.watcher.events import EventRecorder
 from kyma_operator.runtime.controller import TerminalError
 from kyma_operator.runtime.errors import AlreadyExists, KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
-from kyma_operator.runtime.resources import Resource
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +62,6 @@ class WatcherControllerConfig(BaseModel):
     field_manager: str = Field(default=names.FIELD_MANAGER, min_length=1)
     istio_version: Literal["v1beta1", "v1"] = "v1beta1"
     """The networking.istio.io version read and written (upstream: v1beta1; our CRDs serve v1 too)."""
-
-
-def resource_for(info: names.ResourceInfo, version: str | None = None) -> Resource:
-    return Resource(info.group, version or info.version, info.plural, info.kind, info.namespaced)
-
-
-WATCHERS = resource_for(names.WATCHER)
 
 
 def _utc_now() -> datetime.datetime:

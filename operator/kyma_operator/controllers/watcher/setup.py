@@ -21,13 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kyma_operator.api import names
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.controllers.watcher.events import EventRecorder
-from kyma_operator.controllers.watcher.reconciler import (
-    WATCHERS,
-    WatcherControllerConfig,
-    WatcherReconciler,
-    resource_for,
-)
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, WatcherReconciler
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import (
     AnyOf,

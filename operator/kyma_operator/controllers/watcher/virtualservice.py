@@ -30,7 +30,7 @@ from kyma_operator.api.istio import (
 )
 from kyma_operator.api.meta import LabelSelector, ObjectMeta, OwnerReference
 from kyma_operator.api.watcher import Watcher
-from kyma_operator.controllers.watcher.validation import (
+from kyma_operator.api.watcher_validation import (
     REASON_GATEWAY_NOT_FOUND,
     REASON_GATEWAY_WITHOUT_HOSTS,
     Problem,

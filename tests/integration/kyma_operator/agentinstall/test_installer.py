@@ -23,7 +23,7 @@ from kyma_operator.agentinstall.installer import (
     KymaRef,
 )
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.reconciler import WATCHERS
+from kyma_operator.api.resources import WATCHERS
 from kyma_operator.identity.store import IdentityConfig, IdentityStore
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer

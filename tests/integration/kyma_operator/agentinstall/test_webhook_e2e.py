@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.identity.store import IdentityConfig, IdentityStore
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer

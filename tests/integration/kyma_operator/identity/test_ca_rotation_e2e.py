@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from kyma_operator.agentinstall.installer import KymaRef
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.reconciler import resource_for
+from kyma_operator.api.resources import resource_for
 from kyma_operator.identity.bundle import RotationPolicy
 from kyma_operator.identity.ca import issued_by
 from kyma_operator.identity.store import IdentityConfig, IdentityStore, RuntimeIdentity

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from kyma_operator.runtime import (
-    Backoff,
     FakeClock,
     FuncHandler,
     Gone,
     Informer,
     KubeTransportError,
     ObjectList,
+    ReconnectBackoff,
     WatchEvent,
     index_by_label,
 )
@@ -134,7 +134,7 @@ async def test_list_watch_resume_and_relist_on_gone() -> None:
     )
     source.lists.append(ObjectList([widget("a", "30"), widget("c", "31"), widget("d", "14")], "50"))
     clock = FakeClock()
-    informer = Informer(source, WIDGETS, clock=clock, backoff=Backoff(0.1, 30.0, jitter=0))
+    informer = Informer(source, WIDGETS, clock=clock, backoff=ReconnectBackoff(0.1, 30.0, jitter=0))
     recorder = Recorder()
     informer.add_handler(recorder)
     await run_until_exhausted(informer, source, clock)
@@ -203,7 +203,7 @@ async def test_reconnect_backoff_grows_on_repeated_failures() -> None:
     ]
     source = Scripted(lists=[ObjectList([], "1")], sessions=failures)
     clock = FakeClock(start=0.0)
-    informer = Informer(source, WIDGETS, clock=clock, backoff=Backoff(0.1, 0.5, jitter=0))
+    informer = Informer(source, WIDGETS, clock=clock, backoff=ReconnectBackoff(0.1, 0.5, jitter=0))
     await run_until_exhausted(informer, source, clock)
     assert clock.now() == pytest.approx(0.1 + 0.2 + 0.4 + 0.5)
 
@@ -218,7 +218,7 @@ async def test_watch_refused_by_the_api_relists_but_transport_errors_resume() ->
         ],
     )
     clock = FakeClock()
-    informer = Informer(source, WIDGETS, clock=clock, backoff=Backoff(0.1, 1.0, jitter=0))
+    informer = Informer(source, WIDGETS, clock=clock, backoff=ReconnectBackoff(0.1, 1.0, jitter=0))
     recorder = Recorder()
     informer.add_handler(recorder)
     await run_until_exhausted(informer, source, clock)

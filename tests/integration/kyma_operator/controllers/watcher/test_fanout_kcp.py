@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from kyma_operator.api import names
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, WatcherFanout
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient

@@ -7,8 +7,9 @@ import contextlib
 
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.api import names
+from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.controllers.watcher.feature import WatcherFeatureConfig, build_watcher_feature
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, WatcherControllerConfig, resource_for
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.errors import NotFound

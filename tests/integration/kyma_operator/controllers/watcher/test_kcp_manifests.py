@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig, KymaRef
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, WatcherControllerConfig
+from kyma_operator.api.resources import WATCHERS
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import build_watcher_controller
 from kyma_operator.identity.store import IdentityConfig, IdentityStore
 from kyma_operator.runtime.errors import NotFound

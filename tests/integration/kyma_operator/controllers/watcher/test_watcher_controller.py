@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from kyma_operator.api import names
-from kyma_operator.controllers.watcher.reconciler import WATCHERS, WatcherControllerConfig
+from kyma_operator.api.resources import WATCHERS
+from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
 from kyma_operator.runtime.errors import Invalid, NotFound
 from kyma_operator.runtime.kube import KubeClient

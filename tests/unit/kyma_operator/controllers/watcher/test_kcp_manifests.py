@@ -10,7 +10,7 @@ import yaml
 from kyma_operator.api import names
 from kyma_operator.api.istio import Gateway
 from kyma_operator.api.watcher import Watcher
-from kyma_operator.controllers.watcher.validation import validate_watcher
+from kyma_operator.api.watcher_validation import validate_watcher
 from kyma_operator.controllers.watcher.virtualservice import render
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kyma_operator.api.watcher import Watcher
-from kyma_operator.controllers.watcher.validation import validate_watcher
+from kyma_operator.api.watcher_validation import validate_watcher
 from kyma_wire.names import KCP_NAMESPACE, MANAGED_BY_LABEL, OPERATOR_NAME, WATCHED_BY_LABEL
 
 
