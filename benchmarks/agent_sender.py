@@ -72,6 +72,7 @@ async def run(env: dict[str, str], n: int, tasks: int, connections: int, batch: 
     GroupVersionKind, ObjectKey, Operation = wire.GroupVersionKind, wire.ObjectKey, wire.Operation
     gvk = GroupVersionKind(group="operator.kyma-project.io", version="v1beta2", kind="Manifest")
     now = clock.now()
+    # literal names: this script also runs an older tree, which has no kyma_wire.names
     for i in range(n):
         event = event_model(
             watched=ObjectKey(namespace="kcp-system", name=f"manifest-{i}"),

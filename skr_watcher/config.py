@@ -92,7 +92,7 @@ class AgentConfig(BaseModel):
     )
     """Most events per request to KCP's batch route; 1 = never batch (one request per event)."""
     batch_interval: Annotated[float, Field(ge=0, le=1)] = Field(
-        default=0.01, validation_alias="BATCH_INTERVAL"
+        default=0.02, validation_alias="BATCH_INTERVAL"
     )
     """While events keep coming, at most one request per interval leaves (seconds; see delivery.py)."""
     max_connections: Annotated[int, Field(ge=1, le=64)] = Field(default=4, validation_alias="MAX_CONNECTIONS")

@@ -242,6 +242,7 @@ class Delivery:
             if result.verdict is Verdict.DELIVERED and response is not None:
                 answers = self._batch_answers(response, len(pending))
                 if answers is None:  # not our listener's answer: play safe, one by one
+                    self._batch_route_missing(manager, result.status or 200)
                     for entry in pending:
                         await self._deliver(entry)
                     return
@@ -281,8 +282,8 @@ class Delivery:
         self.metrics.batch_fallbacks.inc()
         self._no_batch_until[manager] = self.clock.monotonic() + BATCH_RETRY_SECONDS
         log.info(
-            "KCP answered %d on the batch route for %s (an upstream listener?): sending events one by"
-            " one, trying batches again in %.0f s",
+            "KCP answered %d without per-event results on the batch route for %s (an upstream"
+            " listener?): sending events one by one, trying batches again in %.0f s",
             status,
             manager,
             BATCH_RETRY_SECONDS,

@@ -19,7 +19,11 @@ QUIET_LIBRARIES = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpc
 
 
 def configure(level: str, stream: TextIO) -> None:
-    """One stream handler on the root logger at ``level``; the libraries above at WARNING at least."""
+    """One stream handler on the root logger at ``level``; the libraries above at WARNING at least.
+
+    The libraries' own handlers are removed (uvicorn's default configuration would give its loggers
+    a second handler: every line twice), so everything goes through the root handler once.
+    """
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -28,5 +32,9 @@ def configure(level: str, stream: TextIO) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     threshold = max(logging.WARNING, logging.getLevelName(level))
-    for name in QUIET_LIBRARIES:
-        logging.getLogger(name).setLevel(threshold)
+    for name in QUIET_LIBRARIES:  # through the one root handler, whatever configured them before
+        library = logging.getLogger(name)
+        library.setLevel(threshold)
+        library.propagate = True
+        for handler in list(library.handlers):
+            library.removeHandler(handler)

@@ -6,6 +6,8 @@ certificate from the configured CA and an RFC 9421 signature that ``kcp_listener
 (nonces are remembered: a replay is rejected). Accepted events and heartbeats are recorded; tests
 wait for them with ``wait_for`` (a condition variable with a deadline). ``stop``/``start`` simulate
 an outage on the same port; ``answer_with`` makes it answer every request with a fixed status.
+Batches (``/v2/<manager>/events``) are accepted event by event unless ``batch_route`` is off, when
+the receiver answers 404 there like upstream's listener.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fastapi import FastAPI, Request, Response
 
 from kcp_listener.verifier import SignatureVerifier
-from kyma_wire.events import AgentEvent, Heartbeat, Operation
+from kyma_wire.events import AgentEvent, BatchResult, EventBatch, EventResult, Heartbeat, Operation
 from kyma_wire.profile import SignatureError
 from tests.controlplane.cluster import free_port
 from tests.controlplane.pki import KeyPair
@@ -74,6 +76,9 @@ class Receiver:
         self.received: list[Received] = []
         self.rejected: list[str] = []
         self.status_override: int | None = None
+        self.batch_route = True
+        self.batches: list[int] = []
+        """The size of every accepted batch."""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -108,6 +113,13 @@ class Receiver:
                     self._reject(f"{what}: replayed nonce")
                     return Response(b'{"error":"replay"}', 401)
                 self._nonces.add(verified.nonce)
+            if what == "events" and self.batch_route:
+                events = EventBatch.model_validate_json(body).events
+                with self._cond:
+                    self.batches.append(len(events))
+                    self.received += [Received(manager, verified.key_id, event=event) for event in events]
+                    self._cond.notify_all()
+                return Response(BatchResult(results=[EventResult(status=200)] * len(events)).to_wire(), 200)
             if what == "event":
                 record = Received(manager, verified.key_id, event=AgentEvent.model_validate_json(body))
             elif what == "heartbeat":

@@ -113,7 +113,7 @@ def test_owner_annotation_reaches_kcp(rig: AgentRig) -> None:
     metadata = {
         "name": "owned",
         "labels": {WATCH_LABEL: rig.label},
-        "annotations": {OWNED_BY_ANNOTATION: "kcp-system/kyma-1-serverless"},
+        "annotations": {OWNED_BY_ANNOTATION: f"{KCP_NAMESPACE}/kyma-1-serverless"},
     }
     rig.core.create_namespaced_config_map(rig.namespace, {"metadata": metadata})
     rig.receiver.wait_for(lambda: bool(events_for(rig, "owned")), what="owned event")
@@ -170,7 +170,7 @@ def test_malformed_reviews_get_a_valid_answer_or_a_clear_400(
     rig: AgentRig, content: bytes, status: int
 ) -> None:
     response = httpx.post(
-        f"{rig.agent.url}/validate/lifecycle-manager",
+        f"{rig.agent.url}/validate/{OPERATOR_NAME}",
         content=content,
         headers={"content-type": "application/json"},
         verify=_ca_context(rig),
@@ -187,7 +187,7 @@ def test_malformed_reviews_get_a_valid_answer_or_a_clear_400(
 
 def test_oversized_review_is_refused(rig: AgentRig) -> None:
     response = httpx.post(
-        f"{rig.agent.url}/validate/lifecycle-manager",
+        f"{rig.agent.url}/validate/{OPERATOR_NAME}",
         content=b"x" * (8 * 1024 * 1024 + 1),
         verify=_ca_context(rig),
     )

@@ -65,7 +65,7 @@ def istio_xfcc(common_name: str) -> str:
     cert = x509.load_pem_x509_certificate(pem.encode())
     digest = cert.fingerprint(hashes.SHA256()).hex()
     return (
-        "By=spiffe://cluster.local/ns/kcp-system/sa/lifecycle-manager;"
+        f"By=spiffe://cluster.local/ns/{KCP_NAMESPACE}/sa/{OPERATOR_NAME};"
         f"Hash={digest};"
         f'Cert="{quote(pem, safe="")}";'
         f'Subject="CN={common_name}";URI='

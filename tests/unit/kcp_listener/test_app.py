@@ -16,7 +16,7 @@ from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.routing import InMemoryDirectory
 from kyma_operator.runtime.request import Request
 from kyma_wire.events import AgentEvent, GroupVersionKind, Heartbeat, ObjectKey, Operation
-from kyma_wire.names import SKR_NAMESPACE
+from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from kyma_wire.profile import make_key_id
 from tests.rfc9421_reference import EventSigner
 from tests.unit.kcp_listener.harness import (
@@ -465,8 +465,8 @@ async def test_metrics_endpoint_exposes_the_registry(h: Harness) -> None:
 
 
 async def test_other_paths_are_not_found(h: Harness) -> None:
-    assert (await h.client.post("/v2/lifecycle-manager/other", content=b"{}")).status_code == 404
-    assert (await h.client.post("/v1/lifecycle-manager/event", content=b"{}")).status_code == 404
+    assert (await h.client.post(f"/v2/{OPERATOR_NAME}/other", content=b"{}")).status_code == 404
+    assert (await h.client.post(f"/v1/{OPERATOR_NAME}/event", content=b"{}")).status_code == 404
 
 
 async def test_forwarded_proto_and_public_origin(make: HarnessFactory) -> None:

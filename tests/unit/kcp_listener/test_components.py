@@ -304,7 +304,9 @@ def test_object_ref_is_a_value() -> None:
     assert ref == Request(KCP_NAMESPACE, "k1") and hash(ref) == hash(Request(KCP_NAMESPACE, "k1"))
     assert {ref: 1}[Request(KCP_NAMESPACE, "k1")] == 1
     assert sorted([Request("b", "a"), Request("a", "b")]) == [Request("a", "b"), Request("b", "a")]
-    assert repr(ref) == "Request(namespace='kcp-system', name='k1')" and str(ref) == "kcp-system/k1"
+    assert (
+        repr(ref) == f"Request(namespace='{KCP_NAMESPACE}', name='k1')" and str(ref) == f"{KCP_NAMESPACE}/k1"
+    )
     assert pickle.loads(pickle.dumps(ref)) == ref and copy.copy(ref) == ref
     assert dataclasses.replace(ref, name="k2") == Request(KCP_NAMESPACE, "k2")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -246,7 +246,7 @@ async def test_other_paths_go_to_fastapi(h: Harness) -> None:
 
 
 async def test_route_of_knows_configured_and_other_managers() -> None:
-    assert EventIntake.match("/v2/lifecycle-manager/event") == (OPERATOR_NAME, "event")
+    assert EventIntake.match(f"/v2/{OPERATOR_NAME}/event") == (OPERATOR_NAME, "event")
     harness = Harness(ListenerConfig(managers=("a", "b")))
     assert harness.intake.route_of("/v2/b/heartbeat") == ("b", "heartbeat")
     assert harness.intake.route_of("/v2/unknown/event") == ("unknown", "event")  # answered 404 later

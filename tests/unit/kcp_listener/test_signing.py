@@ -18,11 +18,12 @@ from kcp_listener import verifier as listener_verifier
 from kcp_listener.verifier import SignatureVerifier
 from kyma_wire import keys as wire_keys
 from kyma_wire import profile
+from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import COVERED_COMPONENTS, SIGNATURE_TAG, SignatureError, make_key_id, parse_key_id
 from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 NOW = 1_800_000_000.0
-URL = "https://kcp.example.com/v2/lifecycle-manager/event"
+URL = f"https://kcp.example.com/v2/{OPERATOR_NAME}/event"
 BODY = b'{"watched":{"namespace":"kyma-system","name":"default"}}'
 KEY_ID = make_key_id("runtime-1", "v1")
 
@@ -174,9 +175,9 @@ def test_fast_verifier_accepts_mixed_case_header_names(private_key: Ed25519Priva
 
 
 def test_url_normalisation_matches_the_signer(private_key: Ed25519PrivateKey, keys: Keys) -> None:
-    request = signed(private_key, url="https://KCP.Example.com:443/v2/lifecycle-manager/event?x=1")
+    request = signed(private_key, url=f"https://KCP.Example.com:443/v2/{OPERATOR_NAME}/event?x=1")
     SignatureVerifier(keys, clock=lambda: NOW).verify(
-        "POST", "https://kcp.example.com:443/v2/lifecycle-manager/event?x=1", request.headers, request.content
+        "POST", f"https://kcp.example.com:443/v2/{OPERATOR_NAME}/event?x=1", request.headers, request.content
     )
 
 
@@ -310,7 +311,7 @@ def test_content_digest_fast_form_and_other_forms() -> None:
         ({"content-digest": "sha-256=:AAAA:"}, "malformed", "bad-signature"),
         ({"content-digest": "md5=:AAAA:"}, "bad-digest", "bad-signature"),
         ({"method": "PUT"}, "bad-signature", "bad-signature"),
-        ({"url": "https://evil.example.com/v2/lifecycle-manager/event"}, "bad-signature", "bad-signature"),
+        ({"url": f"https://evil.example.com/v2/{OPERATOR_NAME}/event"}, "bad-signature", "bad-signature"),
         ({"url": "https://kcp.example.com/v2/other/event"}, "bad-signature", "bad-signature"),
         ({"content-type": "text/plain"}, "bad-signature", "bad-signature"),
         ({"signature-input": "garbage(("}, "malformed", "bad-signature"),

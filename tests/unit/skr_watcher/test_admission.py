@@ -144,19 +144,19 @@ def test_dry_run_never_fires(operation: str) -> None:
 
 
 def test_owner_annotation_becomes_the_event_owner() -> None:
-    annotations = {OWNED_BY_ANNOTATION: "kcp-system/kyma-1-istio-abc"}
+    annotations = {OWNED_BY_ANNOTATION: f"{KCP_NAMESPACE}/kyma-1-istio-abc"}
     outcome = run(review("CREATE", new=obj("istio", annotations=annotations, spec={})))
     assert outcome.event is not None
     assert outcome.event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="kyma-1-istio-abc")
 
 
 def test_owner_of_a_deleted_object_comes_from_the_old_object() -> None:
-    annotations = {OWNED_BY_ANNOTATION: "kcp-system/m1"}
+    annotations = {OWNED_BY_ANNOTATION: f"{KCP_NAMESPACE}/m1"}
     outcome = run(review("DELETE", old=obj("x", annotations=annotations)))
     assert outcome.event is not None and outcome.event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="m1")
 
 
-@pytest.mark.parametrize("value", ["", "a/b/c", "kcp-system/", "  "])
+@pytest.mark.parametrize("value", ["", "a/b/c", f"{KCP_NAMESPACE}/", "  "])
 def test_unusable_owner_annotation_is_ignored(value: str) -> None:
     outcome = run(review("CREATE", new=obj(annotations={OWNED_BY_ANNOTATION: value})))
     assert outcome.decision is Decision.CHANGED

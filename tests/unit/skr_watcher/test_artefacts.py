@@ -57,13 +57,13 @@ def test_webhook_for_the_default_watcher_matches_upstream() -> None:
     spec = WebhookSpec.from_watcher(KYMA_WATCHER)
     webhook = render_webhook(spec, ca_bundle=b"CA")
     assert webhook == {
-        "name": "kcp-system.klm-watcher.operator.kyma-project.io",
+        "name": f"{KCP_NAMESPACE}.klm-watcher.operator.kyma-project.io",
         "admissionReviewVersions": ["v1"],
         "clientConfig": {
             "service": {
                 "name": "skr-webhook",
                 "namespace": SKR_NAMESPACE,
-                "path": "/validate/lifecycle-manager",
+                "path": f"/validate/{OPERATOR_NAME}",
             },
             "caBundle": base64.b64encode(b"CA").decode(),
         },
@@ -131,8 +131,8 @@ def test_configuration_has_one_webhook_per_watcher_sorted_and_none_for_zero() ->
     assert config["metadata"]["name"] == "skr-webhook"
     assert config["metadata"]["labels"] == {MANAGED_BY_LABEL: "kyma"}
     assert [w["name"] for w in config["webhooks"]] == [
-        "kcp-system.a.operator.kyma-project.io",
-        "kcp-system.b.operator.kyma-project.io",
+        f"{KCP_NAMESPACE}.a.operator.kyma-project.io",
+        f"{KCP_NAMESPACE}.b.operator.kyma-project.io",
     ]
     assert render_webhook_configuration([], ca_bundle=b"CA")["webhooks"] == []
     with pytest.raises(ValueError, match="same webhook name"):

@@ -32,6 +32,7 @@ def test_defaults_match_upstream(files: AgentFiles) -> None:
     assert config.manager == OPERATOR_NAME
     assert config.queue_size == 10_000
     assert config.max_connections == 4
+    assert (config.batch_max_events, config.batch_interval) == (64, 0.02)
 
 
 def test_all_settings(files: AgentFiles) -> None:
@@ -48,6 +49,8 @@ def test_all_settings(files: AgentFiles) -> None:
             LOG_LEVEL="debug",
             RUNTIME_ID="runtime-1",
             POD_NAME="ignored",
+            BATCH_MAX_EVENTS="1",
+            BATCH_INTERVAL="50ms",
             TLS_CALLBACK="true",
         )
     )
@@ -58,6 +61,7 @@ def test_all_settings(files: AgentFiles) -> None:
     assert config.retry_max_delay == 120.0
     assert config.resync_on_start is False
     assert config.log_level == "DEBUG"
+    assert (config.batch_max_events, config.batch_interval) == (1, 0.05)
 
 
 def test_key_id_sources(files: AgentFiles) -> None:
@@ -99,6 +103,8 @@ def test_missing_required_setting_is_named(files: AgentFiles, name: str) -> None
         ("MANAGER", "Bad_Name", "MANAGER"),
         ("SIGNING_KEY_ID", "no-colon", "SIGNING_KEY"),
         ("RETRY_BASE_DELAY", "60", "RETRY_MAX_DELAY must not be smaller"),
+        ("BATCH_MAX_EVENTS", "257", "BATCH_MAX_EVENTS"),
+        ("BATCH_INTERVAL", "5s", "BATCH_INTERVAL"),
     ],
 )
 def test_invalid_setting_is_named(files: AgentFiles, name: str, value: str, message: str) -> None:

@@ -163,3 +163,14 @@ def test_batch_size_is_bounded_by_the_contract() -> None:
             backoff=Backoff(0.1, 1.0),
             batch_max_events=MAX_BATCH_EVENTS + 1,
         )
+
+
+async def test_a_200_without_per_event_results_means_no_batch_route(rig: Rig) -> None:
+    rig.kcp.script = [httpx.Response(200, json={"accepted": True})]  # e.g. a catch-all route
+    for name in "abc":
+        rig.delivery.submit(OPERATOR_NAME, event(name))
+    rig.delivery.start()
+    await until(lambda: names(rig) == ["a", "b", "c"])
+    assert rig.value("watcher_kcp_batch_fallbacks_total") == 1
+    assert rig.kcp.batches == []  # the scripted answer came before FakeKcp looked at the batch
+    assert rig.value("watcher_events_sent_total") == 3

@@ -27,19 +27,34 @@ REPO = Path(__file__).resolve().parents[3]
 def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logs.QUIET_LIBRARIES}
+    libraries = {
+        name: (logger.level, logger.propagate, list(logger.handlers))
+        for name in logs.QUIET_LIBRARIES
+        for logger in [logging.getLogger(name)]
+    }
     yield
     for handler in list(root.handlers):
         root.removeHandler(handler)
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(level)
-    for name, old in levels.items():
-        logging.getLogger(name).setLevel(old)
+    for name, (old_level, propagate, old_handlers) in libraries.items():
+        logger = logging.getLogger(name)
+        logger.setLevel(old_level)
+        logger.propagate = propagate
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        for handler in old_handlers:
+            logger.addHandler(handler)
 
 
 @pytest.mark.usefixtures("restore_logging")
 def test_configure_keeps_one_handler_and_quiets_per_server_and_per_request_lines() -> None:
+    # what uvicorn's default configuration does (another server in this process, earlier): a handler
+    # of its own and no propagation; the agent's configuration must not print through it too
+    uvicorn_logger = logging.getLogger("uvicorn")
+    uvicorn_logger.addHandler(logging.StreamHandler(io.StringIO()))
+    uvicorn_logger.propagate = False
     out = io.StringIO()
     logs.configure("INFO", out)
     logs.configure("INFO", out)  # configuring twice must not add a second handler

@@ -10,13 +10,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kcp_listener.verifier import SignatureVerifier
+from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import SignatureError
 from skr_watcher.signer import FastEventSigner
 from tests.rfc9421_reference import EventSigner, LibrarySignatureVerifier
 
 KEY_ID = "runtime-1:v1"
 NOW = 1_795_000_000.0
-URL = "https://listener.cp.example:443/v2/lifecycle-manager/event"
+URL = f"https://listener.cp.example:443/v2/{OPERATOR_NAME}/event"
 BODY = b'{"watched":{"namespace":"kyma-system","name":"default"}}'
 
 

@@ -20,13 +20,13 @@ async def test_validate_route() -> None:
     sink, metrics = RecordingSink(), AgentMetrics()
     async with client(webhook_app(AdmissionHandler(sink, metrics, FakeClock()))) as http:
         response = await http.post(
-            "/validate/lifecycle-manager", content=body(review("CREATE", new=obj(), uid="u"))
+            f"/validate/{OPERATOR_NAME}", content=body(review("CREATE", new=obj(), uid="u"))
         )
         assert response.status_code == 200
         assert response.json()["response"] == {"uid": "u", "allowed": True}
         assert response.headers["strict-transport-security"].startswith("max-age=")
         assert [m for m, _ in sink.events] == [OPERATOR_NAME]
-        assert (await http.get("/validate/lifecycle-manager")).status_code == 405
+        assert (await http.get(f"/validate/{OPERATOR_NAME}")).status_code == 405
         assert (await http.post("/other")).status_code == 404
 
 

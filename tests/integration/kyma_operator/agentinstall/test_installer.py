@@ -178,7 +178,7 @@ async def test_install_update_prune_steady_state_and_remove(
     assert webhook["clientConfig"]["service"] == {
         "name": "skr-webhook",
         "namespace": ns,
-        "path": "/validate/lifecycle-manager",
+        "path": f"/validate/{OPERATOR_NAME}",
         "port": 443,
     }
     assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == base64.b64decode(secret["data"]["ca.crt"])

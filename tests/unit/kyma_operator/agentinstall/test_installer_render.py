@@ -22,7 +22,13 @@ from kyma_operator.identity.ca import material_digest
 from kyma_operator.identity.leaf import LeafSpec, issue_leaf
 from kyma_operator.identity.signing_keys import SigningKey
 from kyma_operator.identity.store import RuntimeIdentity
-from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, POD_RESTART_TRIGGER_LABEL, RUNTIME_ID_LABEL
+from kyma_wire.names import (
+    KCP_NAMESPACE,
+    OPERATOR_NAME,
+    POD_RESTART_TRIGGER_LABEL,
+    RUNTIME_ID_LABEL,
+    SKR_NAMESPACE,
+)
 
 T0 = datetime.datetime(2026, 8, 1, tzinfo=datetime.UTC)
 
@@ -96,12 +102,12 @@ def test_render_order_hashes_and_webhook_targets() -> None:
         b"rt:v1",
     )
     (webhook,) = rendered[-1].body["webhooks"]
-    assert webhook["clientConfig"]["service"]["path"] == "/validate/lifecycle-manager"
+    assert webhook["clientConfig"]["service"]["path"] == f"/validate/{OPERATOR_NAME}"
 
     local = _render([_watcher("w")], identity, webhook_url="https://127.0.0.1:9443")
     assert (
         local[-1].body["webhooks"][0]["clientConfig"]["url"]
-        == "https://127.0.0.1:9443/validate/lifecycle-manager"
+        == f"https://127.0.0.1:9443/validate/{OPERATOR_NAME}"
     )
 
 
@@ -118,7 +124,7 @@ def test_rendering_is_deterministic_and_key_rotation_changes_secret_and_trigger(
     )
     second = {r.key: r.digest for r in _render([_watcher("w")], rotated)}
     changed = {key for key in first if first[key] != second[key]}
-    assert changed == {"Secret/kyma-system/skr-webhook-tls", "Deployment/kyma-system/skr-webhook"}
+    assert changed == {f"Secret/{SKR_NAMESPACE}/skr-webhook-tls", f"Deployment/{SKR_NAMESPACE}/skr-webhook"}
 
 
 def test_kyma_reference_from_dict_and_model() -> None:

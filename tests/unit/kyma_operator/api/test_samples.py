@@ -92,7 +92,9 @@ def test_watcher_sample_is_the_upstream_default() -> None:
     assert watcher.spec.labels_to_watch == {names.WATCHED_BY_LABEL: names.MANAGED_BY_KYMA}
     assert watcher.spec.resource_to_watch.resource == "kymas"
     assert watcher.spec.gateway.selector == default_gateway_selector()
-    assert watcher.spec.service_info.host() == "klm-controller-manager-events.kcp-system.svc.cluster.local"
+    assert (
+        watcher.spec.service_info.host() == f"klm-controller-manager-events.{KCP_NAMESPACE}.svc.cluster.local"
+    )
 
 
 def test_gateway_and_virtual_service_samples_fit_together() -> None:

@@ -9,6 +9,7 @@ import pytest
 from kyma_operator.identity.bundle import RotationPolicy, advance_gateway, plan_root
 from kyma_operator.identity.ca import KeyPair, subject_alt_names, subject_common_name
 from kyma_operator.identity.leaf import LeafSpec, issue_leaf, renew_at, renewal_reason
+from kyma_wire.names import SKR_NAMESPACE
 
 T0 = datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -20,8 +21,8 @@ def test_spec_names_runtime_domain_and_agent_service() -> None:
     assert spec.runtime_id == "rt-7"
     assert spec.names == (
         "api.rt7.example.com",
-        "skr-webhook.kyma-system.svc",
-        "skr-webhook.kyma-system.svc.cluster.local",
+        f"skr-webhook.{SKR_NAMESPACE}.svc",
+        f"skr-webhook.{SKR_NAMESPACE}.svc.cluster.local",
     )
     extra = LeafSpec.for_runtime(
         runtime_id="rt", skr_domain="d", sync_namespace="ns", additional_names=("127.0.0.1", "d")

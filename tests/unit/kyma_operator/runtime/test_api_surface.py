@@ -80,7 +80,7 @@ def test_resource_paths() -> None:
     kyma = Resource("operator.kyma-project.io", "v1beta2", "kymas", "Kyma")
     assert (
         kyma.path(KCP_NAMESPACE, "k", "status")
-        == "/apis/operator.kyma-project.io/v1beta2/namespaces/kcp-system/kymas/k/status"
+        == f"/apis/operator.kyma-project.io/v1beta2/namespaces/{KCP_NAMESPACE}/kymas/k/status"
     )
     assert kyma.path("ns", "a/b") == "/apis/operator.kyma-project.io/v1beta2/namespaces/ns/kymas/a%2Fb"
     with pytest.raises(ValueError):

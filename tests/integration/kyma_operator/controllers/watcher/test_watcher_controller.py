@@ -115,7 +115,7 @@ async def test_watcher_becomes_ready_with_its_virtual_service(
     assert vs["spec"]["http"] == [
         {
             "name": f"{ns}/klm-watcher",
-            "match": [{"uri": {"prefix": "/v2/lifecycle-manager/"}}],
+            "match": [{"uri": {"prefix": f"/v2/{OPERATOR_NAME}/"}}],
             "route": [
                 {
                     "destination": {

@@ -78,7 +78,7 @@ def test_watchers_route_to_the_listener_service_through_the_gateway() -> None:
             service["spec"]["ports"][0]["port"],
         )
         vs = render(watcher, [gateway], namespace=names.KCP_NAMESPACE)
-        assert vs.spec.gateways == ["kcp-system/klm-watcher"]
+        assert vs.spec.gateways == [f"{KCP_NAMESPACE}/klm-watcher"]
         assert vs.spec.hosts == server.hosts
 
 

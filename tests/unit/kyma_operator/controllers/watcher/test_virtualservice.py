@@ -63,14 +63,19 @@ def test_render_upstream_shape_with_prefix_for_events_and_heartbeats() -> None:
             "uid": "uid-1",
         }
     ]
-    assert body["spec"]["gateways"] == ["kcp-system/a", "kcp-system/b"]
+    assert body["spec"]["gateways"] == [f"{KCP_NAMESPACE}/a", f"{KCP_NAMESPACE}/b"]
     assert body["spec"]["hosts"] == ["a.io", "b.io"]
     assert body["spec"]["http"] == [
         {
-            "name": "kcp-system/klm-watcher",
-            "match": [{"uri": {"prefix": "/v2/lifecycle-manager/"}}],
+            "name": f"{KCP_NAMESPACE}/klm-watcher",
+            "match": [{"uri": {"prefix": f"/v2/{OPERATOR_NAME}/"}}],
             "route": [
-                {"destination": {"host": "events.kcp-system.svc.cluster.local", "port": {"number": 8082}}}
+                {
+                    "destination": {
+                        "host": f"events.{KCP_NAMESPACE}.svc.cluster.local",
+                        "port": {"number": 8082},
+                    }
+                }
             ],
         }
     ]
@@ -106,7 +111,7 @@ def test_gateway_problems_are_named() -> None:
     with pytest.raises(RenderError) as hostless:
         render(_watcher(), [_gateway("x", {"gw": "default"}, [])], namespace=KCP_NAMESPACE)
     assert hostless.value.problem.reason == "GatewayHostMissing"
-    assert "kcp-system/x" in str(hostless.value)
+    assert f"{KCP_NAMESPACE}/x" in str(hostless.value)
 
 
 def test_write_only_when_something_we_own_differs() -> None:

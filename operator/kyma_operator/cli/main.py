@@ -1,0 +1,41 @@
+"""The ``kyma`` console script.
+
+``kyma module create|push|pull|sign|verify|template|deploy|list|enable|disable``; the commands live in
+``artifacts`` (module artifacts) and ``cluster`` (control plane and runtimes).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from kyma_operator.cli import artifacts, cluster
+
+app = typer.Typer(
+    name="kyma",
+    help="Kyma modules from the command line: publish modules and manage them in runtimes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,  # help texts contain [brackets] (host[:port]) that are not markup
+)
+module = typer.Typer(
+    help="Build, publish, sign and manage Kyma modules (OCM component versions in OCI registries).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(module, name="module")
+
+module.command("create")(artifacts.create)
+module.command("push")(artifacts.push)
+module.command("pull")(artifacts.pull)
+module.command("sign")(artifacts.sign_command)
+module.command("verify")(artifacts.verify_command)
+module.command("template")(artifacts.template)
+module.command("deploy")(cluster.deploy)
+module.command("list")(cluster.list_modules)
+module.command("enable")(cluster.enable)
+module.command("disable")(cluster.disable)
+
+
+def main() -> None:
+    app()
