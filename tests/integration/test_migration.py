@@ -34,7 +34,7 @@ from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, Resource
-from kyma_wire.names import KCP_NAMESPACE
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from tests.controlplane.cluster import APIServer, ControlPlane
 from tests.controlplane.crds import crd_documents, install_crds, sample_documents
 
@@ -215,7 +215,7 @@ async def test_upstream_watcher_setup_is_adopted_without_rewriting_what_is_right
             name=watcher["metadata"]["name"], uid=watcher["metadata"]["uid"]
         )
         upstream_vs["spec"]["http"][0]["name"] = f"{KCP_NAMESPACE}/{watcher['metadata']['name']}"
-        upstream_vs["spec"]["http"][0]["match"][0]["uri"]["prefix"] = "/v2/lifecycle-manager/event"
+        upstream_vs["spec"]["http"][0]["match"][0]["uri"]["prefix"] = f"/v2/{OPERATOR_NAME}/event"
         virtual_service = await client.create(VIRTUAL_SERVICES, upstream_vs)
         vs_name = virtual_service["metadata"]["name"]
 
@@ -224,7 +224,7 @@ async def test_upstream_watcher_setup_is_adopted_without_rewriting_what_is_right
             await asyncio.wait_for(controller.controller.process_next(), 10.0)
         adopted_vs = await client.get(VIRTUAL_SERVICES, vs_name, KCP_NAMESPACE)
         assert adopted_vs["metadata"]["uid"] == virtual_service["metadata"]["uid"], "updated in place"
-        assert adopted_vs["spec"]["http"][0]["match"][0]["uri"]["prefix"] == "/v2/lifecycle-manager/"
+        assert adopted_vs["spec"]["http"][0]["match"][0]["uri"]["prefix"] == f"/v2/{OPERATOR_NAME}/"
         adopted_watcher = await client.get(WATCHERS, watcher["metadata"]["name"], KCP_NAMESPACE)
         assert adopted_watcher["metadata"]["uid"] == watcher["metadata"]["uid"]
         assert adopted_watcher["metadata"]["finalizers"] == [names.WATCHER_FINALIZER]
