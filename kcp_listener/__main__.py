@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--auth-mode",
         choices=[m.value for m in AuthMode],
         default=AuthMode.SIGNATURE.value,
-        help="how runtimes authenticate: Ed25519 signature, gateway XFCC header, or both",
+        help="how runtimes authenticate: Ed25519 signature, gateway XFCC header, both, or either "
+        "(a signature when sent, else XFCC: mixed fleets with upstream agents, docs/migration.md)",
     )
     parser.add_argument(
         "--manager",

@@ -9,6 +9,16 @@ integration tests). Behind the Istio gateway with mutual TLS and ``SANITIZE_SET`
 recommended (XFCC client-certificate identity AND the RFC 9421 signature, which must name the same
 runtime). ``xfcc`` alone is upstream's model and accepts the upstream Go agent unchanged. A mode
 ignores the credential it does not use (``signature`` ignores XFCC, ``xfcc`` ignores signatures).
+
+``either`` is the migration mode for a fleet where some runtimes still run the upstream agent (XFCC
+only, no signature) and others run ours (docs/migration.md). A request that carries a signature is
+held to it (a bad signature is 401, never a fall-back to XFCC), and when it also carries XFCC the
+two must name the same runtime; a request without a signature is accepted on XFCC alone. Security
+meaning: every runtime is then only as well protected as in ``xfcc`` mode, i.e. by the gateway's
+mutual TLS and ``SANITIZE_SET`` (a client that can reach the listener without passing the gateway
+can claim any runtime by writing the header). Use it only behind that gateway, and only while the
+metric ``kcp_listener_authenticated_requests{identity="xfcc"}`` still grows; once it stays flat
+(the last upstream agent is gone), switch to ``both``.
 """
 
 from __future__ import annotations
@@ -38,6 +48,9 @@ class AuthMode(StrEnum):
     """Client certificate CN from the gateway's ``X-Forwarded-Client-Cert`` only (upstream)."""
     BOTH = "both"
     """Both, and they must name the same runtime."""
+    EITHER = "either"
+    """A signature when the request carries one (plus XFCC if present, which must agree), else XFCC:
+    for mixed fleets of upstream and our agents during a migration (see the module docstring)."""
 
     @property
     def needs_signature(self) -> bool:

@@ -5,9 +5,10 @@ request passed all of them (DESIGN.md 4.2):
 
 1. method (405) - 2. body size, also for chunked bodies, reading stops at the limit (413) -
 3. manager known (404) - 4. serving, i.e. leader and not shutting down (503) -
-5. authentication per mode: signature / xfcc / both, identities must agree (401) -
+5. authentication per mode: signature / xfcc / both / either, identities must agree (401) -
 6. replay: nonce unused, cache not full (401 / 429) - 7. body validation (400) -
-8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404) -
+8. routing: runtime -> its Kyma, owner -> that runtime's Manifest (404; an unsigned XFCC-only
+   event, i.e. from an upstream agent, that names no Kyma gets upstream's 200 and is counted) -
 9. hand the targets to the controllers' intakes (``kyma_operator.runtime.intake.Intake``: bounded,
    429 with Retry-After when full; they throttle event storms per target) - 200.
 
@@ -91,6 +92,8 @@ _reply = error_reply
 
 _ACCEPTED = _reply(200, {"status": "accepted"})
 _NOT_FOUND = _reply(404, {"error": "not found"})
+_UNROUTED = _reply(200, {"status": "unrouted"})
+"""200 for an XFCC-only event that names no Kyma (upstream's answer); see ``_enqueue``."""
 _UNKNOWN_MANAGER = _reply(404, {"error": "unknown manager"})
 _NOT_SERVING = "not serving (not leader or shutting down)"
 
@@ -156,7 +159,7 @@ class EventIntake:
         mode = config.auth_mode
         self._needs_xfcc = mode.needs_xfcc
         self._needs_signature = mode.needs_signature
-        self._both = mode is AuthMode.BOTH
+        self._either = mode is AuthMode.EITHER
         origin = config.public_origin
         self._public_origin = origin.partition("://")[::2] if origin is not None else None
         self._trust_forwarded_proto = config.trust_forwarded_proto
@@ -294,7 +297,7 @@ class EventIntake:
             return rejected.reply
         try:
             if route == RouteKind.EVENT:
-                reply = self._accept_event(runtime_id, body)
+                reply = self._accept_event(runtime_id, body, signed=bool(key_id))
             elif route == RouteKind.EVENTS:
                 reply = self._accept_batch(runtime_id, body)
             else:
@@ -316,12 +319,20 @@ class EventIntake:
     ) -> tuple[str, str, str, int]:
         """``(runtime_id, key_id, nonce, created)``; the last three empty without a signature."""
         runtime_id = ""
-        if self._needs_xfcc:
+        needs_signature = self._needs_signature
+        needs_xfcc = self._needs_xfcc
+        if self._either:
+            # Mixed fleet: a signature is checked whenever one is offered; XFCC is checked when
+            # present (both must agree) and is the only credential of an unsigned request.
+            needs_signature = "signature" in headers or "signature-input" in headers
+            needs_xfcc = not needs_signature or "x-forwarded-client-cert" in headers
+        if needs_xfcc:
             try:
                 runtime_id = self._xfcc.runtime_id(headers.get("x-forwarded-client-cert"))
             except XfccError as exc:
                 raise self._unauthenticated(exc.reason) from None
-        if not self._needs_signature:
+        if not needs_signature:
+            self.metrics.identities["xfcc"] += 1
             return runtime_id, "", "", 0
         if self._public_origin is not None:
             scheme, authority = self._public_origin
@@ -341,7 +352,7 @@ class EventIntake:
             )
         except SignatureError as exc:
             raise self._unauthenticated(exc.reason) from None
-        if self._both and signed_by != runtime_id:
+        if needs_xfcc and signed_by != runtime_id:
             raise self._unauthenticated("identity-mismatch")
         verdict = self._replay.check(key_id, nonce)
         if verdict is not ReplayVerdict.NEW:
@@ -350,6 +361,7 @@ class EventIntake:
                 raise self._unauthenticated("replay")
             self.metrics.rejected("replay-cache-full")
             raise _Rejected(_reply(429, {"error": "too many requests"}, self._retry_after), final=False)
+        self.metrics.identities["signature+xfcc" if needs_xfcc else "signature"] += 1
         return signed_by, key_id, nonce, created
 
     @staticmethod
@@ -357,13 +369,14 @@ class EventIntake:
         fields = sorted({".".join(str(p) for p in err["loc"]) or "body" for err in exc.errors()})[:5]
         return _Rejected(_reply(400, {"error": "invalid body", "fields": fields}), final=True)
 
-    def _accept_event(self, runtime_id: str, body: bytes) -> Reply:
+    def _accept_event(self, runtime_id: str, body: bytes, *, signed: bool = True) -> Reply:
         try:
             event = _validate_event(body)
         except ValidationError as exc:
             self.metrics.rejected("invalid-body")
             raise self._invalid(exc) from None
-        self._enqueue(runtime_id, event)
+        if not self._enqueue(runtime_id, event, signed=signed):
+            return _UNROUTED
         return _ACCEPTED
 
     def _accept_batch(self, runtime_id: str, body: bytes) -> Reply:
@@ -416,11 +429,21 @@ class EventIntake:
                 events.append(None)
         return events
 
-    def _enqueue(self, runtime_id: str, event: AgentEvent) -> None:
-        """Steps 8-9 for one valid event; raises :class:`_Rejected` (404 unroutable, 429 full)."""
+    def _enqueue(self, runtime_id: str, event: AgentEvent, *, signed: bool = True) -> bool:
+        """Steps 8-9 for one valid event; raises :class:`_Rejected` (404 unroutable, 429 full).
+
+        An unroutable event of an unsigned (XFCC-only, i.e. upstream) agent is not an error: it
+        returns False (answered 200 and counted as unrouted) as upstream's listener answers 200
+        and drops it; an upstream agent counts any other status as a failed KCP request and its
+        alerts fire (docs/migration.md). Our agents sign, and get 404 (they stop retrying it).
+        """
         try:
             targets = self._router.route(runtime_id, event)
         except RoutingError as exc:
+            if not signed:
+                self.metrics.unrouted_event(exc.reason)
+                log.info("event from upstream agent of runtime %s dropped: %s", runtime_id, exc.reason)
+                return False
             self.metrics.rejected(exc.reason)
             log.info("event from runtime %s rejected: %s", runtime_id, exc.reason)
             raise _Rejected(_reply(404, {"error": exc.message}), final=True, message=exc.message) from None
@@ -444,6 +467,7 @@ class EventIntake:
             )
         if self._on_accepted is not None:
             self._on_accepted(runtime_id, RouteKind.EVENT, targets.kymas, targets.manifests)
+        return True
 
     def _accept_heartbeat(self, runtime_id: str, body: bytes) -> Reply:
         try:

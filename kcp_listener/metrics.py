@@ -32,6 +32,9 @@ class _Intake(Protocol):
 
 
 CONTROLLERS = ("kyma", "manifest")
+IDENTITY_KINDS = ("signature", "xfcc", "signature+xfcc")
+"""How a request was authenticated: signature only (our agent without a gateway), XFCC only (the
+upstream agent, or ``xfcc`` mode), both (our agent behind the gateway)."""
 ROUTES = ("event", "events", "heartbeat", "other")
 UPSTREAM_SERVER_NAME = "listener"
 DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -67,6 +70,8 @@ class ListenerMetrics:
         self.auth_failures: dict[str, int] = {}
         self.rejected_events: dict[str, int] = {}
         self.enqueued = dict.fromkeys(CONTROLLERS, 0)
+        self.identities = dict.fromkeys(IDENTITY_KINDS, 0)
+        self.unrouted: dict[str, int] = {}
         self.replays = 0
         self.oversize = 0
         self.heartbeats = 0
@@ -101,6 +106,14 @@ class ListenerMetrics:
 
     def auth_failed(self, reason: str) -> None:
         self.auth_failures[reason] = self.auth_failures.get(reason, 0) + 1
+
+    def authenticated(self, identity: str) -> None:
+        """A request passed authentication by ``identity`` (one of ``IDENTITY_KINDS``)."""
+        self.identities[identity] += 1
+
+    def unrouted_event(self, reason: str) -> None:
+        """An XFCC-only (upstream agent) event that named no Kyma, answered 200 like upstream."""
+        self.unrouted[reason] = self.unrouted.get(reason, 0) + 1
 
     def rejected(self, reason: str) -> None:
         self.rejected_events[reason] = self.rejected_events.get(reason, 0) + 1
@@ -162,6 +175,19 @@ class _Collector(Collector):
             "Authenticated requests that enqueued nothing, by reason.",
             "reason",
             dict(m.rejected_events),
+        )
+        yield _labelled(
+            "kcp_listener_authenticated_requests",
+            "Requests that passed authentication, by identity kind (signature, xfcc, signature+xfcc);"
+            " identity=xfcc without a signature comes from upstream agents.",
+            "identity",
+            dict(m.identities),
+        )
+        yield _labelled(
+            "kcp_listener_unrouted_events",
+            "Events of XFCC-only (upstream) agents that named no Kyma: answered 200 and dropped, by reason.",
+            "reason",
+            dict(m.unrouted),
         )
         yield _labelled(
             "kcp_listener_enqueued_requests",

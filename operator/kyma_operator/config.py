@@ -80,7 +80,8 @@ class OperatorConfig(BaseModel):
     """Port of the listener (upstream 8082)."""
     listener_auth_mode: AuthMode = AuthMode.SIGNATURE
     """How runtimes prove who they are: signature (Ed25519, RFC 9421), xfcc (client certificate
-    forwarded by the gateway) or both."""
+    forwarded by the gateway), both, or either (a signature when sent, else XFCC: for fleets that
+    still run upstream agents, see docs/migration.md)."""
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS

@@ -92,7 +92,7 @@ def test_installing_again_is_harmless_and_every_crd_is_established(api: kubernet
         conditions = {c.type: c.status for c in crd.status.conditions}
         assert conditions["Established"] == "True" and conditions["NamesAccepted"] == "True"
     istio = extensions.read_custom_resource_definition(names.VIRTUAL_SERVICE.crd_name)
-    assert {v.name for v in istio.spec.versions if v.served} == {"v1", "v1beta1"}
+    assert {v.name for v in istio.spec.versions if v.served} == {"v1", "v1beta1", "v1alpha3"}
     assert istio.spec.conversion.strategy == "None"
     assert extensions.read_custom_resource_definition(
         names.MODULE_TEMPLATE.crd_name

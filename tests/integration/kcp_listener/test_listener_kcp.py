@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.keystore import (
     KeyStore,
     secret_name,
@@ -37,6 +37,7 @@ from kyma_wire.profile import make_key_id
 from tests.integration.kcp_listener.helpers import DEADLINE, MANAGER, b64, event, key_secret, kyma, manifest
 from tests.polling import eventually
 from tests.rfc9421_reference import EventSigner
+from tests.unit.kcp_listener.harness import istio_xfcc
 
 
 @contextlib.asynccontextmanager
@@ -111,7 +112,10 @@ class Stack:
 
 
 @pytest.fixture
-async def stack(kcp_client: KubeClient, kcp_namespace: str) -> AsyncIterator[Stack]:
+async def stack(
+    request: pytest.FixtureRequest, kcp_client: KubeClient, kcp_namespace: str
+) -> AsyncIterator[Stack]:
+    auth_mode: AuthMode = getattr(request, "param", AuthMode.SIGNATURE)
     ns = kcp_namespace
     keys = {"rt-a": Ed25519PrivateKey.generate(), "rt-b": Ed25519PrivateKey.generate()}
     for runtime_id, kyma_name in (("rt-a", "kyma-a"), ("rt-b", "kyma-b")):
@@ -126,7 +130,7 @@ async def stack(kcp_client: KubeClient, kcp_namespace: str) -> AsyncIterator[Sta
     kyma_intake, manifest_intake = Intake("runtime event", capacity=64), Intake("runtime event", capacity=64)
     kyma_controller.add_source(kyma_intake)
     manifest_controller.add_source(manifest_intake)
-    config = ListenerConfig(namespace=ns, host="127.0.0.1", port=0)
+    config = ListenerConfig(namespace=ns, host="127.0.0.1", port=0, auth_mode=auth_mode)
     listener = OperatorListener(
         config,
         client=kcp_client,
@@ -218,3 +222,50 @@ async def test_shutdown_stops_serving(stack: Stack) -> None:
         await stack.http.post(
             event_path(MANAGER), content=event(), headers={"content-type": "application/json"}
         )
+
+
+UPSTREAM_AGENT_BODY = (
+    b'{"watched":{"Namespace":"kyma-system","Name":"default"},'
+    b'"watchedGvk":{"group":"operator.kyma-project.io","version":"v1beta2","kind":"Kyma"}}'
+)
+
+
+@pytest.mark.parametrize("stack", [AuthMode.EITHER], indirect=True)
+async def test_mixed_fleet_upstream_and_our_agents_side_by_side(stack: Stack) -> None:
+    """Listener mode ``either``: runtime rt-b still runs upstream's agent (XFCC only, upstream body),
+    rt-a runs ours (signed, behind the gateway so XFCC too)."""
+    path = event_path(MANAGER)
+    json_type = {"content-type": "application/json"}
+    upstream = await stack.http.post(
+        path,
+        content=UPSTREAM_AGENT_BODY,
+        headers={**json_type, "x-forwarded-client-cert": istio_xfcc("rt-b")},
+    )
+    assert upstream.status_code == 200, upstream.text
+    await eventually(lambda: bool(stack.kyma_reconciles.seen), "Kyma reconcile for the upstream agent")
+    assert stack.kyma_reconciles.seen == [Request(stack.namespace, "kyma-b")]
+
+    ours = stack.http.build_request("POST", path, content=event(), headers=json_type)
+    EventSigner(stack.keys["rt-a"], make_key_id("rt-a", "v1")).sign(ours)
+    ours.headers["x-forwarded-client-cert"] = istio_xfcc("rt-a")
+    assert (await stack.http.send(ours)).status_code == 200
+    await eventually(lambda: len(stack.kyma_reconciles.seen) == 2, "Kyma reconcile for our agent")
+    assert stack.kyma_reconciles.seen[1] == Request(stack.namespace, "kyma-a")
+
+    spoofed = stack.http.build_request("POST", path, content=event(), headers=json_type)
+    EventSigner(stack.keys["rt-a"], make_key_id("rt-a", "v1")).sign(spoofed)
+    spoofed.headers["x-forwarded-client-cert"] = istio_xfcc("rt-b")
+    mismatch = await stack.http.send(spoofed)
+    assert mismatch.status_code == 401 and mismatch.json()["reason"] == "identity-mismatch"
+
+    # An upstream agent of a runtime without a Kyma: upstream's 200, counted, nothing reconciled.
+    unrouted = await stack.http.post(
+        path,
+        content=UPSTREAM_AGENT_BODY,
+        headers={**json_type, "x-forwarded-client-cert": istio_xfcc("rt-gone")},
+    )
+    assert unrouted.status_code == 200 and unrouted.json() == {"status": "unrouted"}
+    metrics = stack.listener.metrics
+    assert metrics.identities == {"signature": 0, "xfcc": 2, "signature+xfcc": 1}
+    assert metrics.unrouted == {"unknown-runtime": 1}
+    assert len(stack.kyma_reconciles.seen) == 2 and stack.manifest_reconciles.seen == []

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from kcp_listener.config import ListenerConfig
-from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, batch_path
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, batch_path, heartbeat_path
 from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from kyma_wire.profile import make_key_id
 from skr_watcher.delivery import Delivery
@@ -33,11 +33,13 @@ Scope = MutableMapping[str, Any]
 ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
-def without_batch_route(app: ASGI) -> ASGI:
-    """The listener as upstream's would answer: 404 for ``/v2/<manager>/events``."""
+def without_batch_route(app: ASGI, *, heartbeat: bool = True) -> ASGI:
+    """The listener as upstream's would answer: 404 for ``/v2/<manager>/events`` (and, with
+    ``heartbeat=False``, for ``/v2/<manager>/heartbeat``: upstream has only the event route)."""
+    missing = {batch_path(OPERATOR_NAME)} | (set() if heartbeat else {heartbeat_path(OPERATOR_NAME)})
 
     async def wrapped(scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == batch_path(OPERATOR_NAME):
+        if scope["type"] == "http" and scope["path"] in missing:
             await send({"type": "http.response.start", "status": 404, "headers": []})
             await send({"type": "http.response.body", "body": b"404 page not found"})
             return
@@ -47,10 +49,20 @@ def without_batch_route(app: ASGI) -> ASGI:
 
 
 class Rig:
-    def __init__(self, fast_path: bool, batch_route: bool) -> None:
+    def __init__(
+        self,
+        fast_path: bool,
+        batch_route: bool,
+        heartbeat_route: bool = True,
+        heartbeat_interval: float = 30.0,
+    ) -> None:
         self.listener = Harness(ListenerConfig(fast_path=fast_path))
         self.listener.add_runtime("rt-1", "kyma-1", ["kyma-1-istio", "kyma-1-serverless"])
-        app = self.listener.app if batch_route else without_batch_route(self.listener.app)
+        app = (
+            self.listener.app
+            if batch_route and heartbeat_route
+            else without_batch_route(self.listener.app, heartbeat=heartbeat_route)
+        )
         self.clock = FakeClock()
         self.client = KcpClient(
             BASE_URL,
@@ -70,10 +82,11 @@ class Rig:
             sender_tasks=2,
             batch_max_events=16,
             batch_interval=0.01,
+            heartbeat_interval=heartbeat_interval,
         )
 
-    def value(self, name: str) -> float:
-        return self.metrics.registry.get_sample_value(name) or 0.0
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
 @pytest.fixture(
@@ -137,3 +150,26 @@ async def test_a_burst_for_one_object_arrives_with_its_latest_content(rig: Rig) 
     await until(lambda: rig.value("watcher_events_sent_total") >= 1)
     assert set(rig.listener.enqueued) == {f"kyma:{NS}/kyma-1"}
     assert rig.value("watcher_events_sent_total") <= 3
+
+
+async def test_agent_keeps_working_against_a_listener_without_the_heartbeat_route() -> None:
+    """Upstream's listener has only ``/v2/<manager>/event``: heartbeats get 404 there. The agent
+    must keep delivering events; the 404s neither stop it nor trigger resyncs."""
+    rig = Rig(fast_path=True, batch_route=False, heartbeat_route=False, heartbeat_interval=5.0)
+    try:
+        rig.delivery.start()
+        await until(lambda: rig.value("watcher_heartbeats_total", {"result": "drop"}) >= 3)
+        for i in range(5):
+            rig.delivery.submit(OPERATOR_NAME, module_event(f"d{i}", "kyma-1-istio"))
+        await until(lambda: rig.value("watcher_events_sent_total") == 5)
+        assert set(rig.listener.enqueued) == {f"manifest:{NS}/kyma-1-istio"}
+        beats = rig.value("watcher_heartbeats_total", {"result": "drop"})
+        await until(lambda: rig.value("watcher_heartbeats_total", {"result": "drop"}) >= beats + 3)
+        assert rig.value("watcher_heartbeats_total", {"result": "delivered"}) == 0
+        assert rig.value("watcher_resync_events_total") == 0
+        assert rig.listener.sample("kcp_listener_heartbeats_total") == 0
+        assert rig.listener.sample("kcp_listener_requests_total", {"route": "event", "code": "200"}) == 5
+    finally:
+        await rig.delivery.stop(flush_within=1)
+        await rig.client.aclose()
+        await rig.listener.aclose()

@@ -21,6 +21,7 @@ from kyma_operator.api import (
 )
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.watcher import FieldName, default_gateway_selector
+from kyma_operator.controllers.watcher.virtualservice import render
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from tests.controlplane.crds import sample_documents
 
@@ -106,9 +107,20 @@ def test_gateway_and_virtual_service_samples_fit_together() -> None:
     (route,) = service.spec.http
     assert route.name == f"{watcher.namespace}/{watcher.name}"
     assert route.match[0].uri is not None
-    assert route.match[0].uri.prefix == f"/v2/{watcher.manager_name()}/event"
+    assert route.match[0].uri.prefix == f"/v2/{watcher.manager_name()}/"
     destination = route.route[0].destination
     assert destination.host == watcher.spec.service_info.host()
     assert destination.port is not None and destination.port.number == watcher.spec.service_info.port
     (server,) = gateway.spec.servers
     assert server.tls is not None and server.tls.mode == "MUTUAL"
+
+
+def test_virtual_service_sample_is_what_the_controller_renders() -> None:
+    sample = _by_kind("VirtualService")
+    watcher_doc = copy.deepcopy(_by_kind("Watcher"))
+    # The API server assigns the Watcher's uid; the sample carries it as a placeholder.
+    watcher_doc["metadata"]["uid"] = sample["metadata"]["ownerReferences"][0]["uid"]
+    rendered = render(
+        Watcher.from_object(watcher_doc), [Gateway.from_object(_by_kind("Gateway"))], namespace=KCP_NAMESPACE
+    )
+    assert rendered.to_object() == sample
