@@ -55,6 +55,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--duration", "20", "--rate", "500", "--rounds", "3", "--events", "10000", "--burst", "10000"),
         ("--duration", "2", "--rate", "200", "--rounds", "1", "--events", "500", "--burst", "500"),
     ),
+    Benchmark("failover_bench", "failover", ("--runs", "10"), ("--runs", "1")),
     Benchmark(
         "e2e_latency",
         "e2e",
