@@ -37,6 +37,13 @@ from kyma_operator.controllers.kyma.installers import Installers, SingleInstalle
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import KymaEventSink, ManifestRequestLog
+from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
+from kyma_operator.controllers.manifest.setup import (
+    ManifestController,
+    ManifestEventSink,
+    build_manifest_controller,
+)
+from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.feature import (
     WatcherFeature,
     WatcherFeatureConfig,
@@ -44,6 +51,7 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, resource_for
 from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -101,22 +109,29 @@ class Operator:
     listener: OperatorListener | None
     kyma_events: KymaEventSink | None
     """The listener's Kyma sink (observers see every request the listener routes)."""
-    manifest_requests: ManifestRequestLog
+    manifest_requests: ManifestRequestLog | ManifestEventSink
+    """The listener's Manifest sink: the Manifest controller's intake, or a counting log without it."""
     kcp_addr: str
+    manifest: ManifestController | None = None
+
+    async def _close(self) -> None:
+        await self.kyma.close()
+        if self.manifest is not None:
+            await self.manifest.close()
 
     async def run(self) -> None:
         """Run until ``shutdown()``; then close the runtime clients."""
         try:
             await self.manager.run()
         finally:
-            await self.kyma.close()
+            await self._close()
 
     async def run_until_signal(self) -> None:
         """``run()`` with graceful shutdown on SIGTERM/SIGINT."""
         try:
             await self.manager.run_until_signal()
         finally:
-            await self.kyma.close()
+            await self._close()
 
     async def shutdown(self) -> None:
         await self.manager.shutdown()
@@ -129,8 +144,11 @@ async def build_operator(
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     kcp_addr: str | None = None,
+    manifest_source: ManifestSource | None = None,
 ) -> Operator:
-    """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up."""
+    """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
+    ``manifest_source`` is where the Manifest controller reads raw manifests (without one, and
+    without a configured registry source, no Manifest controller runs)."""
     agent_addr = kcp_addr or await resolve_agent_address(client, config)
     ns = config.namespace
     leader = (
@@ -199,7 +217,34 @@ async def build_operator(
     kyma.attach_watcher_feature(feature)
     feature.add_to(manager)
     kyma.add_to(manager)
-    manifest_requests = ManifestRequestLog(manager.registry)
+    manifest: ManifestController | None = None
+    manifest_requests: ManifestRequestLog | ManifestEventSink
+    if config.manifest_controller_enabled and manifest_source is not None:
+        manifest = build_manifest_controller(
+            client,
+            source=manifest_source,
+            kymas=kyma.kymas,
+            access=AccessSecrets(kyma.access_secrets),
+            config=ManifestControllerConfig(
+                namespace=ns,
+                sync_namespace=config.sync_namespace,
+                workers=config.manifest_workers,
+                healthy_interval=config.kyma_healthy_interval,
+                unhealthy_interval=config.kyma_unhealthy_interval,
+                processing_interval=config.manifest_processing_interval,
+                failure_base_delay=config.failure_base_delay,
+                failure_max_delay=config.failure_max_delay,
+                apply_concurrency=config.manifest_apply_concurrency,
+                heartbeat_max_silence=config.heartbeat_max_silence,
+            ),
+            clock=clock,
+            wall_clock=wall_clock,
+            registry=manager.registry,
+        )
+        manifest.add_to(manager)
+        manifest_requests = manifest.event_sink()
+    else:
+        manifest_requests = ManifestRequestLog(manager.registry)
     listener: OperatorListener | None = None
     kyma_events: KymaEventSink | None = None
     if config.listener_enabled:
@@ -225,6 +270,8 @@ async def build_operator(
             manager.add_informer(informer)
         manager.add_runnable(listener, leader_only=True)
         kyma.use_heartbeats(listener.heartbeats, config.heartbeat_max_silence)
+        if manifest is not None:
+            manifest.use_heartbeats(listener.heartbeats)
     log.info(
         "operator wired: namespace %s, agents send to %s, listener %s",
         ns,
@@ -241,4 +288,5 @@ async def build_operator(
         kyma_events=kyma_events,
         manifest_requests=manifest_requests,
         kcp_addr=agent_addr,
+        manifest=manifest,
     )

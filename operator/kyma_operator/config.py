@@ -91,6 +91,11 @@ class OperatorConfig(BaseModel):
     failure_base_delay: Seconds = 5.0
     failure_max_delay: Seconds = 30.0
     watcher_workers: Annotated[int, Field(ge=1, le=16)] = 1
+    manifest_controller_enabled: bool = True
+    manifest_workers: Annotated[int, Field(ge=1, le=64)] = 4
+    manifest_processing_interval: Seconds = 5.0
+    """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
+    manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
 
     @field_validator("log_level", mode="before")
     @classmethod

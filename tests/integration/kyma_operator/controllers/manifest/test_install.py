@@ -1,0 +1,255 @@
+"""The Manifest controller against real KCP and SKR API servers: install, readiness, upgrade with
+prune, default CR, module CRs blocking the uninstall, Ignore policy, unmanage, runtime gone."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kyma_operator.api import names
+from kyma_operator.controllers.manifest.reconciler import MANIFESTS
+from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
+from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
+from tests.integration.kyma_operator.harness import (
+    RunningOperator,
+    create_runtime,
+    operator_config,
+    running_operator,
+)
+from tests.polling import eventually
+
+JSON = dict[str, Any]
+REPO = "registry.test/kyma-modules"
+COMPONENT = "kyma-project.io/module/sample"
+
+
+@dataclass
+class Setup:
+    running: RunningOperator
+    kcp: KubeClient
+    skr: KubeClient
+    ns: str
+    module_ns: str
+    group: str
+    modules: PublishedModules
+
+    @property
+    def samples(self) -> Resource:
+        return Resource(self.group, m.VERSION, m.PLURAL, m.KIND)
+
+    async def manifest(self, name: str = "sample") -> JSON:
+        return await self.kcp.get(MANIFESTS, name, self.ns)
+
+    async def state(self, name: str = "sample") -> str:
+        try:
+            obj = await self.manifest(name)
+        except NotFound:
+            return "<gone>"
+        return str((obj.get("status") or {}).get("state") or "")
+
+    async def wait_state(self, state: str, name: str = "sample", within: float = 20.0) -> JSON:
+        async def reached() -> JSON | None:
+            obj = await self.manifest(name)
+            return obj if (obj.get("status") or {}).get("state") == state else None
+
+        try:
+            return await eventually(reached, f"Manifest {name} {state}", within=within)
+        except AssertionError as exc:
+            seen = "\n  ".join(r.line() for r in self.running.manifest_reports[-8:])
+            raise AssertionError(f"{exc}; last Manifest reconciles:\n  {seen}") from None
+
+    async def exists(self, resource: Resource, name: str, namespace: str | None = None) -> bool:
+        try:
+            await self.skr.get(resource, name, namespace)
+        except NotFound:
+            return False
+        return True
+
+    async def make_available(self, name: str = "sample-operator") -> None:
+        await self.skr.patch_status(DEPLOYMENTS, name, m.deployment_available(), self.module_ns)
+
+
+@pytest.fixture
+async def setup(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+) -> AsyncIterator[Setup]:
+    ns = kcp_namespace
+    skr, _ = skr_crds
+    module_ns = f"{ns}-mod"
+    await skr_client.create(NAMESPACES, {"metadata": {"name": module_ns}})
+    modules = PublishedModules()
+    config = operator_config(ns, manifest_processing_interval=0.2)
+    try:
+        async with running_operator(
+            kcp_client, config, skrs=(skr_client,), manifest_source=modules
+        ) as running:
+            await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr.kubeconfig)
+            yield Setup(running, kcp_client, skr_client, ns, module_ns, m.group_for(ns), modules)
+    finally:
+        with contextlib.suppress(NotFound):
+            await skr_client.delete(CRDS, f"{m.PLURAL}.{m.group_for(ns)}")
+        with contextlib.suppress(NotFound):
+            await skr_client.delete(NAMESPACES, module_ns)
+
+
+def publish(s: Setup, **kwargs: Any) -> str:
+    return s.modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, **kwargs)))
+
+
+async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -> None:
+    s = setup
+    digest = publish(s, configmaps=("sample-config", "sample-extra"))
+    body = m.manifest_body(
+        "sample",
+        s.ns,
+        "kyma-a",
+        repo=REPO,
+        component=COMPONENT,
+        digest=digest,
+        resource=m.default_cr(s.group),
+    )
+    await s.kcp.create(MANIFESTS, body)
+
+    # installed: every object with our labels and annotations, CRD first and established
+    manifest = await s.wait_state("Processing")
+    deployment = await s.skr.get(DEPLOYMENTS, "sample-operator", s.module_ns)
+    labels = deployment["metadata"]["labels"]
+    assert labels[names.MANAGED_BY_LABEL] == "kyma"
+    assert labels[COMPONENT_LABEL] == "sample"
+    assert labels[PART_OF_LABEL] == "Kyma"
+    assert deployment["metadata"]["annotations"][names.OWNED_BY_ANNOTATION] == f"{s.ns}/sample"
+    managers = {f["manager"] for f in deployment["metadata"]["managedFields"]}
+    assert names.MANIFEST_APPLIER_FIELD_MANAGER in managers
+    assert await s.exists(CONFIGMAPS, "sample-extra", s.module_ns)
+    crd = await s.skr.get(CRDS, f"{m.PLURAL}.{s.group}")
+    assert crd["metadata"]["labels"][names.MANAGED_BY_LABEL] == "kyma"
+    # spec.resource names the default CR "default" without a namespace -> the sync namespace
+    sync_ns = s.running.sync_namespace
+    assert await s.exists(s.samples, "default", sync_ns)
+    synced = {(e["kind"], e["name"]) for e in manifest["status"]["synced"]}
+    assert synced == {
+        ("CustomResourceDefinition", f"{m.PLURAL}.{s.group}"),
+        ("ConfigMap", "sample-config"),
+        ("ConfigMap", "sample-extra"),
+        ("ServiceAccount", "sample-operator"),
+        ("Deployment", "sample-operator"),
+    }
+    conditions = {c["type"]: c for c in manifest["status"]["conditions"]}
+    assert conditions["Resources"]["status"] == "True"
+    assert conditions["ModuleCR"]["status"] == "True"
+    assert conditions["Installation"]["status"] == "False"
+    assert f"Deployment {s.module_ns}/sample-operator" in conditions["Installation"]["message"]
+    finalizers = manifest["metadata"]["finalizers"]
+    for finalizer in (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER):
+        assert finalizer in finalizers
+
+    # the Deployment becomes available -> Ready
+    await s.make_available()
+    manifest = await s.wait_state("Ready")
+    conditions = {c["type"]: c for c in manifest["status"]["conditions"]}
+    assert conditions["Installation"]["status"] == "True"
+    assert manifest["metadata"]["annotations"][names.SYNC_OCI_REF_ANNOTATION] == digest
+
+    # a new version with one object fewer -> that object is pruned
+    upgraded = publish(s, configmaps=("sample-config",))
+    await s.kcp.patch(MANIFESTS, "sample", {"spec": {"install": {"source": {"ref": upgraded}}}}, s.ns)
+
+    async def pruned() -> bool:
+        return not await s.exists(CONFIGMAPS, "sample-extra", s.module_ns)
+
+    await eventually(pruned, "sample-extra pruned")
+
+    async def untracked() -> bool:
+        manifest = await s.manifest()
+        synced = {(e["kind"], e["name"]) for e in manifest["status"]["synced"]}
+        return manifest["status"]["state"] == "Ready" and ("ConfigMap", "sample-extra") not in synced
+
+    await eventually(untracked, "sample-extra dropped from status.synced, Manifest Ready")
+    assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    # a user's CR of the module's kind blocks the uninstall
+    await s.skr.create(s.samples, m.default_cr(s.group, "mine", s.module_ns))
+    await s.kcp.delete(MANIFESTS, "sample", s.ns)
+    deleting = await s.wait_state("Deleting")
+    assert f"{s.module_ns}/mine" in deleting["status"]["lastOperation"]["operation"]
+    assert await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
+    assert await s.exists(s.samples, "default", sync_ns)
+
+    # removed -> default CR first, then everything synced, then the Manifest is gone
+    await s.skr.delete(s.samples, "mine", s.module_ns)
+
+    async def gone() -> bool:
+        return await s.state() == "<gone>"
+
+    await eventually(gone, "Manifest gone after the user CR was removed", within=20.0)
+    assert not await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
+    assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+    assert not await s.exists(CRDS, f"{m.PLURAL}.{s.group}")
+
+
+async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
+    s = setup
+    digest = publish(s, workload="none")
+    # Ignore: no default CR is created
+    body = m.manifest_body(
+        "sample",
+        s.ns,
+        "kyma-a",
+        repo=REPO,
+        component=COMPONENT,
+        digest=digest,
+        resource=m.default_cr(s.group),
+        policy="Ignore",
+    )
+    await s.kcp.create(MANIFESTS, body)
+    manifest = await s.wait_state("Ready")
+    assert "ModuleCR" not in {c["type"] for c in manifest["status"]["conditions"]}
+    assert not await s.exists(s.samples, "default", s.running.sync_namespace)
+
+    # unmanage: our label is removed from the runtime objects, which stay
+    await s.kcp.patch(
+        MANIFESTS, "sample", {"metadata": {"annotations": {names.UNMANAGED_ANNOTATION: "true"}}}, s.ns
+    )
+    await s.wait_state("Unmanaged")
+    cm = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
+    assert names.MANAGED_BY_LABEL not in cm["metadata"].get("labels", {})
+    await s.kcp.delete(MANIFESTS, "sample", s.ns)
+
+    async def gone() -> bool:
+        return await s.state() == "<gone>"
+
+    await eventually(gone, "unmanaged Manifest deleted")
+    assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    # a second Manifest whose runtime goes away during deletion: its deletion completes
+    await s.kcp.create(
+        MANIFESTS,
+        m.manifest_body(
+            "other",
+            s.ns,
+            "kyma-a",
+            repo=REPO,
+            component=COMPONENT,
+            digest=publish(s, workload="none", configmaps=("other-config",)),
+        ),
+    )
+    await s.wait_state("Ready", "other")
+    await s.kcp.delete(SECRETS, "kyma-a-kubeconfig", s.ns)
+    await s.kcp.delete(MANIFESTS, "other", s.ns)
+
+    async def other_gone() -> bool:
+        return await s.state("other") == "<gone>"
+
+    await eventually(other_gone, "Manifest deleted although its runtime's access Secret is gone")
