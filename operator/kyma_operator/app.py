@@ -7,9 +7,12 @@ Wiring (what ``build_operator`` connects):
   rotator) and its fan-out into the Kyma controller's queue;
 * the Kyma controller, reaching runtimes through their access Secrets, installing agents through
   the feature's installer (per-Kyma webhook URLs in local runs);
+* the Manifest controller (when it has a source of raw manifests), sharing the Kyma informer and
+  the access Secrets with the Kyma controller and its Manifest informer with the listener;
 * the listener (leader-only runnable, so only the leader accepts events; the Manager's readiness is
   "caches synced and leading"): events go into the Kyma controller's channel source, Manifest
-  requests into a counting log until the Manifest controller exists, and its heartbeat tracker
+  requests (a module object changed in the runtime) into the Manifest controller's (into a
+  counting log when no Manifest controller runs), and its heartbeat tracker
   feeds the Kyma ``SKRWatcherHeartbeat`` condition and the adaptive safety net. It shares the Kyma
   informer with the controller (one watch).
 
@@ -265,6 +268,7 @@ async def build_operator(
             registry=manager.registry,
             is_leader=lambda: manager.is_leader,
             kymas=kyma.kymas,
+            manifests=manifest.manifests if manifest is not None else None,
         )
         for informer in listener.informers:
             manager.add_informer(informer)

@@ -22,6 +22,7 @@ from kyma_operator.api import names
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
+from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 from kyma_operator.controllers.manifest.reconciler import ManifestReport
 from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.reconciler import WATCHERS, resource_for
@@ -70,6 +71,7 @@ class RunningOperator:
     reports: list[ReconcileReport] = field(default_factory=list)
     routed: list[Request] = field(default_factory=list)
     manifest_reports: list[ManifestReport] = field(default_factory=list)
+    routed_manifests: list[Request] = field(default_factory=list)
 
     @property
     def sync_namespace(self) -> str:
@@ -165,6 +167,9 @@ async def running_operator(
     operator.kyma.reconciler.observers.append(running.reports.append)
     if operator.manifest is not None:
         operator.manifest.reconciler.observers.append(running.manifest_reports.append)
+        sink = operator.manifest_requests
+        if not isinstance(sink, ManifestRequestLog):
+            sink.observers.append(running.routed_manifests.append)
     if operator.kyma_events is not None:
         operator.kyma_events.observers.append(running.routed.append)
     task = asyncio.create_task(operator.run())

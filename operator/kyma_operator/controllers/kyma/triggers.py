@@ -8,10 +8,10 @@ output; reconcilers stay level-based and never branch on it.
 
 * ``KymaEventSink``: the listener's ``RequestSink`` for Kymas, over the controller's channel source;
   notes "runtime event" and tells observers (the local run prints each routed event).
-* ``ManifestRequestLog``: the listener's ``RequestSink`` for Manifests. There is no Manifest
-  controller yet, so a targeted Manifest request is logged and counted
-  (``kyma_operator_manifest_requests_unhandled_total``) instead of silently dropped; it is replaced
-  by the Manifest controller's channel source when that controller lands.
+* ``ManifestRequestLog``: the listener's ``RequestSink`` for Manifests when the operator runs
+  without a Manifest controller (no module source configured): a targeted Manifest request is
+  logged and counted (``kyma_operator_manifest_requests_unhandled_total``) instead of silently
+  dropped. With the controller, its ``ManifestEventSink`` takes the requests.
 * ``NotingQueue``: the fan-out's ``DelayingQueue`` over the controller's work queue.
 """
 

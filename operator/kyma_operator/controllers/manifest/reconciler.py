@@ -20,6 +20,11 @@ runtime is gone, nothing to clean). Unmanaged -> drop finalizers, leave the runt
 module CRs block (``Deleting`` names them); the default CR is deleted first; then every synced
 object is pruned (two phases); then the finalizers go.
 
+Events can overtake their write: the runtime agent reports a change from a *validating admission*
+call, before the API server stores it, so the reconcile it triggers may still see the old object.
+A reconcile woken by a runtime event that wrote nothing therefore looks once more after
+``event_settle_delay``.
+
 Requeue: Ready -> adaptive safety net (long while the runtime's agent sends heartbeats, since its
 events report drift at once; upstream's 5 min otherwise); Processing and Deleting -> short poll;
 Warning -> 30 s; Error -> rate-limited backoff. Events (the runtime agent names the owning
@@ -64,6 +69,10 @@ from kyma_operator.runtime.resources import PODS, Resource
 
 log = logging.getLogger(__name__)
 
+RUNTIME_EVENT = "runtime event"
+RUNTIME_EVENT_REREAD = "runtime event, re-read"
+_SETTLED = frozenset({State.READY.value, State.PROCESSING.value, State.WARNING.value})
+
 JSON = dict[str, Any]
 
 MANIFESTS = Resource(names.OPERATOR_GROUP, names.OPERATOR_VERSION, "manifests", "Manifest")
@@ -92,6 +101,8 @@ class ManifestControllerConfig(BaseModel):
     apply_concurrency: int = Field(default=8, ge=1, le=256)
     crd_established_timeout: float = Field(default=30.0, gt=0)
     heartbeat_max_silence: float = Field(default=180.0, gt=0)
+    event_settle_delay: float = Field(default=0.25, gt=0)
+    """Re-read delay after a runtime event that found nothing to repair (see below)."""
     field_manager: str = Field(default=names.MANIFEST_APPLIER_FIELD_MANAGER, min_length=1)
 
 
@@ -177,6 +188,7 @@ class ManifestReconciler:
         self.observers: list[Callable[[ManifestReport], None]] = []
         self.status_writes = 0
         self.metadata_writes = 0
+        self.settle_rereads = 0
 
     # -- entry point -----------------------------------------------------------------------------
 
@@ -196,6 +208,16 @@ class ManifestReconciler:
                     observer(done)
 
     async def _reconcile(self, request: Request, report: _Report) -> Result:
+        result = await self._reconcile_once(request, report)
+        if RUNTIME_EVENT in report.triggers and not report.applied and report.outcome in _SETTLED:
+            self.triggers.note(request, RUNTIME_EVENT_REREAD)
+            self.settle_rereads += 1
+            delay = self.config.event_settle_delay
+            if result.requeue_after is None or result.requeue_after > delay:
+                return Result(requeue_after=delay)
+        return result
+
+    async def _reconcile_once(self, request: Request, report: _Report) -> Result:
         obj = self.manifests.get(request.namespace, request.name)
         if obj is None:
             self.metrics.forget(request)

@@ -28,6 +28,7 @@ from kyma_operator.controllers.kyma.triggers import TriggerLog
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
 from kyma_operator.controllers.manifest.reconciler import (
     MANIFESTS,
+    RUNTIME_EVENT,
     ManifestControllerConfig,
     ManifestReconciler,
     utc_now,
@@ -60,7 +61,6 @@ CONTROLLER_NAME = "manifest"
 BY_KYMA_INDEX = "manifest/kyma-name"
 
 MANIFEST_CHANGED = "Manifest changed"
-RUNTIME_EVENT = "runtime event"
 ACCESS_SECRET = "access Secret changed"
 
 JSON = dict[str, Any]

@@ -3,9 +3,7 @@ prune, default CR, module CRs blocking the uninstall, Ignore policy, unmanage, r
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -13,18 +11,12 @@ import pytest
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
-from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource
+from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, SECRETS
 from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
 from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
-from tests.integration.kyma_operator.harness import (
-    RunningOperator,
-    create_runtime,
-    operator_config,
-    running_operator,
-)
 from tests.polling import eventually
 
 JSON = dict[str, Any]
@@ -32,50 +24,9 @@ REPO = "registry.test/kyma-modules"
 COMPONENT = "kyma-project.io/module/sample"
 
 
-@dataclass
-class Setup:
-    running: RunningOperator
-    kcp: KubeClient
-    skr: KubeClient
-    ns: str
-    module_ns: str
-    group: str
-    modules: PublishedModules
-
-    @property
-    def samples(self) -> Resource:
-        return Resource(self.group, m.VERSION, m.PLURAL, m.KIND)
-
-    async def manifest(self, name: str = "sample") -> JSON:
-        return await self.kcp.get(MANIFESTS, name, self.ns)
-
-    async def state(self, name: str = "sample") -> str:
-        try:
-            obj = await self.manifest(name)
-        except NotFound:
-            return "<gone>"
-        return str((obj.get("status") or {}).get("state") or "")
-
-    async def wait_state(self, state: str, name: str = "sample", within: float = 20.0) -> JSON:
-        async def reached() -> JSON | None:
-            obj = await self.manifest(name)
-            return obj if (obj.get("status") or {}).get("state") == state else None
-
-        try:
-            return await eventually(reached, f"Manifest {name} {state}", within=within)
-        except AssertionError as exc:
-            seen = "\n  ".join(r.line() for r in self.running.manifest_reports[-8:])
-            raise AssertionError(f"{exc}; last Manifest reconciles:\n  {seen}") from None
-
-    async def exists(self, resource: Resource, name: str, namespace: str | None = None) -> bool:
-        try:
-            await self.skr.get(resource, name, namespace)
-        except NotFound:
-            return False
-        return True
-
-    async def make_available(self, name: str = "sample-operator") -> None:
-        await self.skr.patch_status(DEPLOYMENTS, name, m.deployment_available(), self.module_ns)
+@pytest.fixture
+def modules() -> PublishedModules:
+    return PublishedModules()
 
 
 @pytest.fixture
@@ -84,33 +35,21 @@ async def setup(
     kcp_namespace: str,
     skr_client: KubeClient,
     skr_crds: tuple[APIServer, APIServer],
+    modules: PublishedModules,
 ) -> AsyncIterator[Setup]:
-    ns = kcp_namespace
-    skr, _ = skr_crds
-    module_ns = f"{ns}-mod"
-    await skr_client.create(NAMESPACES, {"metadata": {"name": module_ns}})
-    modules = PublishedModules()
-    config = operator_config(ns, manifest_processing_interval=0.2)
-    try:
-        async with running_operator(
-            kcp_client, config, skrs=(skr_client,), manifest_source=modules
-        ) as running:
-            await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr.kubeconfig)
-            yield Setup(running, kcp_client, skr_client, ns, module_ns, m.group_for(ns), modules)
-    finally:
-        with contextlib.suppress(NotFound):
-            await skr_client.delete(CRDS, f"{m.PLURAL}.{m.group_for(ns)}")
-        with contextlib.suppress(NotFound):
-            await skr_client.delete(NAMESPACES, module_ns)
+    async with manifest_setup(kcp_client, kcp_namespace, skr_client, skr_crds[0].kubeconfig, modules) as s:
+        yield s
 
 
-def publish(s: Setup, **kwargs: Any) -> str:
-    return s.modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, **kwargs)))
+def publish(modules: PublishedModules, s: Setup, **kwargs: Any) -> str:
+    return modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, **kwargs)))
 
 
-async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -> None:
+async def test_install_ready_upgrade_prune_and_blocked_uninstall(
+    setup: Setup, modules: PublishedModules
+) -> None:
     s = setup
-    digest = publish(s, configmaps=("sample-config", "sample-extra"))
+    digest = publish(modules, s, configmaps=("sample-config", "sample-extra"))
     body = m.manifest_body(
         "sample",
         s.ns,
@@ -163,7 +102,7 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -
     assert manifest["metadata"]["annotations"][names.SYNC_OCI_REF_ANNOTATION] == digest
 
     # a new version with one object fewer -> that object is pruned
-    upgraded = publish(s, configmaps=("sample-config",))
+    upgraded = publish(modules, s, configmaps=("sample-config",))
     await s.kcp.patch(MANIFESTS, "sample", {"spec": {"install": {"source": {"ref": upgraded}}}}, s.ns)
 
     async def pruned() -> bool:
@@ -190,18 +129,15 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -
     # removed -> default CR first, then everything synced, then the Manifest is gone
     await s.skr.delete(s.samples, "mine", s.module_ns)
 
-    async def gone() -> bool:
-        return await s.state() == "<gone>"
-
-    await eventually(gone, "Manifest gone after the user CR was removed", within=20.0)
+    await s.wait_gone()
     assert not await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
     assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
     assert not await s.exists(CRDS, f"{m.PLURAL}.{s.group}")
 
 
-async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
+async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup, modules: PublishedModules) -> None:
     s = setup
-    digest = publish(s, workload="none")
+    digest = publish(modules, s, workload="none")
     # Ignore: no default CR is created
     body = m.manifest_body(
         "sample",
@@ -227,10 +163,7 @@ async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
     assert names.MANAGED_BY_LABEL not in cm["metadata"].get("labels", {})
     await s.kcp.delete(MANIFESTS, "sample", s.ns)
 
-    async def gone() -> bool:
-        return await s.state() == "<gone>"
-
-    await eventually(gone, "unmanaged Manifest deleted")
+    await s.wait_gone()
     assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
 
     # a second Manifest whose runtime goes away during deletion: its deletion completes
@@ -242,14 +175,11 @@ async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
             "kyma-a",
             repo=REPO,
             component=COMPONENT,
-            digest=publish(s, workload="none", configmaps=("other-config",)),
+            digest=publish(modules, s, workload="none", configmaps=("other-config",)),
         ),
     )
     await s.wait_state("Ready", "other")
     await s.kcp.delete(SECRETS, "kyma-a-kubeconfig", s.ns)
     await s.kcp.delete(MANIFESTS, "other", s.ns)
 
-    async def other_gone() -> bool:
-        return await s.state("other") == "<gone>"
-
-    await eventually(other_gone, "Manifest deleted although its runtime's access Secret is gone")
+    await s.wait_gone("other")  # although its runtime's access Secret is gone

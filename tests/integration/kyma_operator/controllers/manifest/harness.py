@@ -1,0 +1,159 @@
+"""The operator with its Manifest controller on the session's KCP and SKR, one module namespace and
+CRD group per test; optionally the runtime's real agent (in-process) and the module Watcher, so
+that module objects changed in the runtime reach their Manifest through signed events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kyma_operator.controllers.manifest.reconciler import MANIFESTS
+from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.controllers.watcher.reconciler import WATCHERS
+from kyma_operator.runtime.errors import AlreadyExists, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource
+from skr_watcher.agent import Agent
+from tests.controlplane.binaries import REPO_ROOT
+from tests.controlplane.cluster import free_port
+from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.harness import (
+    RunningOperator,
+    create_runtime,
+    operator_config,
+    running_operator,
+    settled,
+)
+from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
+from tests.polling import eventually
+
+JSON = dict[str, Any]
+MODULE_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-module-resources.yaml"
+KYMA = "kyma-a"
+
+
+def module_watcher(namespace: str) -> JSON:
+    body: JSON = yaml.safe_load(MODULE_WATCHER.read_text())
+    body["metadata"]["namespace"] = namespace
+    body["spec"]["serviceInfo"]["namespace"] = namespace
+    return body
+
+
+@dataclass
+class Setup:
+    running: RunningOperator
+    kcp: KubeClient
+    skr: KubeClient
+    ns: str
+    module_ns: str
+    group: str
+    agent: Agent | None = None
+
+    @property
+    def samples(self) -> Resource:
+        return Resource(self.group, m.VERSION, m.PLURAL, m.KIND)
+
+    async def manifest(self, name: str = "sample") -> JSON:
+        return await self.kcp.get(MANIFESTS, name, self.ns)
+
+    async def state(self, name: str = "sample") -> str:
+        try:
+            obj = await self.manifest(name)
+        except NotFound:
+            return "<gone>"
+        return str((obj.get("status") or {}).get("state") or "")
+
+    async def wait_state(self, state: str, name: str = "sample", within: float = 20.0) -> JSON:
+        async def reached() -> JSON | None:
+            obj = await self.manifest(name)
+            return obj if (obj.get("status") or {}).get("state") == state else None
+
+        try:
+            return await eventually(reached, f"Manifest {name} {state}", within=within)
+        except AssertionError as exc:
+            seen = "\n  ".join(r.line() for r in self.running.manifest_reports[-8:])
+            raise AssertionError(f"{exc}; last Manifest reconciles:\n  {seen}") from None
+
+    async def wait_gone(self, name: str = "sample", within: float = 20.0) -> None:
+        async def gone() -> bool:
+            return await self.state(name) == "<gone>"
+
+        await eventually(gone, f"Manifest {name} gone", within=within)
+
+    async def exists(self, resource: Resource, name: str, namespace: str | None = None) -> bool:
+        try:
+            await self.skr.get(resource, name, namespace)
+        except NotFound:
+            return False
+        return True
+
+    async def make_available(self, name: str = "sample-operator") -> None:
+        await self.skr.patch_status(DEPLOYMENTS, name, m.deployment_available(), self.module_ns)
+
+
+@contextlib.asynccontextmanager
+async def manifest_setup(
+    kcp: KubeClient,
+    ns: str,
+    skr: KubeClient,
+    skr_kubeconfig: bytes,
+    source: ManifestSource,
+    *,
+    with_agent: bool = False,
+    tmp_path: Path | None = None,
+    **config: Any,
+) -> AsyncIterator[Setup]:
+    module_ns = f"{ns}-mod"
+    group = m.group_for(ns)
+    await skr.create(NAMESPACES, {"metadata": {"name": module_ns}})
+    overrides: dict[str, Any] = {"manifest_processing_interval": 0.2, **config}
+    agent_port = free_port()
+    if with_agent:
+        overrides.update(listener_enabled=True, webhook_urls={KYMA: f"https://127.0.0.1:{agent_port}"})
+        with contextlib.suppress(AlreadyExists):
+            await kcp.create(WATCHERS, module_watcher(ns))
+    stop = asyncio.Event()
+    agent_task: asyncio.Task[None] | None = None
+    try:
+        async with running_operator(
+            kcp, operator_config(ns, **overrides), skrs=(skr,), manifest_source=source
+        ) as running:
+            await create_runtime(kcp, ns, KYMA, "rt-a", skr_kubeconfig)
+            setup = Setup(running, kcp, skr, ns, module_ns, group)
+            if with_agent:
+                assert tmp_path is not None
+                await settled(running, KYMA)
+                secret = await skr.get(SECRETS, "skr-webhook-tls", running.sync_namespace)
+                files = write_agent_files(secret, tmp_path / "ssl")
+                agent = Agent(
+                    agent_config(
+                        files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(agent_port)
+                    )
+                )
+                agent_task = asyncio.create_task(agent.run(stop))
+                await asyncio.wait_for(agent.started.wait(), 10.0)
+                listener = running.operator.listener
+                assert listener is not None
+
+                async def key_known() -> bool:
+                    return bool(listener.keys.public_keys("rt-a:v1"))
+
+                await eventually(key_known, what="the listener trusts rt-a's published key")
+                setup.agent = agent
+            try:
+                yield setup
+            finally:
+                stop.set()
+                if agent_task is not None:
+                    await asyncio.gather(agent_task, return_exceptions=True)
+    finally:
+        with contextlib.suppress(NotFound):
+            await skr.delete(CRDS, f"{m.PLURAL}.{group}")
+        with contextlib.suppress(NotFound):
+            await skr.delete(NAMESPACES, module_ns)

@@ -1,0 +1,87 @@
+"""Drift of module objects in the runtime is repaired by the agent's event, not by a timer.
+
+SKR API server --admission--> the runtime's agent (in-process, credentials the operator installed,
+module Watcher ``klm-module-watcher``) --signed event naming the owning Manifest--> listener -->
+targeted Manifest reconcile --> the object is applied again. Every timer of the Manifest (safety
+net, readiness poll) is far longer than the test, so only the event can repair the drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kyma_operator.controllers.manifest.reconciler import MANIFESTS, RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import CONFIGMAPS
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.controllers.manifest.harness import KYMA, Setup, manifest_setup
+from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
+from tests.polling import eventually
+
+
+@pytest.fixture
+async def setup(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> AsyncIterator[Setup]:
+    modules = PublishedModules()
+    async with manifest_setup(
+        kcp_client,
+        kcp_namespace,
+        skr_client,
+        skr_crds[0].kubeconfig,
+        modules,
+        with_agent=True,
+        tmp_path=tmp_path,
+        kyma_unhealthy_interval=3600.0,
+        kyma_healthy_interval=3600.0,
+    ) as s:
+        digest = modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, workload="none")))
+        await s.kcp.create(
+            MANIFESTS,
+            m.manifest_body("sample", s.ns, KYMA, repo="registry.test/m", component="sample", digest=digest),
+        )
+        await s.wait_state("Ready")
+        yield s
+
+
+async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_event(setup: Setup) -> None:
+    s = setup
+    manifest = s.running.operator.manifest
+    assert manifest is not None
+    mark = len(s.running.manifest_reports)
+
+    await s.skr.delete(CONFIGMAPS, "sample-config", s.module_ns)
+
+    async def restored() -> bool:
+        try:
+            cm = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
+        except NotFound:
+            return False
+        return bool(cm["data"] == {"value": "1"})
+
+    await eventually(restored, "sample-config restored", within=10.0)
+    repairs = [r for r in s.running.manifest_reports[mark:] if r.applied]
+    assert repairs, "no reconcile applied anything"
+    # woken by the event, or by its re-read when the event overtook the deletion (admission runs first)
+    assert {RUNTIME_EVENT, RUNTIME_EVENT_REREAD} & set(repairs[0].triggers)
+    assert repairs[0].applied == (f"ConfigMap {s.module_ns}/sample-config",)
+    assert Request(s.ns, "sample") in s.running.routed_manifests
+
+    # an edit of a module object is reverted the same way
+    mark = len(s.running.manifest_reports)
+    await s.skr.patch(CONFIGMAPS, "sample-config", {"data": {"value": "edited"}}, s.module_ns)
+    await eventually(restored, "sample-config edit reverted", within=10.0)
+    repairs = [r for r in s.running.manifest_reports[mark:] if r.applied]
+    assert repairs and {RUNTIME_EVENT, RUNTIME_EVENT_REREAD} & set(repairs[0].triggers)
+    registry = s.running.operator.manager.registry
+    assert (registry.get_sample_value("kyma_operator_manifest_drift_repairs_total") or 0) >= 2
