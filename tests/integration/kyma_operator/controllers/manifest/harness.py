@@ -69,10 +69,16 @@ class Setup:
             return "<gone>"
         return str((obj.get("status") or {}).get("state") or "")
 
-    async def wait_state(self, state: str, name: str = "sample", within: float = 20.0) -> JSON:
+    async def wait_state(
+        self, state: str, name: str = "sample", within: float = 20.0, *, saying: str = ""
+    ) -> JSON:
+        """The Manifest once in ``state`` (with ``saying`` in ``lastOperation``)."""
+
         async def reached() -> JSON | None:
             obj = await self.manifest(name)
-            return obj if (obj.get("status") or {}).get("state") == state else None
+            status = obj.get("status") or {}
+            operation = str((status.get("lastOperation") or {}).get("operation") or "")
+            return obj if status.get("state") == state and saying in operation else None
 
         try:
             return await eventually(reached, f"Manifest {name} {state}", within=within)
@@ -95,6 +101,15 @@ class Setup:
 
     async def make_available(self, name: str = "sample-operator") -> None:
         await self.skr.patch_status(DEPLOYMENTS, name, m.deployment_available(), self.module_ns)
+
+    async def make_available_when_created(self, name: str = "sample-operator") -> None:
+        """Act as the Deployment controller once the operator created the Deployment."""
+
+        async def created() -> bool:
+            return await self.exists(DEPLOYMENTS, name, self.module_ns)
+
+        await eventually(created, f"Deployment {name} created")
+        await self.make_available(name)
 
 
 @contextlib.asynccontextmanager

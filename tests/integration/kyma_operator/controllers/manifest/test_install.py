@@ -12,7 +12,7 @@ from kyma_operator.api import names
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, SECRETS
+from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
 from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
@@ -183,3 +183,27 @@ async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup, modules: Pu
     await s.kcp.delete(MANIFESTS, "other", s.ns)
 
     await s.wait_gone("other")  # although its runtime's access Secret is gone
+
+
+async def test_statefulset_readiness_from_its_first_pod(setup: Setup, modules: PublishedModules) -> None:
+    s = setup
+    digest = publish(modules, s, workload="StatefulSet")
+    await s.kcp.create(
+        MANIFESTS, m.manifest_body("sample", s.ns, "kyma-a", repo=REPO, component=COMPONENT, digest=digest)
+    )
+    # no pods yet (nothing runs the StatefulSet controller here): Error naming the StatefulSet
+    await s.wait_state("Error", saying=f"StatefulSet {s.module_ns}/sample-db is not ready")
+    # the "StatefulSet controller" creates the pod, the "kubelet" starts it: Processing, then Ready
+    pod = {
+        "metadata": {"name": "sample-db-0", "namespace": s.module_ns, "labels": {"app": "sample-db"}},
+        "spec": {"containers": [{"name": "db", "image": "example.io/sample/db:1.0"}]},
+    }
+    await s.skr.create(PODS, pod)
+    container = {"name": "db", "image": "example.io/sample/db:1.0", "imageID": "", "restartCount": 0}
+    started = {**container, "started": True, "ready": False, "state": {"running": {}}}
+    await s.skr.patch_status(PODS, "sample-db-0", {"status": {"containerStatuses": [started]}}, s.module_ns)
+    await s.wait_state("Processing")
+    await s.skr.patch_status(
+        PODS, "sample-db-0", {"status": {"containerStatuses": [{**started, "ready": True}]}}, s.module_ns
+    )
+    await s.wait_state("Ready")
