@@ -45,6 +45,8 @@ from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.manifest.reconciler import ManifestReport
+from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.reconciler import resource_for
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.informer import FuncHandler, Informer
@@ -415,6 +417,7 @@ class LocalSystem:
     routed: list[tuple[float, Request]] = field(default_factory=list)
     """``(time.monotonic(), Kyma)`` for every request the listener routed."""
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    manifest_reports: list[ManifestReport] = field(default_factory=list)
 
     @property
     def listener_port(self) -> int:
@@ -500,10 +503,12 @@ async def local_system(
     *,
     verbose: bool = True,
     skip_manifests: Collection[str] = (),
+    manifest_source: ManifestSource | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """Set up KCP, start the operator and one agent per runtime; stop all of it on exit.
 
     ``skip_manifests``: files of ``manifests/kcp`` not to apply (benchmarks: one Watcher only).
+    ``manifest_source``: where the Manifest controller reads modules (none: no Manifest controller).
     """
     kcp_server = plane["kcp"]
     kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path)
@@ -524,8 +529,18 @@ async def local_system(
                 f"(runtime id {runtime.runtime_id}), access Secret {KCP_NAMESPACE}/{runtime.kyma}-kubeconfig"
             )
         listener_port = free_port()
-        operator = await build_operator(operator_config(kcp_server, runtimes, listener_port), kcp)
+        operator = await build_operator(
+            operator_config(kcp_server, runtimes, listener_port), kcp, manifest_source=manifest_source
+        )
         system = LocalSystem(plane, runtimes, kcp, operator, agents, say, tasks=tasks)
+        if operator.manifest is not None:
+
+            def manifest_reconciled(report: ManifestReport) -> None:
+                system.manifest_reports.append(report)
+                if verbose or report.applied or report.pruned:
+                    say(f"{report.line()} [{report.duration * 1000:.0f} ms]")
+
+            operator.manifest.reconciler.observers.append(manifest_reconciled)
         by_request = {r.request: r for r in runtimes}
 
         def routed(request: Request) -> None:

@@ -134,7 +134,7 @@ class Applier:
         field_manager: str = names.MANIFEST_APPLIER_FIELD_MANAGER,
         concurrency: int = 8,
         crd_timeout: float = 30.0,
-        crd_poll: float = 0.05,
+        crd_poll: float = 0.02,
         clock: Clock | None = None,
     ) -> None:
         if concurrency < 1:
@@ -146,6 +146,7 @@ class Applier:
         self.crd_poll = crd_poll
         self.clock = clock or RealClock()
         self._limit = asyncio.Semaphore(concurrency)
+        self._fresh = False
 
     async def _bounded(self, work: Callable[[], Awaitable[T]]) -> T:
         async with self._limit:
@@ -164,9 +165,14 @@ class Applier:
             raise ApplyError(failures)
         return resolved
 
-    async def sync(self, objects: Sequence[JSON]) -> ApplyOutcome:
-        """Make the runtime hold ``objects`` (rendered); returns the live objects."""
+    async def sync(self, objects: Sequence[JSON], *, fresh: bool = False) -> ApplyOutcome:
+        """Make the runtime hold ``objects`` (rendered); returns the live objects.
+
+        ``fresh``: nothing was installed before (a first install), so objects are applied without
+        reading them first: one request per object.
+        """
         outcome = ApplyOutcome()
+        self._fresh = fresh
         crds = [obj for obj in objects if is_crd(obj)]
         for crd in crds:
             crd["metadata"].pop("namespace", None)
@@ -211,12 +217,13 @@ class Applier:
 
     async def _sync_one(self, obj: JSON, resource: Resource, outcome: ApplyOutcome) -> JSON:
         meta = obj["metadata"]
-        try:
-            current: JSON | None = await self.client.get(resource, meta["name"], meta.get("namespace"))
-        except NotFound:
-            current = None
-        if current is not None and up_to_date(obj, current):
-            return current
+        if not self._fresh:
+            try:
+                current: JSON | None = await self.client.get(resource, meta["name"], meta.get("namespace"))
+            except NotFound:
+                current = None
+            if current is not None and up_to_date(obj, current):
+                return current
         applied = await self.client.apply(resource, obj, field_manager=self.field_manager, force=True)
         outcome.applied.append(describe(obj))
         return applied

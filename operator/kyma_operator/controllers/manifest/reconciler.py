@@ -285,7 +285,10 @@ class ManifestReconciler:
         ref = manifest.spec.install.source.ref or ""
         same_ref = manifest.annotations.get(names.SYNC_OCI_REF_ANNOTATION) == ref
         try:
-            applied = await applier.sync(objects)
+            # a first install (nothing synced, no version recorded) skips the read before each apply;
+            # a stale cache cannot make a known Manifest look fresh (the annotation comes first)
+            fresh = not synced and names.SYNC_OCI_REF_ANNOTATION not in manifest.annotations
+            applied = await applier.sync(objects, fresh=fresh)
         except ApplyError as exc:
             target = _union(synced, [synced_id(o) for o in objects if o["metadata"].get("name")])
             return await self._fail(manifest, report, f"{what}: apply failed: {exc}", synced=target)

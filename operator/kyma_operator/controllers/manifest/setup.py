@@ -34,7 +34,7 @@ from kyma_operator.controllers.manifest.reconciler import (
     utc_now,
 )
 from kyma_operator.controllers.manifest.source import ManifestSource
-from kyma_operator.remote.cache import ClientFactory, SkrClientCache, default_client_factory
+from kyma_operator.remote.cache import ClientFactory, SkrClientCache
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import (
@@ -109,6 +109,20 @@ class ManifestController:
         await self.skr_clients.close()
 
 
+def _runtime_client_factory(config: ManifestControllerConfig) -> ClientFactory:
+    """Runtime clients with as many connections as the apply runs requests in parallel."""
+
+    def factory(kubeconfig: bytes) -> KubeClient:
+        return KubeClient.from_kubeconfig_bytes(
+            kubeconfig,
+            max_concurrency=config.apply_concurrency,
+            request_timeout=15.0,
+            user_agent="kyma-operator/manifest",
+        )
+
+    return factory
+
+
 def manifest_informer(client: KubeClient, namespace: str, *, clock: Clock | None = None) -> Informer:
     return Informer(
         client,
@@ -129,7 +143,7 @@ def build_manifest_controller(
     config: ManifestControllerConfig | None = None,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
-    client_factory: ClientFactory = default_client_factory,
+    client_factory: ClientFactory | None = None,
     registry: CollectorRegistry | None = None,
     manifests: Informer | None = None,
 ) -> ManifestController:
@@ -137,7 +151,7 @@ def build_manifest_controller(
     the runtime clients are this controller's own (their lifetime follows its reconciles)."""
     cfg = config or ManifestControllerConfig()
     manifests = manifests or manifest_informer(client, cfg.namespace, clock=clock)
-    skr_clients = SkrClientCache(access, factory=client_factory)
+    skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg))
     triggers = TriggerLog()
     metrics = ManifestMetrics(registry)
     reconciler = ManifestReconciler(
