@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml requirements.lock
 
 binaries: $(STAMP)
 	$(PY) -m tests.controlplane.binaries
+	$(PY) -m tests.registry.binaries
 
 run: binaries
 	$(PY) -m tests.controlplane.localrun $(RUN_ARGS)

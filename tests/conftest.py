@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.controlplane.cluster import APIServer, ControlPlane
+from tests.registry.fixtures import oci_registry, oci_registry_auth  # noqa: F401 - session fixtures
 
 CLUSTER_NAMES = ("kcp", "skr-a", "skr-b")
 REPO_ROOT = Path(__file__).resolve().parents[1]

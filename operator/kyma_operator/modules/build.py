@@ -1,0 +1,300 @@
+"""Build a module's OCM component version from a module config (the ``kyma module create`` core).
+
+Why: a module author describes a module in a config file with the fields upstream ``modulectl create``
+accepts (name, version, manifest, defaultCR, manager, security, labels, ...). From it we build the
+component version (DESIGN §9.1): the raw manifest and the default CR as local blobs (single-file
+deterministic tars, ``directoryTree`` resources like modulectl's), the manager image as an
+``ociArtifact`` resource, every resource with its digest so the whole version can be signed. Same
+input -> same bytes -> same digests. Input is validated first; nothing is written here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kyma_operator.modules import constants as c
+from kyma_operator.modules.archive import ArchiveError, is_tar, read_tar, tar_files
+from kyma_operator.modules.descriptor import (
+    Access,
+    Component,
+    ComponentDescriptor,
+    DigestSpec,
+    Label,
+    Provider,
+    Resource,
+)
+from kyma_operator.modules.layout import Blob, ComponentVersion
+from kyma_operator.modules.reference import ReferenceParseError, parse_image
+from kyma_operator.modules.signing import blob_digest_spec
+
+# OCM's component name rule (ocm-spec component-descriptor schema).
+_COMPONENT_NAME = re.compile(
+    r"^[a-z][-a-z0-9]*([.][a-z][-a-z0-9]*)*[.][a-z]{2,}(/[a-z][-a-z0-9_]*([.][a-z][-a-z0-9_]*)*)+$"
+)
+_SEMVER = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ModuleConfigError(ValueError):
+    """The module config or a file it names is invalid; the message names the field or file."""
+
+
+class ManagerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+class GroupVersionKindConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    group: str
+    version: str
+    kind: str
+
+
+def _name_links(value: Any) -> Any:
+    """modulectl accepts icons/resources as a map or as a list of ``{name, link}``."""
+    if isinstance(value, list):
+        out: dict[str, Any] = {}
+        for item in value:
+            if not isinstance(item, dict) or "name" not in item or "link" not in item:
+                raise ValueError("entries need 'name' and 'link'")
+            if item["name"] in out:
+                raise ValueError(f"duplicate entry {item['name']!r}")
+            out[item["name"]] = item["link"]
+        return out
+    return value
+
+
+class ModuleConfig(BaseModel):
+    """The module config file (``module-config.yaml``), modulectl's fields plus ours (marked)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(description="OCM component name, e.g. kyma-project.io/module/template-operator")
+    version: str
+    manifest: str = Field(description="path of the YAML with everything the module installs")
+    default_cr: str | None = Field(default=None, alias="defaultCR")
+    repository: str = ""
+    documentation: str = ""
+    team: str = ""
+    icons: dict[str, str] = Field(default_factory=dict)
+    security: str | None = None
+    security_scan_enabled: bool | None = Field(default=None, alias="securityScanEnabled")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    manager: ManagerConfig | None = None
+    associated_resources: list[GroupVersionKindConfig] = Field(
+        default_factory=list, alias="associatedResources"
+    )
+    resources: dict[str, str] = Field(default_factory=dict)
+    requires_downtime: bool = Field(default=False, alias="requiresDowntime")
+    internal: bool = False
+    beta: bool = False
+    # ours: the manager image (becomes the ociArtifact resource ``module-image``), the channel the
+    # release meta assigns this version to, and whether the module is mandatory.
+    manager_image: str | None = Field(default=None, alias="managerImage")
+    channel: str = "regular"
+    mandatory: bool = False
+
+    _links = field_validator("icons", "resources", mode="before")(_name_links)
+
+    @field_validator("name")
+    @classmethod
+    def _component_name(cls, value: str) -> str:
+        if not _COMPONENT_NAME.match(value):
+            raise ValueError("must be an OCM component name like kyma-project.io/module/<module>")
+        if not _DNS_LABEL.match(value.rsplit("/", 1)[-1]):
+            raise ValueError("the last path segment (the module name) must be a DNS label")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.match(value):
+            raise ValueError("must be a semantic version like 1.0.0")
+        return value
+
+    @field_validator("channel")
+    @classmethod
+    def _channel(cls, value: str) -> str:
+        if not re.match(r"^[a-z]{3,32}$", value):
+            raise ValueError("must be 3-32 lower-case letters")
+        return value
+
+    @property
+    def module_name(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+    @classmethod
+    def load(cls, path: Path) -> ModuleConfig:
+        try:
+            data = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise ModuleConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ModuleConfigError(f"{path}: not valid YAML: {exc}") from exc
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str = "module config") -> ModuleConfig:
+        if not isinstance(data, dict):
+            raise ModuleConfigError(f"{source}: must be a mapping of fields")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(config)"
+            raise ModuleConfigError(f"{source}: field {field!r}: {first['msg']}") from exc
+
+
+def parse_manifest_objects(data: bytes, *, source: str) -> list[dict[str, Any]]:
+    """Kubernetes objects of a multi-document YAML; each needs apiVersion, kind and metadata.name."""
+    try:
+        documents = list(yaml.safe_load_all(data))
+    except yaml.YAMLError as exc:
+        raise ModuleConfigError(f"{source}: not valid YAML: {exc}") from exc
+    objects = []
+    for index, doc in enumerate(documents):
+        if doc is None:
+            continue
+        where = f"{source}: document {index + 1}"
+        if not isinstance(doc, dict):
+            raise ModuleConfigError(f"{where}: not a Kubernetes object (a mapping)")
+        for key in ("apiVersion", "kind"):
+            if not isinstance(doc.get(key), str) or not doc[key]:
+                raise ModuleConfigError(f"{where}: missing {key}")
+        metadata = doc.get("metadata")
+        if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+            raise ModuleConfigError(f"{where} ({doc['kind']}): missing metadata.name")
+        objects.append(doc)
+    if not objects:
+        raise ModuleConfigError(f"{source}: contains no Kubernetes objects")
+    return objects
+
+
+def read_yaml_blob(data: bytes, file_name: str) -> bytes:
+    """The YAML inside a module blob: a tar holding ``file_name`` (or its only file), or plain YAML."""
+    if not is_tar(data):
+        return data
+    try:
+        files = read_tar(data, what=file_name)
+    except ArchiveError as exc:
+        raise ModuleConfigError(str(exc)) from exc
+    if file_name in files:
+        return files[file_name]
+    if len(files) == 1:
+        return next(iter(files.values()))
+    raise ModuleConfigError(f"blob holds {sorted(files)}, not {file_name}")
+
+
+def _local_blob_resource(name: str, version: str, blob: Blob) -> Resource:
+    return Resource(
+        name=name,
+        version=version,
+        type=c.RESOURCE_TYPE_DIRECTORY,
+        relation=c.RELATION_LOCAL,
+        access=Access.model_validate(
+            {
+                "type": c.ACCESS_LOCAL_BLOB,
+                "localReference": blob.digest,
+                "mediaType": blob.media_type,
+                "referenceName": name,
+            }
+        ),
+        digest=blob_digest_spec(blob.data),
+    )
+
+
+def image_resource(image: str, version: str, manifest_digest: str | None) -> Resource:
+    """The manager image as ``ociArtifact`` (digest = its manifest digest, OCM's ociArtifactDigest/v1)."""
+    try:
+        ref = parse_image(image)
+    except ReferenceParseError as exc:
+        raise ModuleConfigError(f"field 'managerImage': {exc}") from exc
+    digest = manifest_digest or ref.digest
+    return Resource(
+        name=c.MODULE_IMAGE,
+        version=version,
+        type=c.RESOURCE_TYPE_OCI_ARTIFACT,
+        relation=c.RELATION_EXTERNAL,
+        access=Access.model_validate({"type": c.ACCESS_OCI_ARTIFACT, "imageReference": image}),
+        digest=DigestSpec(
+            hash_algorithm=c.HASH_SHA256,
+            normalisation_algorithm=c.OCI_ARTIFACT_DIGEST,
+            value=digest.removeprefix("sha256:"),
+        )
+        if digest
+        else None,
+    )
+
+
+def build_component(
+    config: ModuleConfig,
+    files: Mapping[str, bytes],
+    *,
+    image_digest: str | None = None,
+) -> ComponentVersion:
+    """The component version of ``config``; ``files`` holds the bytes of the files the config names."""
+    manifest = files[config.manifest]
+    parse_manifest_objects(manifest, source=config.manifest)
+    blobs: dict[str, Blob] = {}
+    resources: list[Resource] = []
+    if config.manager_image:
+        resources.append(image_resource(config.manager_image, config.version, image_digest))
+    raw = Blob(c.TAR_MEDIA_TYPE, tar_files({c.RAW_MANIFEST_FILE: manifest}))
+    blobs[raw.digest] = raw
+    resources.append(_local_blob_resource(c.RAW_MANIFEST, config.version, raw))
+    if config.default_cr:
+        cr = files[config.default_cr]
+        objects = parse_manifest_objects(cr, source=config.default_cr)
+        if len(objects) != 1:
+            raise ModuleConfigError(f"{config.default_cr}: the default CR must be exactly one object")
+        cr_blob = Blob(c.TAR_MEDIA_TYPE, tar_files({c.DEFAULT_CR_FILE: cr}))
+        blobs[cr_blob.digest] = cr_blob
+        resources.append(_local_blob_resource(c.DEFAULT_CR, config.version, cr_blob))
+    labels = [Label(name=k, value=v) for k, v in sorted(_security_labels(config).items())]
+    component = Component(
+        name=config.name,
+        version=config.version,
+        provider=Provider(
+            name=c.KYMA_PROVIDER, labels=[Label(name=c.BUILT_BY_LABEL, value=c.BUILT_BY_VALUE)]
+        ),
+        resources=resources,
+        labels=labels,
+    )
+    return ComponentVersion(ComponentDescriptor(component=component), blobs)
+
+
+def _security_labels(config: ModuleConfig) -> dict[str, str]:
+    out = {}
+    if config.security and config.security_scan_enabled is not False:
+        out["kyma-project.io/security-config"] = config.security
+    if config.team:
+        out["kyma-project.io/team"] = config.team
+    return out
+
+
+def load_module_files(config: ModuleConfig, base_dir: Path) -> dict[str, bytes]:
+    """Read the files the config names (relative to ``base_dir``), with one clear error per file."""
+    files: dict[str, bytes] = {}
+    for field, name in (("manifest", config.manifest), ("defaultCR", config.default_cr)):
+        if not name:
+            continue
+        if name.startswith(("http://", "https://")):
+            raise ModuleConfigError(f"field {field!r}: URLs are not supported, give a local file ({name})")
+        path = (base_dir / name) if not Path(name).is_absolute() else Path(name)
+        try:
+            files[name] = path.read_bytes()
+        except OSError as exc:
+            raise ModuleConfigError(f"field {field!r}: cannot read {path}: {exc.strerror or exc}") from exc
+    return files

@@ -1,0 +1,151 @@
+"""ModuleTemplate and ModuleReleaseMeta for a component version, and a Manifest's install source.
+
+Why: the operator resolves modules through the catalog (ModuleReleaseMeta channel -> version ->
+ModuleTemplate ``<module>-<version>`` with the descriptor embedded, schema v2) and installs the
+``raw-manifest`` blob that the descriptor's repository context and ``localReference`` locate. The CLI
+(``kyma module template|deploy``), the test helper ``publish_module`` and the Manifest controller must
+agree on these shapes, so they are produced and read here only. Output is validated through the
+project's CRD models (``kyma_operator.api``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kyma_operator.api import names
+from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.moduletemplate import ModuleTemplate
+from kyma_operator.modules import constants as c
+from kyma_operator.modules.build import ModuleConfig
+from kyma_operator.modules.descriptor import ComponentDescriptor
+
+DEFAULT_NAMESPACE = "kcp-system"
+
+
+def template_name(module_name: str, version: str) -> str:
+    return f"{module_name}-{version}"
+
+
+def module_template(
+    config: ModuleConfig,
+    descriptor: ComponentDescriptor,
+    *,
+    default_cr: dict[str, Any] | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    labels = dict(config.labels)
+    if config.beta:
+        labels[names.BETA_LABEL] = names.ENABLE_LABEL_VALUE
+    if config.internal:
+        labels[names.INTERNAL_LABEL] = names.ENABLE_LABEL_VALUE
+    metadata: dict[str, Any] = {
+        "name": template_name(config.module_name, config.version),
+        "namespace": namespace,
+    }
+    if labels:
+        metadata["labels"] = dict(sorted(labels.items()))
+    if config.annotations:
+        metadata["annotations"] = dict(sorted(config.annotations.items()))
+    spec: dict[str, Any] = {
+        "moduleName": config.module_name,
+        "version": config.version,
+        "mandatory": config.mandatory,
+        "requiresDowntime": config.requires_downtime,
+        "descriptor": descriptor.to_v2(),
+    }
+    if default_cr is not None:
+        spec["data"] = default_cr
+    if config.manager is not None:
+        spec["manager"] = config.manager.model_dump(exclude_none=True)
+    if config.repository or config.documentation or config.icons:
+        spec["info"] = {
+            "repository": config.repository,
+            "documentation": config.documentation,
+            "icons": [{"name": k, "link": v} for k, v in sorted(config.icons.items())],
+        }
+    if config.associated_resources:
+        spec["associatedResources"] = [g.model_dump() for g in config.associated_resources]
+    if config.resources:
+        spec["resources"] = [{"name": k, "link": v} for k, v in sorted(config.resources.items())]
+    template = {
+        "apiVersion": names.MODULE_TEMPLATE.api_version,
+        "kind": names.MODULE_TEMPLATE.kind,
+        "metadata": metadata,
+        "spec": spec,
+    }
+    ModuleTemplate.model_validate(template)  # our CRD model must accept what we write
+    return template
+
+
+def module_release_meta(
+    config: ModuleConfig, *, namespace: str = DEFAULT_NAMESPACE, existing: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The release meta assigning ``config.channel`` to ``config.version`` (merged into ``existing``)."""
+    spec: dict[str, Any] = dict((existing or {}).get("spec") or {})
+    spec["moduleName"] = config.module_name
+    spec["ocmComponentName"] = config.name
+    if config.mandatory:
+        spec.pop("channels", None)
+        spec["mandatory"] = {"version": config.version}
+    else:
+        spec.pop("mandatory", None)
+        channels = [ch for ch in spec.get("channels") or [] if ch.get("channel") != config.channel]
+        channels.append({"channel": config.channel, "version": config.version})
+        spec["channels"] = sorted(channels, key=lambda ch: str(ch.get("channel")))
+    if config.beta:
+        spec["beta"] = True
+    if config.internal:
+        spec["internal"] = True
+    meta = {
+        "apiVersion": names.MODULE_RELEASE_META.api_version,
+        "kind": names.MODULE_RELEASE_META.kind,
+        "metadata": {"name": config.module_name, "namespace": namespace},
+        "spec": spec,
+    }
+    ModuleReleaseMeta.model_validate(meta)
+    return meta
+
+
+@dataclass(frozen=True)
+class InstallSource:
+    """Where a Manifest finds a layer: ``spec.install.source`` (type ``oci-ref``)."""
+
+    repo: str
+    name: str
+    ref: str
+    type: str = "oci-ref"
+
+    def to_object(self) -> dict[str, str]:
+        return {"repo": self.repo, "name": self.name, "ref": self.ref, "type": self.type}
+
+    @property
+    def registry(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    @property
+    def repository(self) -> str:
+        """The OCI repository holding the blob (``<path>/component-descriptors/<name>``)."""
+        path = self.repo.split("/", 1)[1] if "/" in self.repo else ""
+        return f"{path}/{self.name}" if path else self.name
+
+
+def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_MANIFEST) -> InstallSource:
+    """The ``oci-ref`` source of a local-blob resource, as lifecycle-manager maps it from a descriptor."""
+    contexts = [
+        ctx
+        for ctx in descriptor.component.repository_contexts
+        if ctx.get("type") in (c.REPOSITORY_CONTEXT_OCI, "ociRegistry")
+    ]
+    if not contexts:
+        raise ValueError(f"{descriptor.component.name}: descriptor has no OCI repository context")
+    base = str(contexts[-1].get("baseUrl", "")).rstrip("/")
+    for scheme in ("https://", "http://", "oci://"):
+        base = base.removeprefix(scheme)
+    resource = descriptor.resource(resource_name)
+    if resource is None or resource.access is None or resource.access.type != c.ACCESS_LOCAL_BLOB:
+        raise ValueError(f"{descriptor.component.name}: no local blob resource {resource_name!r}")
+    ref = resource.access.field("localReference")
+    if ref is None:
+        raise ValueError(f"{descriptor.component.name}: resource {resource_name!r} has no localReference")
+    return InstallSource(f"{base}/{c.COMPONENT_DESCRIPTORS_PREFIX}", descriptor.component.name, ref)
