@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import datetime
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -40,6 +42,7 @@ from kyma_operator.controllers.kyma.installers import Installers, SingleInstalle
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import KymaEventSink, ManifestRequestLog
+from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
 from kyma_operator.controllers.manifest.setup import (
     ManifestController,
@@ -54,6 +57,7 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig, resource_for
 from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
@@ -68,6 +72,30 @@ MANAGER_NAME = "lifecycle-manager"
 
 class StartupError(RuntimeError):
     """The operator cannot start (e.g. no KCP address); the message says what to fix."""
+
+
+def oci_source(config: OperatorConfig, client: KubeClient, manager: Manager) -> OciSource:
+    """The module registry source from ``config`` (``StartupError`` for an unreadable key)."""
+    key = None
+    if config.module_verification_key is not None:
+        path = config.module_verification_key
+        try:
+            key = load_public_key(path.read_bytes(), source=str(path))
+        except (OSError, KeyFileError) as exc:
+            raise StartupError(f"--module-verification-key: {exc}") from exc
+    cache_dir = config.module_cache_dir or Path(tempfile.gettempdir()) / "kyma-operator-modules"
+    return OciSource(
+        client,
+        OciSourceConfig(
+            cache_dir=cache_dir,
+            namespace=config.namespace,
+            credentials_secret=config.oci_registry_cred_secret,
+            insecure_registries=config.oci_insecure_registries,
+            ca_file=config.oci_ca_file,
+        ),
+        verification_key=key,
+        registry=manager.registry,
+    )
 
 
 def kcp_client(config: OperatorConfig) -> KubeClient:
@@ -116,11 +144,15 @@ class Operator:
     """The listener's Manifest sink: the Manifest controller's intake, or a counting log without it."""
     kcp_addr: str
     manifest: ManifestController | None = None
+    oci: OciSource | None = None
+    """The module registry source built from the configuration (not one passed in)."""
 
     async def _close(self) -> None:
         await self.kyma.close()
         if self.manifest is not None:
             await self.manifest.close()
+        if self.oci is not None:
+            await self.oci.close()
 
     async def run(self) -> None:
         """Run until ``shutdown()``; then close the runtime clients."""
@@ -150,8 +182,8 @@ async def build_operator(
     manifest_source: ManifestSource | None = None,
 ) -> Operator:
     """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
-    ``manifest_source`` is where the Manifest controller reads raw manifests (without one, and
-    without a configured registry source, no Manifest controller runs)."""
+    ``manifest_source`` is where the Manifest controller reads raw manifests (default: the module
+    registry source from the configuration)."""
     agent_addr = kcp_addr or await resolve_agent_address(client, config)
     ns = config.namespace
     leader = (
@@ -222,6 +254,9 @@ async def build_operator(
     kyma.add_to(manager)
     manifest: ManifestController | None = None
     manifest_requests: ManifestRequestLog | ManifestEventSink
+    oci: OciSource | None = None
+    if config.manifest_controller_enabled and manifest_source is None:
+        manifest_source = oci = oci_source(config, client, manager)
     if config.manifest_controller_enabled and manifest_source is not None:
         manifest = build_manifest_controller(
             client,
@@ -293,4 +328,5 @@ async def build_operator(
         manifest_requests=manifest_requests,
         kcp_addr=agent_addr,
         manifest=manifest,
+        oci=oci,
     )

@@ -96,6 +96,17 @@ class OperatorConfig(BaseModel):
     manifest_processing_interval: Seconds = 5.0
     """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
     manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    oci_registry_cred_secret: str | None = None
+    """Name of a ``kubernetes.io/dockerconfigjson`` Secret in ``namespace`` with the module registry's
+    credentials (upstream ``--oci-registry-cred-secret``)."""
+    oci_insecure_registries: tuple[str, ...] = ()
+    """``host:port`` of module registries reached over plain HTTP (never implied)."""
+    oci_ca_file: Path | None = None
+    """Extra CA bundle (PEM) trusted for module registries."""
+    module_cache_dir: Path | None = None
+    """Where pulled raw manifests are cached by digest; unset: ``kyma-operator-modules`` in the temp dir."""
+    module_verification_key: Path | None = None
+    """RSA public key (PEM): install only component versions whose OCM signature it verifies."""
 
     @field_validator("log_level", mode="before")
     @classmethod

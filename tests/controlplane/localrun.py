@@ -33,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,6 @@ from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
 from kyma_operator.controllers.manifest.reconciler import ManifestReport
-from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.reconciler import resource_for
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.informer import FuncHandler, Informer
@@ -503,12 +502,12 @@ async def local_system(
     *,
     verbose: bool = True,
     skip_manifests: Collection[str] = (),
-    manifest_source: ManifestSource | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """Set up KCP, start the operator and one agent per runtime; stop all of it on exit.
 
     ``skip_manifests``: files of ``manifests/kcp`` not to apply (benchmarks: one Watcher only).
-    ``manifest_source``: where the Manifest controller reads modules (none: no Manifest controller).
+    ``config_overrides``: operator settings on top of the local defaults (e.g. the module registry).
     """
     kcp_server = plane["kcp"]
     kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path)
@@ -529,9 +528,10 @@ async def local_system(
                 f"(runtime id {runtime.runtime_id}), access Secret {KCP_NAMESPACE}/{runtime.kyma}-kubeconfig"
             )
         listener_port = free_port()
-        operator = await build_operator(
-            operator_config(kcp_server, runtimes, listener_port), kcp, manifest_source=manifest_source
-        )
+        config = operator_config(kcp_server, runtimes, listener_port)
+        if config_overrides:
+            config = config.model_copy(update=dict(config_overrides))
+        operator = await build_operator(config, kcp)
         system = LocalSystem(plane, runtimes, kcp, operator, agents, say, tasks=tasks)
         if operator.manifest is not None:
 

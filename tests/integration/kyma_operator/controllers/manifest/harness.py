@@ -14,7 +14,6 @@ from typing import Any
 import yaml
 
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS
-from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.reconciler import WATCHERS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -23,6 +22,7 @@ from skr_watcher.agent import Agent
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port
 from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.controllers.manifest.published import Published, RegistryModules
 from tests.integration.kyma_operator.harness import (
     RunningOperator,
     create_runtime,
@@ -32,6 +32,7 @@ from tests.integration.kyma_operator.harness import (
 )
 from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
 from tests.polling import eventually
+from tests.registry.server import LocalRegistry
 
 JSON = dict[str, Any]
 MODULE_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-module-resources.yaml"
@@ -53,7 +54,22 @@ class Setup:
     ns: str
     module_ns: str
     group: str
+    modules: RegistryModules
     agent: Agent | None = None
+
+    async def publish(self, **kwargs: Any) -> Published:
+        """Publish the test module (``module.module_objects(**kwargs)``) as a new version."""
+        return await self.modules.publish(
+            m.raw_manifest(m.module_objects(self.group, self.module_ns, **kwargs))
+        )
+
+    async def create(self, published: Published, name: str = "sample", **kwargs: Any) -> None:
+        await self.kcp.create(MANIFESTS, m.manifest_body(name, self.ns, KYMA, published, **kwargs))
+
+    async def move_to(self, published: Published, name: str = "sample") -> None:
+        await self.kcp.patch(MANIFESTS, name, m.version_patch(published), self.ns)
+
+    manifests = MANIFESTS
 
     @property
     def samples(self) -> Resource:
@@ -118,16 +134,22 @@ async def manifest_setup(
     ns: str,
     skr: KubeClient,
     skr_kubeconfig: bytes,
-    source: ManifestSource,
+    registry: LocalRegistry,
+    tmp_path: Path,
     *,
     with_agent: bool = False,
-    tmp_path: Path | None = None,
     **config: Any,
 ) -> AsyncIterator[Setup]:
+    """The operator pulls modules from ``registry`` (plain HTTP) into a cache under ``tmp_path``."""
     module_ns = f"{ns}-mod"
     group = m.group_for(ns)
     await skr.create(NAMESPACES, {"metadata": {"name": module_ns}})
-    overrides: dict[str, Any] = {"manifest_processing_interval": 0.2, **config}
+    overrides: dict[str, Any] = {
+        "manifest_processing_interval": 0.2,
+        "oci_insecure_registries": (registry.host,),
+        "module_cache_dir": tmp_path / "module-cache",
+        **config,
+    }
     agent_port = free_port()
     if with_agent:
         overrides.update(listener_enabled=True, webhook_urls={KYMA: f"https://127.0.0.1:{agent_port}"})
@@ -136,13 +158,10 @@ async def manifest_setup(
     stop = asyncio.Event()
     agent_task: asyncio.Task[None] | None = None
     try:
-        async with running_operator(
-            kcp, operator_config(ns, **overrides), skrs=(skr,), manifest_source=source
-        ) as running:
+        async with running_operator(kcp, operator_config(ns, **overrides), skrs=(skr,)) as running:
             await create_runtime(kcp, ns, KYMA, "rt-a", skr_kubeconfig)
-            setup = Setup(running, kcp, skr, ns, module_ns, group)
+            setup = Setup(running, kcp, skr, ns, module_ns, group, RegistryModules(registry, ns))
             if with_agent:
-                assert tmp_path is not None
                 await settled(running, KYMA)
                 secret = await skr.get(SECRETS, "skr-webhook-tls", running.sync_namespace)
                 files = write_agent_files(secret, tmp_path / "ssl")

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from kyma_operator.api import names
+from tests.integration.kyma_operator.controllers.manifest.published import Published
 
 JSON = dict[str, Any]
 KIND = "Sample"
@@ -134,22 +135,17 @@ def manifest_body(
     name: str,
     namespace: str,
     kyma: str,
+    published: Published,
     *,
-    repo: str,
-    component: str,
-    digest: str,
     resource: JSON | None = None,
     policy: str = "CreateAndDelete",
     module: str = "sample",
 ) -> JSON:
     spec: JSON = {
         "remote": True,
-        "install": {
-            "name": "raw-manifest",
-            "source": {"repo": repo, "name": component, "ref": digest, "type": "oci-ref"},
-        },
+        "install": {"name": "raw-manifest", "source": source(published)},
         "customResourcePolicy": policy,
-        "version": "1.0.0",
+        "version": published.version,
     }
     if resource is not None:
         spec["resource"] = resource
@@ -163,6 +159,16 @@ def manifest_body(
         },
         "spec": spec,
     }
+
+
+def source(published: Published) -> JSON:
+    """``spec.install.source`` of a published module version."""
+    return {"repo": published.repo, "name": published.component, "ref": published.digest, "type": "oci-ref"}
+
+
+def version_patch(published: Published) -> JSON:
+    """The Manifest patch that moves it to another published version (as the Kyma controller does)."""
+    return {"spec": {"install": {"source": source(published)}, "version": published.version}}
 
 
 def deployment_available() -> JSON:

@@ -1,34 +1,42 @@
-"""Raw manifests by digest for the controller tests (the ``ManifestSource`` the tests inject).
+"""Publishing test modules to the session's real OCI registry, as ``kyma module push`` would.
 
-Content-addressed like the registry: ``publish`` returns the sha256 digest of the text, ``fetch``
-returns the text for ``spec.install.source.ref`` after checking the digest.
+``RegistryModules.publish(objects_yaml, version)`` builds the module's OCM component version
+(through ``tests.registry.modules.publish_module``, i.e. the ``modules`` library), pushes it and
+returns what a Manifest needs: ``spec.install.source`` (repo, component name, raw-manifest digest)
+and ``spec.version``.
 """
 
 from __future__ import annotations
 
-import hashlib
+from dataclasses import dataclass
 
-from kyma_operator.api.manifest import Manifest
-from kyma_operator.controllers.manifest.source import RawManifest, SourceError, describe_source
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.registry.modules import publish_module
+from tests.registry.server import LocalRegistry
 
 
-class PublishedModules:
-    def __init__(self) -> None:
-        self._blobs: dict[str, bytes] = {}
-        self.fetches = 0
+@dataclass(frozen=True)
+class Published:
+    repo: str
+    component: str
+    digest: str
+    version: str
 
-    def publish(self, text: str) -> str:
-        data = text.encode()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        self._blobs[digest] = data
-        return digest
 
-    async def fetch(self, manifest: Manifest) -> RawManifest:
-        self.fetches += 1
-        ref = manifest.spec.install.source.ref or ""
-        data = self._blobs.get(ref)
-        if data is None:
-            raise SourceError("LayerNotFound", f"{describe_source(manifest)}: no blob {ref}")
-        if "sha256:" + hashlib.sha256(data).hexdigest() != ref:
-            raise SourceError("DigestMismatch", f"{describe_source(manifest)}: digest mismatch")
-        return RawManifest(data.decode(), ref)
+class RegistryModules:
+    def __init__(self, registry: LocalRegistry, module: str) -> None:
+        self.registry = registry
+        self.module = module
+        self._versions = 0
+
+    async def publish(
+        self, raw_manifest: str, version: str | None = None, *, signing_key: rsa.RSAPrivateKey | None = None
+    ) -> Published:
+        if version is None:
+            self._versions += 1
+            version = f"1.0.{self._versions}"
+        published = await publish_module(
+            self.registry, self.module, version, manifest=raw_manifest.encode(), signing_key=signing_key
+        )
+        return Published(published.source.repo, published.source.name, published.source.ref, version)

@@ -1,64 +1,69 @@
-"""Bad module content: the Manifest goes to Error with a message naming the module, the digest and
-the cause; what was installed before stays untouched; fixing the Manifest recovers without a restart.
-Also: a Ready Manifest whose runtime does not change makes no API write when reconciled again."""
+"""Bad modules and bad registries: the Manifest goes to Error with a message naming the module, the
+digest and the cause; what was installed before stays untouched (nothing pruned or rewritten);
+fixing the Manifest recovers without a restart. A Ready Manifest reconciled again writes nothing.
+With a verification key, unsigned and wrongly signed component versions are not installed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
-from kyma_operator.controllers.manifest.reconciler import MANIFESTS
+from kyma_operator.modules.registry import RegistryClient
+from kyma_operator.modules.signing import generate_key, public_key_pem
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS
-from tests.controlplane.cluster import APIServer
+from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.controllers.manifest import module as m
-from tests.integration.kyma_operator.controllers.manifest.harness import KYMA, Setup, manifest_setup
-from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.integration.kyma_operator.controllers.manifest.published import Published
 from tests.polling import eventually
+from tests.registry.server import LocalRegistry
 
 
-@pytest.fixture
-def modules() -> PublishedModules:
-    return PublishedModules()
+async def push_raw_blob(registry: LocalRegistry, published: Published, data: bytes) -> str:
+    """A blob in the module's repository that no builder would produce (another tool, by hand)."""
+    repository = f"{published.repo.split('/', 1)[1]}/{published.component}"
+    async with RegistryClient(registry.host, insecure=True) as client:
+        return await client.push_blob(repository, data)
 
 
-@pytest.fixture
-async def setup(
-    kcp_client: KubeClient,
-    kcp_namespace: str,
-    skr_client: KubeClient,
-    skr_crds: tuple[APIServer, APIServer],
-    modules: PublishedModules,
-) -> AsyncIterator[Setup]:
-    async with manifest_setup(kcp_client, kcp_namespace, skr_client, skr_crds[0].kubeconfig, modules) as s:
-        yield s
+async def descriptor_layer(registry: LocalRegistry, published: Published) -> str:
+    repository = f"{published.repo.split('/', 1)[1]}/{published.component}"
+    async with RegistryClient(registry.host, insecure=True) as client:
+        manifest = json.loads((await client.pull_manifest(repository, published.version)).data)
+    return str(manifest["layers"][0]["digest"])
 
 
-async def set_ref(s: Setup, digest: str) -> None:
-    await s.kcp.patch(MANIFESTS, "sample", {"spec": {"install": {"source": {"ref": digest}}}}, s.ns)
+def corrupt(registry: LocalRegistry, digest: str) -> None:
+    """Overwrite a stored blob (storage corruption, or a registry serving tampered content)."""
+    hexdigest = digest.split(":", 1)[1]
+    path = registry.storage_dir / "docker/registry/v2/blobs/sha256" / hexdigest[:2] / hexdigest / "data"
+    data = path.read_bytes()
+    path.write_bytes(data[:-8] + b"tampered")
 
 
-async def wait_error_with(s: Setup, *parts: str) -> str:
-    async def failed() -> str | None:
-        status = (await s.manifest()).get("status") or {}
-        operation = str((status.get("lastOperation") or {}).get("operation") or "")
-        return operation if status.get("state") == "Error" and all(p in operation for p in parts) else None
+def with_source(published: Published, **changes: str) -> Published:
+    fields = {
+        "repo": published.repo,
+        "component": published.component,
+        "digest": published.digest,
+        "version": published.version,
+    }
+    fields.update(changes)
+    return Published(**fields)
 
-    message: str = await eventually(failed, f"Manifest Error naming {parts}", within=20.0)
-    return message
 
-
-async def test_bad_content_is_an_error_that_changes_nothing_and_recovers(
-    setup: Setup, modules: PublishedModules
+async def test_bad_content_and_registry_failures_change_nothing_and_recover(
+    setup: Setup, oci_registry: LocalRegistry
 ) -> None:
     s = setup
-    good = modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns)))
-    await s.kcp.create(
-        MANIFESTS,
-        m.manifest_body("sample", s.ns, KYMA, repo="registry.test/m", component="sample", digest=good),
-    )
+    good = await s.publish()
+    await s.create(good)
     await s.make_available_when_created()
     await s.wait_state("Ready")
     before = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
@@ -79,22 +84,39 @@ async def test_bad_content_is_an_error_that_changes_nothing_and_recovers(
     assert all(not r.applied and not r.status_written for r in s.running.manifest_reports[-3:])
     assert (reconciler.status_writes, reconciler.metadata_writes) == writes
 
-    not_yaml = modules.publish("\x00\x01 {{ not: [yaml")
-    no_kind = modules.publish("apiVersion: v1\nmetadata:\n  name: x\n")
     bad_deployment = m.deployment(s.module_ns)
     bad_deployment["spec"]["replicas"] = -1
     rest = m.module_objects(s.group, s.module_ns, configmaps=(), workload="none")
-    rejected = modules.publish(m.raw_manifest([*rest, bad_deployment]))
+    rejected = await s.modules.publish(m.raw_manifest([*rest, bad_deployment]))
+    tampered = await s.publish(configmaps=("tampered",))
+    # not pulled yet (a pulled digest is served from the cache, wherever the Manifest points)
+    fresh = await s.publish(configmaps=("fresh",))
+    corrupt(oci_registry, tampered.digest)
+    not_yaml = await push_raw_blob(oci_registry, good, b"\x00\x01 {{ not: [yaml")
+    no_kind = await push_raw_blob(oci_registry, good, b"apiVersion: v1\nmetadata:\n  name: x\n")
     unknown = "sha256:" + "0" * 64
-    cases = [
-        (not_yaml, ("module sample", not_yaml, "not valid YAML")),
-        (no_kind, ("module sample", no_kind, "document 1 has no kind")),
+    unreachable = f"127.0.0.1:{free_port()}/modules/component-descriptors"
+    cases: list[tuple[Published, tuple[str, ...]]] = [
+        (with_source(fresh, repo=unreachable), ("module sample", fresh.digest, "cannot reach registry")),
+        (
+            with_source(good, digest=unknown),
+            ("module sample", unknown, "is not a layer of component version"),
+        ),
+        (with_source(good, digest=unknown, version=""), ("module sample", unknown, "not in the registry")),
+        (tampered, ("module sample", tampered.digest, "has digest")),
+        (
+            with_source(good, digest=await descriptor_layer(oci_registry, good)),
+            ("module sample", "has media type 'application/vnd.ocm.software.component-descriptor"),
+        ),
+        (with_source(good, digest=not_yaml, version=""), ("module sample", not_yaml, "not valid YAML")),
+        (with_source(good, digest=no_kind, version=""), ("module sample", no_kind, "document 1 has no kind")),
         (rejected, ("module sample", f"Deployment {s.module_ns}/sample-operator", "Invalid")),
-        (unknown, ("module sample", unknown)),
     ]
-    for digest, parts in cases:
-        await set_ref(s, digest)
-        await wait_error_with(s, *parts)
+    for published, parts in cases:
+        await s.move_to(published)
+        await s.wait_state("Error", saying=parts[-1])
+        operation = (await s.manifest())["status"]["lastOperation"]["operation"]
+        assert all(part in operation for part in parts), operation
         # what was installed before is untouched: nothing pruned, nothing rewritten
         after = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
         assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
@@ -102,5 +124,54 @@ async def test_bad_content_is_an_error_that_changes_nothing_and_recovers(
         assert deployment["spec"]["replicas"] == 1
 
     # fixed -> Ready again, no restart
-    await set_ref(s, good)
+    await s.move_to(good)
     await s.wait_state("Ready")
+    registry = s.running.operator.manager.registry
+    assert (registry.get_sample_value("kyma_operator_manifest_pull_cache_total", {"result": "hit"}) or 0) > 0
+    assert (registry.get_sample_value("kyma_operator_manifest_pull_cache_total", {"result": "miss"}) or 0) > 0
+
+
+@pytest.fixture
+async def signed_setup(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Setup, rsa.RSAPrivateKey]]:
+    key = generate_key()
+    key_file = tmp_path / "verify.pem"
+    key_file.write_bytes(public_key_pem(key.public_key()))
+    async with manifest_setup(
+        kcp_client,
+        kcp_namespace,
+        skr_client,
+        skr_crds[0].kubeconfig,
+        oci_registry,
+        tmp_path,
+        module_verification_key=key_file,
+    ) as s:
+        yield s, key
+
+
+async def test_only_verified_component_versions_are_installed(
+    signed_setup: tuple[Setup, rsa.RSAPrivateKey],
+) -> None:
+    s, key = signed_setup
+    objects = m.raw_manifest(m.module_objects(s.group, s.module_ns, workload="none"))
+    unsigned = await s.modules.publish(objects)
+    await s.create(unsigned)
+    await s.wait_state("Error", saying="signature check failed")
+    assert "has no signature" in (await s.manifest())["status"]["lastOperation"]["operation"]
+    assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    other = await s.modules.publish(objects, signing_key=generate_key())
+    await s.move_to(other)
+    await s.wait_state("Error", saying="is not valid for the given public key")
+    assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    signed = await s.modules.publish(objects, signing_key=key)
+    await s.move_to(signed)
+    await s.wait_state("Ready")
+    assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)

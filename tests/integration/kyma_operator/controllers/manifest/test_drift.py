@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from kyma_operator.controllers.manifest.reconciler import MANIFESTS, RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS
 from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.controllers.manifest import module as m
-from tests.integration.kyma_operator.controllers.manifest.harness import KYMA, Setup, manifest_setup
-from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
 from tests.polling import eventually
+from tests.registry.server import LocalRegistry
 
 
 @pytest.fixture
@@ -31,25 +30,21 @@ async def setup(
     kcp_namespace: str,
     skr_client: KubeClient,
     skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
     tmp_path: Path,
 ) -> AsyncIterator[Setup]:
-    modules = PublishedModules()
     async with manifest_setup(
         kcp_client,
         kcp_namespace,
         skr_client,
         skr_crds[0].kubeconfig,
-        modules,
+        oci_registry,
+        tmp_path,
         with_agent=True,
-        tmp_path=tmp_path,
         kyma_unhealthy_interval=3600.0,
         kyma_healthy_interval=3600.0,
     ) as s:
-        digest = modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, workload="none")))
-        await s.kcp.create(
-            MANIFESTS,
-            m.manifest_body("sample", s.ns, KYMA, repo="registry.test/m", component="sample", digest=digest),
-        )
+        await s.create(await s.publish(workload="none"))
         await s.wait_state("Ready")
         yield s
 

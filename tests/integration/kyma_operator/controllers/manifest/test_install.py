@@ -1,65 +1,21 @@
-"""The Manifest controller against real KCP and SKR API servers: install, readiness, upgrade with
-prune, default CR, module CRs blocking the uninstall, Ignore policy, unmanage, runtime gone."""
+"""The Manifest controller against real KCP and SKR API servers and a real OCI registry: install,
+readiness, upgrade with prune, default CR, module CRs blocking the uninstall, Ignore policy,
+unmanage, runtime gone, StatefulSet readiness."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-import pytest
-
 from kyma_operator.api import names
-from kyma_operator.controllers.manifest.reconciler import MANIFESTS
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
-from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
-from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest import module as m
-from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
-from tests.integration.kyma_operator.controllers.manifest.published import PublishedModules
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup
 from tests.polling import eventually
 
-JSON = dict[str, Any]
-REPO = "registry.test/kyma-modules"
-COMPONENT = "kyma-project.io/module/sample"
 
-
-@pytest.fixture
-def modules() -> PublishedModules:
-    return PublishedModules()
-
-
-@pytest.fixture
-async def setup(
-    kcp_client: KubeClient,
-    kcp_namespace: str,
-    skr_client: KubeClient,
-    skr_crds: tuple[APIServer, APIServer],
-    modules: PublishedModules,
-) -> AsyncIterator[Setup]:
-    async with manifest_setup(kcp_client, kcp_namespace, skr_client, skr_crds[0].kubeconfig, modules) as s:
-        yield s
-
-
-def publish(modules: PublishedModules, s: Setup, **kwargs: Any) -> str:
-    return modules.publish(m.raw_manifest(m.module_objects(s.group, s.module_ns, **kwargs)))
-
-
-async def test_install_ready_upgrade_prune_and_blocked_uninstall(
-    setup: Setup, modules: PublishedModules
-) -> None:
+async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -> None:
     s = setup
-    digest = publish(modules, s, configmaps=("sample-config", "sample-extra"))
-    body = m.manifest_body(
-        "sample",
-        s.ns,
-        "kyma-a",
-        repo=REPO,
-        component=COMPONENT,
-        digest=digest,
-        resource=m.default_cr(s.group),
-    )
-    await s.kcp.create(MANIFESTS, body)
+    first = await s.publish(configmaps=("sample-config", "sample-extra"))
+    await s.create(first, resource=m.default_cr(s.group))
 
     # installed: every object with our labels and annotations, CRD first and established
     manifest = await s.wait_state("Processing")
@@ -99,11 +55,11 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(
     manifest = await s.wait_state("Ready")
     conditions = {c["type"]: c for c in manifest["status"]["conditions"]}
     assert conditions["Installation"]["status"] == "True"
-    assert manifest["metadata"]["annotations"][names.SYNC_OCI_REF_ANNOTATION] == digest
+    assert manifest["metadata"]["annotations"][names.SYNC_OCI_REF_ANNOTATION] == first.digest
 
     # a new version with one object fewer -> that object is pruned
-    upgraded = publish(modules, s, configmaps=("sample-config",))
-    await s.kcp.patch(MANIFESTS, "sample", {"spec": {"install": {"source": {"ref": upgraded}}}}, s.ns)
+    second = await s.publish(configmaps=("sample-config",))
+    await s.move_to(second)
 
     async def pruned() -> bool:
         return not await s.exists(CONFIGMAPS, "sample-extra", s.module_ns)
@@ -120,77 +76,50 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(
 
     # a user's CR of the module's kind blocks the uninstall
     await s.skr.create(s.samples, m.default_cr(s.group, "mine", s.module_ns))
-    await s.kcp.delete(MANIFESTS, "sample", s.ns)
-    deleting = await s.wait_state("Deleting")
-    assert f"{s.module_ns}/mine" in deleting["status"]["lastOperation"]["operation"]
+    await s.kcp.delete(s.manifests, "sample", s.ns)
+    await s.wait_state("Deleting", saying=f"{s.module_ns}/mine")
     assert await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
     assert await s.exists(s.samples, "default", sync_ns)
 
     # removed -> default CR first, then everything synced, then the Manifest is gone
     await s.skr.delete(s.samples, "mine", s.module_ns)
-
     await s.wait_gone()
+    assert not await s.exists(s.samples, "default", sync_ns)
     assert not await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
     assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
     assert not await s.exists(CRDS, f"{m.PLURAL}.{s.group}")
 
 
-async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup, modules: PublishedModules) -> None:
+async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
     s = setup
-    digest = publish(modules, s, workload="none")
+    published = await s.publish(workload="none")
     # Ignore: no default CR is created
-    body = m.manifest_body(
-        "sample",
-        s.ns,
-        "kyma-a",
-        repo=REPO,
-        component=COMPONENT,
-        digest=digest,
-        resource=m.default_cr(s.group),
-        policy="Ignore",
-    )
-    await s.kcp.create(MANIFESTS, body)
+    await s.create(published, resource=m.default_cr(s.group), policy="Ignore")
     manifest = await s.wait_state("Ready")
     assert "ModuleCR" not in {c["type"] for c in manifest["status"]["conditions"]}
     assert not await s.exists(s.samples, "default", s.running.sync_namespace)
 
     # unmanage: our label is removed from the runtime objects, which stay
-    await s.kcp.patch(
-        MANIFESTS, "sample", {"metadata": {"annotations": {names.UNMANAGED_ANNOTATION: "true"}}}, s.ns
-    )
+    unmanaged = {"metadata": {"annotations": {names.UNMANAGED_ANNOTATION: "true"}}}
+    await s.kcp.patch(s.manifests, "sample", unmanaged, s.ns)
     await s.wait_state("Unmanaged")
     cm = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
     assert names.MANAGED_BY_LABEL not in cm["metadata"].get("labels", {})
-    await s.kcp.delete(MANIFESTS, "sample", s.ns)
-
+    await s.kcp.delete(s.manifests, "sample", s.ns)
     await s.wait_gone()
     assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
 
     # a second Manifest whose runtime goes away during deletion: its deletion completes
-    await s.kcp.create(
-        MANIFESTS,
-        m.manifest_body(
-            "other",
-            s.ns,
-            "kyma-a",
-            repo=REPO,
-            component=COMPONENT,
-            digest=publish(modules, s, workload="none", configmaps=("other-config",)),
-        ),
-    )
+    await s.create(await s.publish(workload="none", configmaps=("other-config",)), "other")
     await s.wait_state("Ready", "other")
     await s.kcp.delete(SECRETS, "kyma-a-kubeconfig", s.ns)
-    await s.kcp.delete(MANIFESTS, "other", s.ns)
-
+    await s.kcp.delete(s.manifests, "other", s.ns)
     await s.wait_gone("other")  # although its runtime's access Secret is gone
 
 
-async def test_statefulset_readiness_from_its_first_pod(setup: Setup, modules: PublishedModules) -> None:
+async def test_statefulset_readiness_from_its_first_pod(setup: Setup) -> None:
     s = setup
-    digest = publish(modules, s, workload="StatefulSet")
-    await s.kcp.create(
-        MANIFESTS, m.manifest_body("sample", s.ns, "kyma-a", repo=REPO, component=COMPONENT, digest=digest)
-    )
+    await s.create(await s.publish(workload="StatefulSet"))
     # no pods yet (nothing runs the StatefulSet controller here): Error naming the StatefulSet
     await s.wait_state("Error", saying=f"StatefulSet {s.module_ns}/sample-db is not ready")
     # the "StatefulSet controller" creates the pod, the "kubelet" starts it: Processing, then Ready
@@ -203,7 +132,6 @@ async def test_statefulset_readiness_from_its_first_pod(setup: Setup, modules: P
     started = {**container, "started": True, "ready": False, "state": {"running": {}}}
     await s.skr.patch_status(PODS, "sample-db-0", {"status": {"containerStatuses": [started]}}, s.module_ns)
     await s.wait_state("Processing")
-    await s.skr.patch_status(
-        PODS, "sample-db-0", {"status": {"containerStatuses": [{**started, "ready": True}]}}, s.module_ns
-    )
+    ready = {"status": {"containerStatuses": [{**started, "ready": True}]}}
+    await s.skr.patch_status(PODS, "sample-db-0", ready, s.module_ns)
     await s.wait_state("Ready")
