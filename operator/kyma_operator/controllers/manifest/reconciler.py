@@ -15,10 +15,11 @@ Install (upstream §4.3, step numbers in brackets):
    upgrade never removes the old version before the new one is in place.
 8. Default CR (12, 13), readiness (14), ``sync-oci-ref`` (8, 15), status only on change (16).
 
-Uninstall (§4.4): a runtime whose access Secret is gone -> drop every finalizer of ours (the
-runtime is gone, nothing to clean). Unmanaged -> drop finalizers, leave the runtime alone. Else:
-module CRs block (``Deleting`` names them); the default CR is deleted first; then every synced
-object is pruned (two phases); then the finalizers go.
+Uninstall (§4.4): a runtime whose access Secret is gone, or that cannot be reached while its Kyma
+is gone too -> drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged ->
+drop finalizers, leave the runtime alone. Else: module CRs block (``Deleting`` names them); the
+default CR is deleted first; then every synced object is pruned (two phases); then the finalizers
+go.
 
 Events can overtake their write: the runtime agent reports a change from a *validating admission*
 call, before the API server stores it, so the reconcile it triggers may still see the old object.
@@ -422,6 +423,12 @@ class ManifestReconciler:
         except KubeError as exc:
             if is_connection_error(exc) and manifest.spec.remote:
                 await self.skr_clients.evict_on_error(key, exc)
+                if self._kyma(manifest) is None:
+                    # the runtime cannot be reached and its Kyma is gone: it is being deprovisioned
+                    await self._drop_finalizers(manifest, ours)
+                    report.set("deleted", f"runtime unreachable and Kyma gone ({exc}): finalizers removed")
+                    self.metrics.forget(request)
+                    return Result()
             return await self._fail(manifest, report, f"uninstall: runtime API: {exc}", state=State.DELETING)
 
     async def _uninstall(

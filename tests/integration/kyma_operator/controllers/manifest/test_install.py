@@ -4,11 +4,17 @@ unmanage, runtime gone, StatefulSet readiness."""
 
 from __future__ import annotations
 
+import base64
+
+import yaml
+
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
+from tests.controlplane.cluster import free_port
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.harness import Setup
+from tests.integration.kyma_operator.harness import KYMAS
 from tests.polling import eventually
 
 
@@ -56,6 +62,11 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -
     conditions = {c["type"]: c for c in manifest["status"]["conditions"]}
     assert conditions["Installation"]["status"] == "True"
     assert manifest["metadata"]["annotations"][names.SYNC_OCI_REF_ANNOTATION] == first.digest
+    metrics = s.running.operator.manager.registry
+    labels = {"namespace": s.ns, "name": "sample"}
+    assert metrics.get_sample_value("kyma_operator_manifest_state", {**labels, "state": "Ready"}) == 1
+    assert metrics.get_sample_value("kyma_operator_manifest_state", {**labels, "state": "Processing"}) is None
+    assert (metrics.get_sample_value("kyma_operator_manifest_objects_applied_total") or 0) >= 5
 
     # a new version with one object fewer -> that object is pruned
     second = await s.publish(configmaps=("sample-config",))
@@ -72,6 +83,7 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -
         return manifest["status"]["state"] == "Ready" and ("ConfigMap", "sample-extra") not in synced
 
     await eventually(untracked, "sample-extra dropped from status.synced, Manifest Ready")
+    assert (metrics.get_sample_value("kyma_operator_manifest_objects_pruned_total") or 0) >= 1
     assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
 
     # a user's CR of the module's kind blocks the uninstall
@@ -135,3 +147,21 @@ async def test_statefulset_readiness_from_its_first_pod(setup: Setup) -> None:
     ready = {"status": {"containerStatuses": [{**started, "ready": True}]}}
     await s.skr.patch_status(PODS, "sample-db-0", ready, s.module_ns)
     await s.wait_state("Ready")
+
+
+async def test_deletion_completes_when_the_runtime_is_unreachable_and_its_kyma_gone(setup: Setup) -> None:
+    s = setup
+    await s.create(await s.publish(workload="none"))
+    await s.wait_state("Ready")
+    # the runtime goes away: its kubeconfig now points at a port nobody listens on
+    secret = await s.kcp.get(SECRETS, "kyma-a-kubeconfig", s.ns)
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["config"]))
+    for cluster in kubeconfig["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    encoded = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
+    await s.kcp.patch(SECRETS, "kyma-a-kubeconfig", {"data": {"config": encoded}}, s.ns)
+    await s.kcp.delete(s.manifests, "sample", s.ns)
+    await s.wait_state("Deleting", saying="runtime API")
+    # its Kyma is deprovisioned (the Kyma controller skips the unreachable runtime)
+    await s.kcp.delete(KYMAS, "kyma-a", s.ns)
+    await s.wait_gone(within=30.0)
