@@ -12,8 +12,9 @@ Manifest controllers, listener), the runtime's agent as its own process with bot
   ``Ready`` (pull, render, CRD applied and Established, everything applied); then uninstalled,
   ``--installs`` times (the first pulls, later ones read the on-disk cache);
 * drift repair: a module ConfigMap deleted in the runtime -> the same ConfigMap back (seen by a
-  watch on the runtime), ``--drifts`` times, one at a time; every timer of the Manifest is far
-  longer than the run, so only the agent's event can repair it;
+  watch on the runtime), ``--drifts`` times, one at a time (1 s apart: the repair is itself an
+  event and opens the listener's 0.5 s coalescing window for the Manifest); every timer of the
+  Manifest is far longer than the run, so only the agent's event can repair it;
 * idle: a Ready Manifest reconciled as often as an hour of upstream's 5-minute polling would
   (12 times) -> API writes (status, metadata, applies, deletes) counted.
 """
@@ -133,7 +134,8 @@ async def drift_series(system: LocalSystem, object_names: Sequence[str], drifts:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-        await asyncio.sleep(0.6)  # beyond the listener's coalescing window: isolated samples
+        # beyond the listener's 0.5 s coalescing window, which our own repair (an event too) opens
+        await asyncio.sleep(1.0)
     return samples
 
 

@@ -2,11 +2,13 @@
 
 Order: CRDs first, then waited for until ``Established`` (so the module's own kinds can be
 discovered and its default CR created), then Namespaces, then everything else. Every object is
-read first and applied (field manager ``declarative.kyma-project.io/applier``, force, as upstream)
-only if the live object does not already contain everything rendered (``contains``): a steady
-reconcile makes no API write, and a reconcile after drift (an object deleted or edited in the
-runtime) writes exactly the drifted objects. Reads and applies run with bounded concurrency
-(upstream starts one goroutine per object, unbounded).
+read first (one LIST by the ``app.kubernetes.io/component`` label per resource and namespace that
+holds several of them, else a GET; nothing on a first install) and applied (field manager
+``declarative.kyma-project.io/applier``, force, as upstream) only if the live object does not
+already contain everything rendered (``contains``): a steady reconcile makes no API write, and a
+reconcile after drift (an object deleted or edited in the runtime) writes exactly the drifted
+objects. Reads and applies run with bounded concurrency (upstream starts one goroutine per
+object, unbounded).
 
 Errors name the object and the API server's reason; when every failure is a connection failure
 (401, TLS, transport), the first one is raised as is, so that the runtime's client is evicted.
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 from kyma_operator.api import names
 from kyma_operator.api.manifest import SyncedResource
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
+from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import KubeError, NotFound
@@ -194,8 +197,14 @@ class Applier:
         return outcome
 
     async def _sync_group(self, group: Sequence[tuple[JSON, Resource]], outcome: ApplyOutcome) -> list[JSON]:
+        prefetched: dict[tuple[str, str, str], JSON | None] = {}
+        if not self._fresh:
+            prefetched = await self._prefetch(group)
         results = await asyncio.gather(
-            *(self._bounded(functools.partial(self._sync_one, obj, res, outcome)) for obj, res in group),
+            *(
+                self._bounded(functools.partial(self._sync_one, obj, res, outcome, prefetched))
+                for obj, res in group
+            ),
             return_exceptions=True,
         )
         failures: list[tuple[str, str]] = []
@@ -215,13 +224,56 @@ class Applier:
             raise ApplyError(failures)
         return live
 
-    async def _sync_one(self, obj: JSON, resource: Resource, outcome: ApplyOutcome) -> JSON:
+    async def _prefetch(
+        self, group: Sequence[tuple[JSON, Resource]]
+    ) -> dict[tuple[str, str, str], JSON | None]:
+        """One LIST (by our component label) per resource and namespace holding several objects,
+        instead of one GET per object; objects missing from the list count as absent."""
+        buckets: dict[tuple[Resource, str, str], list[JSON]] = {}
+        for obj, resource in group:
+            meta = obj["metadata"]
+            component = (meta.get("labels") or {}).get(COMPONENT_LABEL)
+            if component:
+                key = (resource, str(meta.get("namespace") or ""), str(component))
+                buckets.setdefault(key, []).append(obj)
+        found: dict[tuple[str, str, str], JSON | None] = {}
+
+        async def fetch(resource: Resource, namespace: str, component: str, objs: list[JSON]) -> None:
+            listing = await self.client.list_all(
+                resource, namespace or None, label_selector=f"{COMPONENT_LABEL}={component}"
+            )
+            by_name = {str((item.get("metadata") or {}).get("name")): item for item in listing.items}
+            for obj in objs:
+                name = str(obj["metadata"]["name"])
+                found[(str(resource), namespace, name)] = by_name.get(name)
+
+        await asyncio.gather(
+            *(
+                self._bounded(functools.partial(fetch, res, ns, component, objs))
+                for (res, ns, component), objs in buckets.items()
+                if len(objs) > 1
+            )
+        )
+        return found
+
+    async def _sync_one(
+        self,
+        obj: JSON,
+        resource: Resource,
+        outcome: ApplyOutcome,
+        prefetched: dict[tuple[str, str, str], JSON | None],
+    ) -> JSON:
         meta = obj["metadata"]
         if not self._fresh:
-            try:
-                current: JSON | None = await self.client.get(resource, meta["name"], meta.get("namespace"))
-            except NotFound:
-                current = None
+            key = (str(resource), str(meta.get("namespace") or ""), str(meta["name"]))
+            current: JSON | None
+            if key in prefetched:
+                current = prefetched[key]
+            else:
+                try:
+                    current = await self.client.get(resource, meta["name"], meta.get("namespace"))
+                except NotFound:
+                    current = None
             if current is not None and up_to_date(obj, current):
                 return current
         applied = await self.client.apply(resource, obj, field_manager=self.field_manager, force=True)

@@ -23,8 +23,9 @@ go.
 
 Events can overtake their write: the runtime agent reports a change from a *validating admission*
 call, before the API server stores it, so the reconcile it triggers may still see the old object.
-A reconcile woken by a runtime event that wrote nothing therefore looks once more after
-``event_settle_delay``.
+A reconcile woken by a runtime event that wrote nothing therefore looks again after each of
+``event_settle_delays`` (0.1 s, then 1 s: a write is usually stored within the first, and the second
+covers a slow API server), stopping as soon as one of them repairs something.
 
 Requeue: Ready -> adaptive safety net (long while the runtime's agent sends heartbeats, since its
 events report drift at once; upstream's 5 min otherwise); Processing and Deleting -> short poll;
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 
 RUNTIME_EVENT = "runtime event"
 RUNTIME_EVENT_REREAD = "runtime event, re-read"
+RUNTIME_EVENT_TRIGGERS = (RUNTIME_EVENT, *(f"{RUNTIME_EVENT_REREAD} {n}" for n in (1, 2, 3)))
+"""The trigger notes of an event and of the re-reads after it (one per ``event_settle_delays``)."""
 _SETTLED = frozenset({State.READY.value, State.PROCESSING.value, State.WARNING.value})
 
 JSON = dict[str, Any]
@@ -102,8 +105,8 @@ class ManifestControllerConfig(BaseModel):
     apply_concurrency: int = Field(default=8, ge=1, le=256)
     crd_established_timeout: float = Field(default=30.0, gt=0)
     heartbeat_max_silence: float = Field(default=180.0, gt=0)
-    event_settle_delay: float = Field(default=0.25, gt=0)
-    """Re-read delay after a runtime event that found nothing to repair (see below)."""
+    event_settle_delays: tuple[float, ...] = Field(default=(0.1, 1.0), max_length=3)
+    """Re-reads after a runtime event that found nothing to repair (see the module docstring)."""
     field_manager: str = Field(default=names.MANIFEST_APPLIER_FIELD_MANAGER, min_length=1)
 
 
@@ -210,10 +213,12 @@ class ManifestReconciler:
 
     async def _reconcile(self, request: Request, report: _Report) -> Result:
         result = await self._reconcile_once(request, report)
-        if RUNTIME_EVENT in report.triggers and not report.applied and report.outcome in _SETTLED:
-            self.triggers.note(request, RUNTIME_EVENT_REREAD)
+        step = _event_step(report.triggers)
+        delays = self.config.event_settle_delays
+        if step is not None and step < len(delays) and not report.applied and report.outcome in _SETTLED:
+            self.triggers.note(request, RUNTIME_EVENT_TRIGGERS[step + 1])
             self.settle_rereads += 1
-            delay = self.config.event_settle_delay
+            delay = delays[step]
             if result.requeue_after is None or result.requeue_after > delay:
                 return Result(requeue_after=delay)
         return result
@@ -614,6 +619,12 @@ class ManifestReconciler:
         )
         self.metadata_writes += 1
         return Manifest.from_object(updated)
+
+
+def _event_step(triggers: tuple[str, ...]) -> int | None:
+    """0 for a reconcile woken by a runtime event, n after its n-th re-read, None otherwise."""
+    steps = [i for i, name in enumerate(RUNTIME_EVENT_TRIGGERS) if name in triggers]
+    return min(steps) if steps else None
 
 
 def _union(first: Sequence[SyncedResource], second: Sequence[SyncedResource]) -> list[SyncedResource]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT_TRIGGERS
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -68,7 +68,7 @@ async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_even
     repairs = [r for r in s.running.manifest_reports[mark:] if r.applied]
     assert repairs, "no reconcile applied anything"
     # woken by the event, or by its re-read when the event overtook the deletion (admission runs first)
-    assert {RUNTIME_EVENT, RUNTIME_EVENT_REREAD} & set(repairs[0].triggers)
+    assert set(RUNTIME_EVENT_TRIGGERS) & set(repairs[0].triggers)
     assert repairs[0].applied == (f"ConfigMap {s.module_ns}/sample-config",)
     assert Request(s.ns, "sample") in s.running.routed_manifests
 
@@ -77,6 +77,6 @@ async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_even
     await s.skr.patch(CONFIGMAPS, "sample-config", {"data": {"value": "edited"}}, s.module_ns)
     await eventually(restored, "sample-config edit reverted", within=10.0)
     repairs = [r for r in s.running.manifest_reports[mark:] if r.applied]
-    assert repairs and {RUNTIME_EVENT, RUNTIME_EVENT_REREAD} & set(repairs[0].triggers)
+    assert repairs and set(RUNTIME_EVENT_TRIGGERS) & set(repairs[0].triggers)
     registry = s.running.operator.manager.registry
     assert (registry.get_sample_value("kyma_operator_manifest_drift_repairs_total") or 0) >= 2

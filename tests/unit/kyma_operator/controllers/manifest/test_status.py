@@ -57,3 +57,13 @@ def test_nothing_to_write_when_nothing_changed() -> None:
     # synced=None keeps what the status says
     keep = st.Outcome(State.READY, "resources are ready", (True, "ok"), (True, "ok"))
     assert st.next_status(again, keep, LATER) is None
+
+
+def test_event_re_reads_step_through_the_delays() -> None:
+    from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT_TRIGGERS, _event_step
+
+    assert _event_step(("Manifest changed",)) is None
+    assert _event_step((RUNTIME_EVENT_TRIGGERS[0],)) == 0
+    assert _event_step((RUNTIME_EVENT_TRIGGERS[1],)) == 1
+    # a new event during the re-reads starts them again
+    assert _event_step((RUNTIME_EVENT_TRIGGERS[2], RUNTIME_EVENT_TRIGGERS[0])) == 0
