@@ -10,6 +10,7 @@ import yaml
 
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
+from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
 from tests.controlplane.cluster import free_port
 from tests.integration.kyma_operator.controllers.manifest import module as m
@@ -165,3 +166,20 @@ async def test_deletion_completes_when_the_runtime_is_unreachable_and_its_kyma_g
     # its Kyma is deprovisioned (the Kyma controller skips the unreachable runtime)
     await s.kcp.delete(KYMAS, "kyma-a", s.ns)
     await s.wait_gone(within=30.0)
+
+
+async def test_same_oci_ref_guard_warns_and_deletes_nothing(setup: Setup) -> None:
+    s = setup
+    await s.create(await s.publish(workload="none"))
+    manifest = await s.wait_state("Ready")
+    # status.synced names an object the module does not render, while the OCI ref is unchanged
+    # (upstream's guard: a render difference within one version must not delete anything)
+    await s.skr.create(CONFIGMAPS, m.configmap(s.module_ns, "ghost"))
+    ghost = {"group": "", "version": "v1", "kind": "ConfigMap", "name": "ghost", "namespace": s.module_ns}
+    status = {"status": {**manifest["status"], "synced": [*manifest["status"]["synced"], ghost]}}
+    await s.kcp.patch_status(s.manifests, "sample", status, s.ns)
+    controller = s.running.operator.manifest
+    assert controller is not None
+    controller.controller.enqueue(Request(s.ns, "sample"))
+    await s.wait_state("Warning", saying="diff detected but in same oci layer")
+    assert await s.exists(CONFIGMAPS, "ghost", s.module_ns)
