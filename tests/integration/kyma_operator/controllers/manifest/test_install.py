@@ -183,3 +183,33 @@ async def test_same_oci_ref_guard_warns_and_deletes_nothing(setup: Setup) -> Non
     controller.controller.enqueue(Request(s.ns, "sample"))
     await s.wait_state("Warning", saying="diff detected but in same oci layer")
     assert await s.exists(CONFIGMAPS, "ghost", s.module_ns)
+
+
+async def test_skip_label_stops_and_resumes_reconciliation(setup: Setup) -> None:
+    s = setup
+    await s.create(await s.publish(workload="none"))
+    await s.wait_state("Ready")
+    skip = {"metadata": {"labels": {names.SKIP_RECONCILIATION_LABEL: "true"}}}
+    mark = len(s.running.manifest_reports)
+    await s.kcp.patch(s.manifests, "sample", skip, s.ns)
+
+    def skipped() -> bool:
+        return any(r.outcome == "skipped" for r in s.running.manifest_reports[mark:])
+
+    await eventually(skipped, "a skipped reconcile")
+    await s.skr.delete(CONFIGMAPS, "sample-config", s.module_ns)
+    controller = s.running.operator.manifest
+    assert controller is not None
+    mark = len(s.running.manifest_reports)
+    controller.controller.enqueue(Request(s.ns, "sample"))
+    await eventually(skipped, "another skipped reconcile")
+    assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    await s.kcp.patch(
+        s.manifests, "sample", {"metadata": {"labels": {names.SKIP_RECONCILIATION_LABEL: None}}}, s.ns
+    )
+
+    async def restored() -> bool:
+        return await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
+
+    await eventually(restored, "sample-config restored once the skip label is gone")
