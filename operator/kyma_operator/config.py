@@ -193,7 +193,7 @@ def _split(value: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kyma-operator",
-        description="Kyma lifecycle operator: Kyma and Watcher controllers, SKR event listener.",
+        description="Kyma lifecycle operator: Kyma, Manifest and Watcher controllers, SKR event listener.",
         epilog=f"Every flag can also be set as environment variable {ENV_PREFIX}<FLAG_NAME>.",
     )
     for name, field in OperatorConfig.model_fields.items():
