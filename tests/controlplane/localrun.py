@@ -7,7 +7,7 @@ What runs:
   ``klm-watcher`` Gateway (its host overlaid with 127.0.0.1: there is no Istio locally, the Gateway
   only tells the operator which address agents send to, and agents reach the listener directly);
 * per runtime an admin-kubeconfig access Secret and a Kyma ``rt-<skr>`` (runtime id = name);
-* the operator in this process (Watcher and Kyma controllers, CA rotation, the listener on
+* the operator in this process (Watcher, Kyma and Manifest controllers, CA rotation, the listener on
   127.0.0.1), with webhook URL mode: each runtime's API server calls its agent on 127.0.0.1;
 * per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` the way a
   kubelet would: environment from the Deployment the operator installed, credential files from
@@ -17,6 +17,8 @@ What runs:
 An edit of a runtime's Kyma (``KUBECONFIG=.local/run/skr-1.kubeconfig kubectl edit kyma -n
 kyma-system default``) then shows up as a routed event and a targeted reconcile. ``--once`` brings
 everything up, makes such an edit itself, waits for the targeted reconcile and stops again.
+``--module`` also runs a local OCI registry and installs a sample module into the first runtime
+(``localmodule``); with ``--once`` a module object is then deleted and restored by its event.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from skr_watcher import artefacts
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import APIServer, ControlPlane, free_port, rss_bytes
 from tests.controlplane.crds import apply_crds
+from tests.controlplane.localmodule import demonstrate_drift, install_sample_module
+from tests.registry.server import LocalRegistry
 
 RUN_DIR = REPO_ROOT / ".local" / "run"
 KCP_MANIFESTS = REPO_ROOT / "manifests" / "kcp"
@@ -584,13 +588,26 @@ async def local_system(
         await kcp.close()
 
 
-async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool, say: Say) -> int:
+async def run_local(
+    plane: ControlPlane,
+    skr_names: Sequence[str],
+    *,
+    once: bool,
+    say: Say,
+    registry: LocalRegistry | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    overrides: dict[str, Any] = {}
+    if registry is not None:
+        overrides = {
+            "oci_insecure_registries": (registry.host,),
+            "module_cache_dir": RUN_DIR / "module-cache",
+        }
     try:
-        async with local_system(plane, skr_names, say) as system:
+        async with local_system(plane, skr_names, say, config_overrides=overrides) as system:
             ready = asyncio.create_task(system.wait_ready())
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -600,8 +617,21 @@ async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool
                 return 0
             stopped.cancel()
             ready.result()
+            module = None
+            if registry is not None:
+                module = await install_sample_module(
+                    registry,
+                    system.kcp,
+                    system.runtimes[0].kyma,
+                    kcp_namespace=KCP_NAMESPACE,
+                    sync_namespace=SYNC_NAMESPACE,
+                    say=say,
+                )
             if once:
-                return await _demonstrate(system)
+                code = await _demonstrate(system)
+                if code == 0 and module is not None:
+                    await demonstrate_drift(system.runtimes[0].client, module, say)
+                return code
             kubeconfig = (RUN_DIR / f"{system.runtimes[0].name}.kubeconfig").relative_to(REPO_ROOT)
             say(
                 f"running; try: KUBECONFIG={kubeconfig} kubectl -n {SYNC_NAMESPACE} patch kyma default "
@@ -655,6 +685,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--skrs", type=int, default=1, help="number of runtime (SKR) API servers (default 1)")
     parser.add_argument(
+        "--module",
+        action="store_true",
+        help="also run a local OCI registry and install a sample module into the first runtime",
+    )
+    parser.add_argument(
         "--once",
         action="store_true",
         help="start everything, edit a runtime Kyma, wait for its targeted reconcile, stop (a smoke check)",
@@ -684,7 +719,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  {name:8} {server.url}  kubeconfig: {path}  (kube-apiserver RSS {rss} MiB)", flush=True
                 )
             say("e.g.: KUBECONFIG=.local/run/kcp.kubeconfig kubectl get kymas -A  (any Kubernetes client)")
-            code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say))
+            with contextlib.ExitStack() as stack:
+                registry = stack.enter_context(LocalRegistry()) if args.module else None
+                if registry is not None:
+                    say(f"local OCI registry (plain HTTP) on {registry.host}")
+                code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say, registry=registry))
             say(f"stopped everything after {time.monotonic() - started:.1f}s")
             return code
     except KeyboardInterrupt:
