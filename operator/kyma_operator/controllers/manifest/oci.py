@@ -77,7 +77,7 @@ class OciSourceConfig(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Location:
+class Location:
     registry: str
     repository: str
     base: RegistryBase
@@ -121,7 +121,7 @@ class OciSource:
 
     async def fetch(self, manifest: Manifest) -> RawManifest:
         what = describe_source(manifest)
-        location = self._locate(manifest.spec.install.source, what)
+        location = locate(manifest.spec.install.source, what)
         if self.verification_key is not None:
             await self._verify(manifest, location, what)
         misses = self.cache.misses
@@ -151,33 +151,7 @@ class OciSource:
 
     # -- steps -----------------------------------------------------------------------------------
 
-    def _locate(self, source: ImageSpec, what: str) -> _Location:
-        if source.type not in (None, RefType.OCI_REF.value):
-            raise SourceError("UnsupportedSource", f"{what}: source type {source.type!r} is not supported")
-        if not source.repo or not source.name or not source.ref:
-            raise SourceError("InvalidSource", f"{what}: spec.install.source needs repo, name and ref")
-        try:
-            parse_digest(source.ref)
-        except DigestError as exc:
-            raise SourceError("InvalidSource", f"{what}: {exc}") from None
-        registry, _, path = source.repo.partition("/")
-        path = path.rstrip("/")
-        suffix = c.COMPONENT_DESCRIPTORS_PREFIX
-        if path != suffix and not path.endswith(f"/{suffix}"):
-            raise SourceError(
-                "InvalidSource",
-                f"{what}: repo {source.repo!r} does not end in /{c.COMPONENT_DESCRIPTORS_PREFIX}",
-            )
-        base_path = path[: -len(suffix)].rstrip("/")
-        return _Location(
-            registry=registry,
-            repository=f"{path}/{source.name}",
-            base=RegistryBase(registry, base_path),
-            component=source.name,
-            digest=source.ref,
-        )
-
-    async def _pull(self, manifest: Manifest, location: _Location, what: str) -> bytes:
+    async def _pull(self, manifest: Manifest, location: Location, what: str) -> bytes:
         client = await self._client(location.registry, what)
         self.pulls += 1
         try:
@@ -189,9 +163,7 @@ class OciSource:
         except RegistryError as exc:
             raise _source_error(exc, what) from None
 
-    async def _check_layer(
-        self, client: RegistryClient, location: _Location, version: str, what: str
-    ) -> None:
+    async def _check_layer(self, client: RegistryClient, location: Location, version: str, what: str) -> None:
         image = await client.pull_manifest(location.repository, version)
         component = f"component version {location.component}:{version}"
         try:
@@ -214,7 +186,7 @@ class OciSource:
                 f"({', '.join(sorted(RAW_MANIFEST_MEDIA_TYPES))})",
             )
 
-    async def _verify(self, manifest: Manifest, location: _Location, what: str) -> None:
+    async def _verify(self, manifest: Manifest, location: Location, what: str) -> None:
         version = manifest.spec.version or ""
         key = (location.registry, location.repository, version, location.digest)
         if key in self._verified:
@@ -299,6 +271,34 @@ class OciSource:
     def _count(self, result: str) -> None:
         if self._cache_counter is not None:
             self._cache_counter.labels(result).inc()
+
+
+def locate(source: ImageSpec, what: str) -> Location:
+    """Where the blob of an ``oci-ref`` source is; ``SourceError`` for a malformed source."""
+    if source.type not in (None, RefType.OCI_REF.value):
+        raise SourceError("UnsupportedSource", f"{what}: source type {source.type!r} is not supported")
+    if not source.repo or not source.name or not source.ref:
+        raise SourceError("InvalidSource", f"{what}: spec.install.source needs repo, name and ref")
+    try:
+        parse_digest(source.ref)
+    except DigestError as exc:
+        raise SourceError("InvalidSource", f"{what}: {exc}") from None
+    registry, _, path = source.repo.partition("/")
+    path = path.rstrip("/")
+    suffix = c.COMPONENT_DESCRIPTORS_PREFIX
+    if path != suffix and not path.endswith(f"/{suffix}"):
+        raise SourceError(
+            "InvalidSource",
+            f"{what}: repo {source.repo!r} does not end in /{c.COMPONENT_DESCRIPTORS_PREFIX}",
+        )
+    base_path = path[: -len(suffix)].rstrip("/")
+    return Location(
+        registry=registry,
+        repository=f"{path}/{source.name}",
+        base=RegistryBase(registry, base_path),
+        component=source.name,
+        digest=source.ref,
+    )
 
 
 def _source_error(exc: RegistryError, what: str) -> SourceError:
