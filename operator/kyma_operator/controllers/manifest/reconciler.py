@@ -356,13 +356,7 @@ class ManifestReconciler:
         return Result(requeue_after=self.config.processing_interval)
 
     def _ready_interval(self, kyma: Kyma) -> float:
-        runtime_id = kyma.runtime_id()
-        healthy = (
-            self.heartbeats is not None
-            and bool(runtime_id)
-            and self.heartbeats.is_healthy(runtime_id, self.config.heartbeat_max_silence)
-        )
-        return self.config.healthy_interval if healthy else self.config.unhealthy_interval
+        return ready_interval(self.config, self.heartbeats, kyma.runtime_id())
 
     async def _ensure_default_cr(
         self, manifest: Manifest, skr: KubeClient, discovery: Discovery
@@ -619,6 +613,19 @@ class ManifestReconciler:
         )
         self.metadata_writes += 1
         return Manifest.from_object(updated)
+
+
+def ready_interval(
+    config: ManifestControllerConfig, heartbeats: HeartbeatSource | None, runtime_id: str
+) -> float:
+    """The safety net of a Ready Manifest: long while its runtime's agent sends heartbeats (drift
+    then arrives as events), upstream's 5 minutes otherwise."""
+    healthy = (
+        heartbeats is not None
+        and bool(runtime_id)
+        and heartbeats.is_healthy(runtime_id, config.heartbeat_max_silence)
+    )
+    return config.healthy_interval if healthy else config.unhealthy_interval
 
 
 def _event_step(triggers: tuple[str, ...]) -> int | None:

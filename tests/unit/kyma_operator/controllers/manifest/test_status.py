@@ -67,3 +67,23 @@ def test_event_re_reads_step_through_the_delays() -> None:
     assert _event_step((RUNTIME_EVENT_TRIGGERS[1],)) == 1
     # a new event during the re-reads starts them again
     assert _event_step((RUNTIME_EVENT_TRIGGERS[2], RUNTIME_EVENT_TRIGGERS[0])) == 0
+
+
+class Heartbeats:
+    """The listener's heartbeat tracker as the reconciler reads it: one runtime is alive."""
+
+    def is_healthy(self, runtime_id: str, max_silence: float | None = None) -> bool:
+        return runtime_id == "rt-alive"
+
+    def last_seen(self, runtime_id: str) -> float | None:
+        return 1.0 if runtime_id == "rt-alive" else None
+
+
+def test_adaptive_safety_net() -> None:
+    from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig, ready_interval
+
+    config = ManifestControllerConfig()
+    assert ready_interval(config, Heartbeats(), "rt-alive") == 1800.0
+    assert ready_interval(config, Heartbeats(), "rt-silent") == 300.0
+    assert ready_interval(config, Heartbeats(), "") == 300.0
+    assert ready_interval(config, None, "rt-alive") == 300.0
