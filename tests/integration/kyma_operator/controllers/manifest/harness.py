@@ -35,15 +35,23 @@ from tests.polling import eventually
 from tests.registry.server import LocalRegistry
 
 JSON = dict[str, Any]
-MODULE_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-module-resources.yaml"
+MODULE_WATCHERS = tuple(
+    REPO_ROOT / "manifests" / "kcp" / name
+    for name in ("watcher-module-resources.yaml", "watcher-module-status.yaml")
+)
 KYMA = "kyma-a"
 
 
-def module_watcher(namespace: str) -> JSON:
-    body: JSON = yaml.safe_load(MODULE_WATCHER.read_text())
-    body["metadata"]["namespace"] = namespace
-    body["spec"]["serviceInfo"]["namespace"] = namespace
-    return body
+def module_watchers(namespace: str) -> list[JSON]:
+    """The shipped module Watchers (object changes; workload status) in ``namespace``."""
+    bodies: list[JSON] = []
+    for path in MODULE_WATCHERS:
+        for body in yaml.safe_load_all(path.read_text()):
+            if body:
+                body["metadata"]["namespace"] = namespace
+                body["spec"]["serviceInfo"]["namespace"] = namespace
+                bodies.append(body)
+    return bodies
 
 
 @dataclass
@@ -153,8 +161,9 @@ async def manifest_setup(
     agent_port = free_port()
     if with_agent:
         overrides.update(listener_enabled=True, webhook_urls={KYMA: f"https://127.0.0.1:{agent_port}"})
-        with contextlib.suppress(AlreadyExists):
-            await kcp.create(WATCHERS, module_watcher(ns))
+        for watcher in module_watchers(ns):
+            with contextlib.suppress(AlreadyExists):
+                await kcp.create(WATCHERS, watcher)
     stop = asyncio.Event()
     agent_task: asyncio.Task[None] | None = None
     try:
