@@ -9,7 +9,7 @@ What runs:
   ``klm-watcher`` Gateway (its host overlaid with 127.0.0.1: there is no Istio locally, the Gateway
   only tells the operator which address agents send to, and agents reach the listener directly);
 * per runtime an admin-kubeconfig access Secret and a Kyma ``rt-<skr>`` (runtime id = name);
-* the operator in this process (Watcher and Kyma controllers, CA rotation, the listener on
+* the operator in this process (Watcher, Kyma and Manifest controllers, CA rotation, the listener on
   127.0.0.1), with webhook URL mode: each runtime's API server calls its agent on 127.0.0.1;
 * per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` the way a
   kubelet would: environment from the Deployment the operator installed, credential files from
@@ -19,6 +19,9 @@ What runs:
 An edit of a runtime's Kyma (``KUBECONFIG=.local/run/skr-1.kubeconfig kubectl edit kyma -n
 kyma-system default``) then shows up as a routed event and a targeted reconcile. ``--once`` brings
 everything up, makes such an edit itself, waits for the targeted reconcile and stops again.
+``--module`` also runs a local OCI registry and installs a sample module into the first runtime
+(``tests/controlplane/localmodule.py``); with ``--once`` a module object is then deleted and
+restored by its event.
 
 
 Modules: ``kcp`` (KCP set-up: manifests, runtimes' access Secrets and Kymas, the operator's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 import time
@@ -15,6 +16,7 @@ from localrun.output import make_say
 from localrun.system import run_local
 from tests.controlplane.cluster import ControlPlane, rss_bytes
 from tests.controlplane.crds import apply_crds
+from tests.registry.server import LocalRegistry
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,6 +24,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m localrun", description=(PACKAGE_DOC or "").splitlines()[0]
     )
     parser.add_argument("--skrs", type=int, default=1, help="number of runtime (SKR) API servers (default 1)")
+    parser.add_argument(
+        "--module",
+        action="store_true",
+        help="also run a local OCI registry and install a sample module into the first runtime",
+    )
     parser.add_argument(
         "--once",
         action="store_true",
@@ -52,7 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  {name:8} {server.url}  kubeconfig: {path}  (kube-apiserver RSS {rss} MiB)", flush=True
                 )
             say("e.g.: KUBECONFIG=.local/run/kcp.kubeconfig kubectl get kymas -A  (any Kubernetes client)")
-            code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say))
+            with contextlib.ExitStack() as stack:
+                registry = stack.enter_context(LocalRegistry()) if args.module else None
+                if registry is not None:
+                    say(f"local OCI registry (plain HTTP) on {registry.host}")
+                code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say, registry=registry))
             say(f"stopped everything after {time.monotonic() - started:.1f}s")
             return code
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from kyma_operator.api import names
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.manifest.reconciler import ManifestReport
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import LeaderElectionLost, ManagerFailed
@@ -32,6 +33,8 @@ from localrun.kcp import (
 from localrun.output import Say
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import ControlPlane, free_port
+from tests.controlplane.localmodule import demonstrate_drift, install_sample_module
+from tests.registry.server import LocalRegistry
 
 # -- the whole system --------------------------------------------------------------------------
 
@@ -50,6 +53,7 @@ class LocalSystem:
     routed: list[tuple[float, Request]] = field(default_factory=list)
     """``(time.monotonic(), Kyma)`` for every request the listener routed."""
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    manifest_reports: list[ManifestReport] = field(default_factory=list)
 
     @property
     def listener_port(self) -> int:
@@ -144,10 +148,12 @@ async def local_system(
     *,
     verbose: bool = True,
     skip_manifests: Collection[str] = (),
+    config_overrides: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """Set up KCP, start the operator and one agent per runtime; stop all of it on exit.
 
     ``skip_manifests``: files of ``manifests/kcp`` not to apply (benchmarks: one Watcher only).
+    ``config_overrides``: operator settings on top of the local defaults (e.g. the module registry).
     """
     kcp_server = plane["kcp"]
     kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path)
@@ -168,8 +174,19 @@ async def local_system(
                 f"(runtime id {runtime.runtime_id}), access Secret {KCP_NAMESPACE}/{runtime.kyma}-kubeconfig"
             )
         listener_port = free_port()
-        operator = await build_operator(operator_config(kcp_server, runtimes, listener_port), kcp)
+        config = operator_config(kcp_server, runtimes, listener_port)
+        if config_overrides:
+            config = config.model_copy(update=dict(config_overrides))
+        operator = await build_operator(config, kcp)
         system = LocalSystem(plane, runtimes, kcp, operator, agents, say, tasks=tasks)
+        if operator.manifest is not None:
+
+            def manifest_reconciled(report: ManifestReport) -> None:
+                system.manifest_reports.append(report)
+                if verbose or report.applied or report.pruned:
+                    say(f"{report.line()} [{report.duration * 1000:.0f} ms]")
+
+            operator.manifest.reconciler.observers.append(manifest_reconciled)
         by_request = {r.request: r for r in runtimes}
 
         def routed(request: Request) -> None:
@@ -212,13 +229,26 @@ async def local_system(
         await kcp.close()
 
 
-async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool, say: Say) -> int:
+async def run_local(
+    plane: ControlPlane,
+    skr_names: Sequence[str],
+    *,
+    once: bool,
+    say: Say,
+    registry: LocalRegistry | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    overrides: dict[str, Any] = {}
+    if registry is not None:
+        overrides = {
+            "oci_insecure_registries": (registry.host,),
+            "module_cache_dir": RUN_DIR / "module-cache",
+        }
     try:
-        async with local_system(plane, skr_names, say) as system:
+        async with local_system(plane, skr_names, say, config_overrides=overrides) as system:
             ready = asyncio.create_task(system.wait_ready())
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -228,8 +258,21 @@ async def run_local(plane: ControlPlane, skr_names: Sequence[str], *, once: bool
                 return 0
             stopped.cancel()
             ready.result()
+            module = None
+            if registry is not None:
+                module = await install_sample_module(
+                    registry,
+                    system.kcp,
+                    system.runtimes[0].kyma,
+                    kcp_namespace=KCP_NAMESPACE,
+                    sync_namespace=SYNC_NAMESPACE,
+                    say=say,
+                )
             if once:
-                return await _demonstrate(system)
+                code = await _demonstrate(system)
+                if code == 0 and module is not None:
+                    await demonstrate_drift(system.runtimes[0].client, module, say)
+                return code
             kubeconfig = (RUN_DIR / f"{system.runtimes[0].name}.kubeconfig").relative_to(REPO_ROOT)
             say(
                 f"running; try: KUBECONFIG={kubeconfig} kubectl -n {SYNC_NAMESPACE} patch kyma default "

@@ -9,9 +9,12 @@ controllers' intakes. Nothing is attached or mutated after construction.
    rotator wired to the fan-out, the fan-out itself as a ``Source`` over the Kyma informer);
 3. the Kyma controller with its sources: Kyma informer, access Secrets, the listener intake, the
    heartbeat sweep, the fan-out;
-4. the listener (leader-only runnable; the Manager's readiness is "caches synced and leading"),
-   routing Kyma events into the Kyma controller's ``Intake`` and Manifest events into a counting log
-   until the Manifest controller exists.
+4. the Manifest controller (when it has a source of raw manifests: the module registry), sharing
+   the Kyma informer, the access Secrets and the heartbeat tracker, its Manifest informer shared
+   with the listener's routing;
+5. the listener (leader-only runnable; the Manager's readiness is "caches synced and leading"),
+   routing Kyma events into the Kyma controller's ``Intake`` and Manifest events (a module object
+   changed in the runtime) into the Manifest controller's (into a counting log without it).
 
 The event path from the runtime's API server to a reconcile (hops):
 
@@ -30,9 +33,11 @@ from __future__ import annotations
 
 import datetime
 import logging
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -49,6 +54,10 @@ from kyma_operator.controllers.kyma.installers import Installers, SingleInstalle
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
+from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
+from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
+from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
+from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.watcher.feature import (
     WatcherFeature,
     WatcherFeatureConfig,
@@ -56,9 +65,12 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.modules.signing import KeyFileError, load_public_key
+from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
@@ -68,6 +80,30 @@ log = logging.getLogger(__name__)
 
 class StartupError(RuntimeError):
     """The operator cannot start (e.g. no KCP address); the message says what to fix."""
+
+
+def oci_source(config: OperatorConfig, client: KubeClient, manager: Manager) -> OciSource:
+    """The module registry source from ``config`` (``StartupError`` for an unreadable key)."""
+    key = None
+    if config.module_verification_key is not None:
+        path = config.module_verification_key
+        try:
+            key = load_public_key(path.read_bytes(), source=str(path))
+        except (OSError, KeyFileError) as exc:
+            raise StartupError(f"--module-verification-key: {exc}") from exc
+    cache_dir = config.module_cache_dir or Path(tempfile.gettempdir()) / "kyma-operator-modules"
+    return OciSource(
+        client,
+        OciSourceConfig(
+            cache_dir=cache_dir,
+            namespace=config.namespace,
+            credentials_secret=config.oci_registry_cred_secret,
+            insecure_registries=config.oci_insecure_registries,
+            ca_file=config.oci_ca_file,
+        ),
+        verification_key=key,
+        registry=manager.registry,
+    )
 
 
 def kcp_client(config: OperatorConfig) -> KubeClient:
@@ -110,22 +146,33 @@ class Operator:
     watcher: WatcherFeature
     kyma: KymaController
     listener: OperatorListener | None
-    manifest_requests: ManifestRequestLog
+    manifest_requests: ManifestRequestLog | Intake
+    """The listener's Manifest sink: the Manifest controller's intake, or a counting log without it."""
     kcp_addr: str
+    manifest: ManifestController | None = None
+    oci: OciSource | None = None
+    """The module registry source built from the configuration (not one passed in)."""
+
+    async def _close(self) -> None:
+        await self.kyma.close()
+        if self.manifest is not None:
+            await self.manifest.close()
+        if self.oci is not None:
+            await self.oci.close()
 
     async def run(self) -> None:
         """Run until ``shutdown()``; then close the runtime clients."""
         try:
             await self.manager.run()
         finally:
-            await self.kyma.close()
+            await self._close()
 
     async def run_until_signal(self) -> None:
         """``run()`` with graceful shutdown on SIGTERM/SIGINT."""
         try:
             await self.manager.run_until_signal()
         finally:
-            await self.kyma.close()
+            await self._close()
 
     async def shutdown(self) -> None:
         await self.manager.shutdown()
@@ -138,8 +185,11 @@ async def build_operator(
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     kcp_addr: str | None = None,
+    manifest_source: ManifestSource | None = None,
 ) -> Operator:
-    """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up."""
+    """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
+    ``manifest_source`` is where the Manifest controller reads raw manifests (default: the module
+    registry source from the configuration)."""
     agent_addr = kcp_addr or await resolve_agent_address(client, config)
     ns = config.namespace
     leader = (
@@ -225,7 +275,38 @@ async def build_operator(
     )
     feature.add_to(manager)
     kyma.add_to(manager)
-    manifest_requests = ManifestRequestLog(manager.registry)
+    manifest: ManifestController | None = None
+    manifest_requests: ManifestRequestLog | Intake
+    oci: OciSource | None = None
+    if config.manifest_controller_enabled and manifest_source is None:
+        manifest_source = oci = oci_source(config, client, manager)
+    if config.manifest_controller_enabled and manifest_source is not None:
+        manifest = build_manifest_controller(
+            client,
+            source=manifest_source,
+            kymas=kymas,
+            access=AccessSecrets(kyma.access_secrets),
+            config=ManifestControllerConfig(
+                namespace=ns,
+                sync_namespace=config.sync_namespace,
+                workers=config.manifest_workers,
+                healthy_interval=config.kyma_healthy_interval,
+                unhealthy_interval=config.kyma_unhealthy_interval,
+                processing_interval=config.manifest_processing_interval,
+                failure_base_delay=config.failure_base_delay,
+                failure_max_delay=config.failure_max_delay,
+                apply_concurrency=config.manifest_apply_concurrency,
+                heartbeat_max_silence=config.heartbeat_max_silence,
+            ),
+            clock=clock,
+            wall_clock=wall_clock,
+            registry=manager.registry,
+            heartbeats=heartbeats,
+        )
+        manifest.add_to(manager)
+        manifest_requests = manifest.intake
+    else:
+        manifest_requests = ManifestRequestLog(manager.registry)
     listener: OperatorListener | None = None
     if config.listener_enabled:
         listener_config = ListenerConfig(
@@ -244,6 +325,7 @@ async def build_operator(
             registry=manager.registry,
             is_leader=lambda: manager.is_leader,
             kymas=kymas,
+            manifests=manifest.manifests if manifest is not None else None,
             heartbeats=heartbeats,
         )
         for informer in listener.informers:
@@ -264,4 +346,6 @@ async def build_operator(
         listener=listener,
         manifest_requests=manifest_requests,
         kcp_addr=agent_addr,
+        manifest=manifest,
+        oci=oci,
     )

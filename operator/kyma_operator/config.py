@@ -127,6 +127,25 @@ class OperatorConfig(BaseModel):
     """Longest retry delay after repeated failures."""
     watcher_workers: Annotated[int, Field(ge=1, le=16)] = 1
     """Watchers reconciled concurrently."""
+    manifest_controller_enabled: bool = True
+    """Run the Manifest controller (install modules into runtimes); off: Manifest events are only counted."""
+    manifest_workers: Annotated[int, Field(ge=1, le=64)] = 4
+    """Manifests reconciled concurrently (never the same Manifest twice at once)."""
+    manifest_processing_interval: Seconds = 5.0
+    """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
+    manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    """Objects of one Manifest applied to its runtime concurrently (bounded, unlike upstream)."""
+    oci_registry_cred_secret: str | None = None
+    """Name of a ``kubernetes.io/dockerconfigjson`` Secret in ``namespace`` with the module registry's
+    credentials (upstream ``--oci-registry-cred-secret``)."""
+    oci_insecure_registries: tuple[str, ...] = ()
+    """``host:port`` of module registries reached over plain HTTP (never implied)."""
+    oci_ca_file: Path | None = None
+    """Extra CA bundle (PEM) trusted for module registries."""
+    module_cache_dir: Path | None = None
+    """Where pulled raw manifests are cached by digest; unset: ``kyma-operator-modules`` in the temp dir."""
+    module_verification_key: Path | None = None
+    """RSA public key (PEM): install only component versions whose OCM signature it verifies."""
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -235,7 +254,7 @@ def _help(name: str, field: FieldInfo) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kyma-operator",
-        description="Kyma lifecycle operator: Kyma and Watcher controllers, SKR event listener.",
+        description="Kyma lifecycle operator: Kyma, Manifest and Watcher controllers, SKR event listener.",
         epilog=f"Every flag can also be set as environment variable {ENV_PREFIX}<FLAG_NAME>.",
     )
     for name, field in OperatorConfig.model_fields.items():

@@ -54,6 +54,13 @@ class LocalRegistry:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def storage_dir(self) -> Path:
+        """Root of the registry's filesystem storage (tests corrupt stored blobs here)."""
+        if self._tmp is None:
+            raise RuntimeError("the registry is not running")
+        return self._tmp / "data"
+
+    @property
     def url(self) -> str:
         return f"{'https' if self.tls_auth else 'http'}://{self.host}"
 

@@ -309,6 +309,15 @@ class KubeClient:
                 return ObjectList(items, page.resource_version or first_rv, None)
             token = page.continue_token
 
+    async def discover(self, group_version: str) -> JSON:
+        """The ``APIResourceList`` of one group version (``v1`` or ``group/version``); ``NotFound``
+        if the server does not serve it."""
+        if not group_version or group_version.count("/") > 1:
+            raise ValueError(f"invalid group version {group_version!r}")
+        path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        result: JSON = await self._request("GET", path)
+        return result
+
     # -- writes --------------------------------------------------------------------------------
 
     async def create(self, res: Resource, body: JSON, *, field_manager: str | None = None) -> JSON:

@@ -23,6 +23,8 @@ from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.reconciler import ReconcileReport
+from kyma_operator.controllers.manifest.reconciler import ManifestReport
+from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -67,6 +69,8 @@ class RunningOperator:
     namespace: str
     reports: list[ReconcileReport] = field(default_factory=list)
     routed: list[Request] = field(default_factory=list)
+    manifest_reports: list[ManifestReport] = field(default_factory=list)
+    routed_manifests: list[Request] = field(default_factory=list)
 
     @property
     def sync_namespace(self) -> str:
@@ -144,7 +148,11 @@ def operator_config(namespace: str, **overrides: Any) -> OperatorConfig:
 
 @contextlib.asynccontextmanager
 async def running_operator(
-    kcp: KubeClient, config: OperatorConfig, *, skrs: tuple[KubeClient, ...] = ()
+    kcp: KubeClient,
+    config: OperatorConfig,
+    *,
+    skrs: tuple[KubeClient, ...] = (),
+    manifest_source: ManifestSource | None = None,
 ) -> AsyncIterator[RunningOperator]:
     """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config.
 
@@ -153,10 +161,13 @@ async def running_operator(
     """
     with contextlib.suppress(AlreadyExists):
         await kcp.create(WATCHERS, default_watcher(config.namespace))
-    operator = await build_operator(config, kcp)
+    operator = await build_operator(config, kcp, manifest_source=manifest_source)
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)
     operator.kyma.intake.observers.append(running.routed.append)
+    if operator.manifest is not None:
+        operator.manifest.reconciler.observers.append(running.manifest_reports.append)
+        operator.manifest.intake.observers.append(running.routed_manifests.append)
     task = asyncio.create_task(operator.run())
     try:
         await asyncio.wait_for(operator.manager.started.wait(), 15.0)

@@ -4,9 +4,9 @@ Each source of the Kyma controller (see ``setup.py``) adds its requests with one
 (``kyma_operator.runtime.triggers``); the reconcile logs them and the local run prints them. A
 reconcile with none is a requeue (backoff, readiness polling or the safety net).
 
-``ManifestRequestLog`` is the listener's Manifest intake while no Manifest controller runs: a
-targeted Manifest request is logged and counted (``kyma_operator_manifest_requests_unhandled_total``)
-instead of silently dropped.
+``ManifestRequestLog`` is the listener's Manifest intake when the operator runs without a Manifest
+controller (``--manifest-controller-enabled=false``): a targeted Manifest request is logged and
+counted (``kyma_operator_manifest_requests_unhandled_total``) instead of silently dropped.
 """
 
 from __future__ import annotations

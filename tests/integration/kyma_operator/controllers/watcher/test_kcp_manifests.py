@@ -71,7 +71,12 @@ async def test_kcp_manifests_apply_and_serve(
     task = asyncio.create_task(built.run())
     vwc_name = f"{ns}-webhook"
     try:
-        for name in ("klm-watcher", "klm-module-watcher"):
+        for name in (
+            "klm-watcher",
+            "klm-module-watcher",
+            "klm-module-deployments",
+            "klm-module-statefulsets",
+        ):
 
             async def ready(name: str = name) -> bool:
                 obj = await kcp_client.get(WATCHERS, name, ns)
@@ -114,6 +119,9 @@ async def test_kcp_manifests_apply_and_serve(
             "scope": "*",
         }
         assert rules[f"{ns}.klm-watcher.operator.kyma-project.io"]["resources"] == ["kymas"]
+        for name, resource in (("deployments", "deployments"), ("statefulsets", "statefulsets")):
+            rule = rules[f"{ns}.klm-module-{name}.operator.kyma-project.io"]
+            assert (rule["apiGroups"], rule["resources"]) == (["apps"], [f"{resource}/status"])
         await installer.remove(kyma, skr_client)
     finally:
         task.cancel()

@@ -37,7 +37,12 @@ def test_every_file_is_listed_in_the_kustomization() -> None:
 
 def test_default_watchers_are_valid_and_match_upstream() -> None:
     watchers = {d["metadata"]["name"]: Watcher.from_object(d) for d in _of_kind("Watcher")}
-    assert set(watchers) == {"klm-watcher", "klm-module-watcher"}
+    assert set(watchers) == {
+        "klm-watcher",
+        "klm-module-watcher",
+        "klm-module-deployments",
+        "klm-module-statefulsets",
+    }
     for watcher in watchers.values():
         assert validate_watcher(watcher) == []
         assert watcher.namespace == names.KCP_NAMESPACE
@@ -57,6 +62,14 @@ def test_default_watchers_are_valid_and_match_upstream() -> None:
     modules = watchers["klm-module-watcher"].spec
     assert modules.labels_to_watch == {names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA}
     assert (modules.resource_to_watch.group, modules.resource_to_watch.resource) == ("*", "*")
+    for name, resource in (
+        ("klm-module-deployments", "deployments"),
+        ("klm-module-statefulsets", "statefulsets"),
+    ):
+        status = watchers[name].spec
+        assert status.labels_to_watch == {names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA}
+        assert (status.resource_to_watch.group, status.resource_to_watch.resource) == ("apps", resource)
+        assert status.field == "status"
 
 
 def test_watchers_route_to_the_listener_service_through_the_gateway() -> None:

@@ -1,0 +1,321 @@
+"""Server-side apply of a module's rendered objects into the runtime, writing only what drifted.
+
+Order: CRDs first, then waited for until ``Established`` (so the module's own kinds can be
+discovered and its default CR created), then Namespaces, then everything else. Every object is
+read first (one LIST by the ``app.kubernetes.io/component`` label per resource and namespace that
+holds several of them, else a GET; nothing on a first install) and applied (field manager
+``declarative.kyma-project.io/applier``, force, as upstream) only if the live object does not
+already contain everything rendered (``contains``): a steady reconcile makes no API write, and a
+reconcile after drift (an object deleted or edited in the runtime) writes exactly the drifted
+objects. Reads and applies run with bounded concurrency (upstream starts one goroutine per
+object, unbounded).
+
+Errors name the object and the API server's reason; when every failure is a connection failure
+(401, TLS, transport), the first one is raised as is, so that the runtime's client is evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kyma_operator.api import names
+from kyma_operator.api.manifest import SyncedResource
+from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
+from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
+from kyma_operator.remote.errors import is_connection_error
+from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import CRDS, Resource
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+
+CRD_GROUP = "apiextensions.k8s.io"
+CRD_KIND = "CustomResourceDefinition"
+NAMESPACE_KIND = "Namespace"
+
+
+class ApplyError(Exception):
+    """Objects could not be applied; ``failures`` are ``(object id, cause)``."""
+
+    def __init__(self, failures: Sequence[tuple[str, str]]) -> None:
+        shown = "; ".join(f"{what}: {why}" for what, why in failures[:3])
+        more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+        super().__init__(f"{shown}{more}")
+        self.failures = list(failures)
+
+
+def describe(obj: JSON) -> str:
+    """``Kind namespace/name`` (or ``Kind name``) of an object, for messages."""
+    meta = obj.get("metadata") or {}
+    where = f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    return f"{obj.get('kind')} {where}"
+
+
+def synced_id(obj: JSON) -> SyncedResource:
+    """The ``status.synced`` entry of an object."""
+    group, _, version = str(obj["apiVersion"]).rpartition("/")
+    meta = obj["metadata"]
+    return SyncedResource(
+        group=group,
+        version=version,
+        kind=str(obj["kind"]),
+        name=str(meta["name"]),
+        namespace=str(meta.get("namespace") or ""),
+    )
+
+
+def is_crd(obj: JSON) -> bool:
+    return obj.get("kind") == CRD_KIND and str(obj.get("apiVersion", "")).startswith(f"{CRD_GROUP}/")
+
+
+def contains(desired: Any, live: Any) -> bool:
+    """True if ``live`` holds every value of ``desired`` (maps: subset; lists: same length, items
+    pairwise); ``None`` and empty maps/lists in ``desired`` ask for nothing."""
+    if desired is None:
+        return True
+    if isinstance(desired, dict):
+        if not desired:
+            return live is None or isinstance(live, dict)
+        if not isinstance(live, dict):
+            return False
+        return all(contains(value, live.get(key)) for key, value in desired.items())
+    if isinstance(desired, list):
+        if not desired:
+            return live is None or live == []
+        if not isinstance(live, list) or len(live) != len(desired):
+            return False
+        return all(contains(d, lv) for d, lv in zip(desired, live, strict=True))
+    if isinstance(desired, bool) or isinstance(live, bool):
+        return desired is live
+    return bool(desired == live)
+
+
+def up_to_date(desired: JSON, live: JSON | None) -> bool:
+    """The live object needs no apply: it exists, is not being deleted and contains ``desired``
+    (``status`` aside; metadata compared by labels and annotations only)."""
+    if live is None:
+        return False
+    live_meta = live.get("metadata") or {}
+    if live_meta.get("deletionTimestamp"):
+        return False
+    meta = desired.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        if not contains(meta.get(key) or {}, live_meta.get(key) or {}):
+            return False
+    return all(
+        contains(value, live.get(key))
+        for key, value in desired.items()
+        if key not in ("metadata", "status", "apiVersion", "kind")
+    )
+
+
+@dataclass
+class ApplyOutcome:
+    """Live objects after the sync, in rendered order, and what was written."""
+
+    live: list[JSON] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    """``describe()`` of every object written (created or repaired)."""
+    resources: dict[str, Resource] = field(default_factory=dict)
+    """Synced id -> resource, for prune and readiness."""
+
+
+class Applier:
+    """Applies rendered objects to one runtime; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        discovery: Discovery,
+        *,
+        field_manager: str = names.MANIFEST_APPLIER_FIELD_MANAGER,
+        concurrency: int = 8,
+        crd_timeout: float = 30.0,
+        crd_poll: float = 0.02,
+        clock: Clock | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.client = client
+        self.discovery = discovery
+        self.field_manager = field_manager
+        self.crd_timeout = crd_timeout
+        self.crd_poll = crd_poll
+        self.clock = clock or RealClock()
+        self._limit = asyncio.Semaphore(concurrency)
+        self._fresh = False
+
+    async def _bounded(self, work: Callable[[], Awaitable[T]]) -> T:
+        async with self._limit:
+            return await work()
+
+    async def resolve(self, objects: Sequence[JSON]) -> list[tuple[JSON, Resource]]:
+        """Normalise namespaces and look up every object's resource (CRDs must be established)."""
+        resolved = []
+        failures = []
+        for obj in objects:
+            try:
+                resolved.append((obj, CRDS if is_crd(obj) else await self.discovery.normalise(obj)))
+            except UnknownKind as exc:
+                failures.append((describe(obj), str(exc)))
+        if failures:
+            raise ApplyError(failures)
+        return resolved
+
+    async def sync(self, objects: Sequence[JSON], *, fresh: bool = False) -> ApplyOutcome:
+        """Make the runtime hold ``objects`` (rendered); returns the live objects.
+
+        ``fresh``: nothing was installed before (a first install), so objects are applied without
+        reading them first: one request per object.
+        """
+        outcome = ApplyOutcome()
+        self._fresh = fresh
+        crds = [obj for obj in objects if is_crd(obj)]
+        for crd in crds:
+            crd["metadata"].pop("namespace", None)
+        live_crds = await self._sync_group([(crd, CRDS) for crd in crds], outcome)
+        await self._await_established(live_crds)
+        rest = [obj for obj in objects if not is_crd(obj)]
+        resolved = await self.resolve(rest)
+        namespaces = [(o, r) for o, r in resolved if o["kind"] == NAMESPACE_KIND and not r.group]
+        others = [(o, r) for o, r in resolved if not (o["kind"] == NAMESPACE_KIND and not r.group)]
+        live: dict[str, JSON] = {}
+        for obj, live_obj in zip(crds, live_crds, strict=True):
+            live[synced_id(obj).id()] = live_obj
+        for group in (namespaces, others):
+            for (obj, _), live_obj in zip(group, await self._sync_group(group, outcome), strict=True):
+                live[synced_id(obj).id()] = live_obj
+        outcome.live = [live[synced_id(obj).id()] for obj in objects]
+        outcome.resources = {synced_id(obj).id(): CRDS for obj in crds}
+        outcome.resources.update({synced_id(obj).id(): res for obj, res in resolved})
+        return outcome
+
+    async def _sync_group(self, group: Sequence[tuple[JSON, Resource]], outcome: ApplyOutcome) -> list[JSON]:
+        prefetched: dict[tuple[str, str, str], JSON | None] = {}
+        if not self._fresh:
+            prefetched = await self._prefetch(group)
+        results = await asyncio.gather(
+            *(
+                self._bounded(functools.partial(self._sync_one, obj, res, outcome, prefetched))
+                for obj, res in group
+            ),
+            return_exceptions=True,
+        )
+        failures: list[tuple[str, str]] = []
+        errors: list[BaseException] = []
+        live: list[JSON] = []
+        for (obj, _), result in zip(group, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                errors.append(result)
+                failures.append((describe(obj), _cause(result)))
+            else:
+                live.append(result)
+        if errors:
+            if all(is_connection_error(e) for e in errors):
+                raise errors[0]
+            raise ApplyError(failures)
+        return live
+
+    async def _prefetch(
+        self, group: Sequence[tuple[JSON, Resource]]
+    ) -> dict[tuple[str, str, str], JSON | None]:
+        """One LIST (by our component label) per resource and namespace holding several objects,
+        instead of one GET per object; objects missing from the list count as absent."""
+        buckets: dict[tuple[Resource, str, str], list[JSON]] = {}
+        for obj, resource in group:
+            meta = obj["metadata"]
+            component = (meta.get("labels") or {}).get(COMPONENT_LABEL)
+            if component:
+                key = (resource, str(meta.get("namespace") or ""), str(component))
+                buckets.setdefault(key, []).append(obj)
+        found: dict[tuple[str, str, str], JSON | None] = {}
+
+        async def fetch(resource: Resource, namespace: str, component: str, objs: list[JSON]) -> None:
+            listing = await self.client.list_all(
+                resource, namespace or None, label_selector=f"{COMPONENT_LABEL}={component}"
+            )
+            by_name = {str((item.get("metadata") or {}).get("name")): item for item in listing.items}
+            for obj in objs:
+                name = str(obj["metadata"]["name"])
+                found[(str(resource), namespace, name)] = by_name.get(name)
+
+        await asyncio.gather(
+            *(
+                self._bounded(functools.partial(fetch, res, ns, component, objs))
+                for (res, ns, component), objs in buckets.items()
+                if len(objs) > 1
+            )
+        )
+        return found
+
+    async def _sync_one(
+        self,
+        obj: JSON,
+        resource: Resource,
+        outcome: ApplyOutcome,
+        prefetched: dict[tuple[str, str, str], JSON | None],
+    ) -> JSON:
+        meta = obj["metadata"]
+        if not self._fresh:
+            key = (str(resource), str(meta.get("namespace") or ""), str(meta["name"]))
+            current: JSON | None
+            if key in prefetched:
+                current = prefetched[key]
+            else:
+                try:
+                    current = await self.client.get(resource, meta["name"], meta.get("namespace"))
+                except NotFound:
+                    current = None
+            if current is not None and up_to_date(obj, current):
+                return current
+        applied = await self.client.apply(resource, obj, field_manager=self.field_manager, force=True)
+        outcome.applied.append(describe(obj))
+        return applied
+
+    async def _await_established(self, crds: list[JSON]) -> None:
+        pending = {str(c["metadata"]["name"]): c for c in crds if not _established(c)}
+        deadline = self.clock.now() + self.crd_timeout
+        while pending:
+            if self.clock.now() >= deadline:
+                detail = "; ".join(f"{n}: {_established_message(c)}" for n, c in sorted(pending.items()))
+                raise ApplyError([(f"CustomResourceDefinition {detail}", "not Established in time")])
+            await self.clock.sleep(self.crd_poll)
+            for name in list(pending):
+                current = await self.client.get(CRDS, name)
+                if _established(current):
+                    del pending[name]
+                else:
+                    pending[name] = current
+        for crd in crds:
+            spec = crd.get("spec") or {}
+            for version in spec.get("versions") or []:
+                self.discovery.forget(f"{spec.get('group')}/{version.get('name')}")
+
+
+def _conditions(crd: JSON) -> list[JSON]:
+    return list((crd.get("status") or {}).get("conditions") or [])
+
+
+def _established(crd: JSON) -> bool:
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in _conditions(crd))
+
+
+def _established_message(crd: JSON) -> str:
+    for c in _conditions(crd):
+        if c.get("type") in ("NamesAccepted", "Established") and c.get("status") != "True":
+            return f"{c.get('type')}: {c.get('message') or c.get('reason')}"
+    return "no Established condition yet"
+
+
+def _cause(exc: Exception) -> str:
+    if isinstance(exc, KubeError):
+        return f"{exc.reason}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,178 @@
+"""Wires the Manifest controller: its sources, the reconciler, the controller, in one pass.
+
+What enqueues a Manifest (DESIGN 4.5), each a ``Source`` with its reason:
+
+* the Manifest informer: creation, spec (generation), label or annotation changes and deletion;
+  our own status writes do not requeue;
+* ``intake``: the listener's bounded, throttled entry: the runtime agent saw a module object change
+  or go (or a module workload's status change), and its event names the owning Manifest
+  (annotation ``deprecated-operator.kyma-project.io/owned-by``) -> that Manifest at once, so drift
+  is repaired and readiness seen without a timer;
+* the access-Secret informer: a runtime's kubeconfig Secret appearing or going, or a changed one
+  -> the Manifests of that Kyma that are not Ready (a deleting Manifest waits for its Secret's
+  removal, upstream e2e 23);
+* the reconcile's own requeues (backoff, readiness polling, event re-reads, the adaptive safety net).
+
+Shared pieces (the Kyma informer, the access Secrets, the listener's heartbeat tracker) are built
+by the caller and passed in; the runtime clients are this controller's own.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from kyma_operator.api import names
+from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource
+from kyma_operator.controllers.manifest.metrics import ManifestMetrics
+from kyma_operator.controllers.manifest.reconciler import (
+    MANIFESTS,
+    RUNTIME_EVENT,
+    ManifestControllerConfig,
+    ManifestReconciler,
+    utc_now,
+)
+from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.remote.cache import ClientFactory, SkrClientCache
+from kyma_operator.remote.secrets import AccessSecrets
+from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.controller import (
+    AnnotationsChanged,
+    AnyOf,
+    Controller,
+    DeletionTimestampChanged,
+    EnqueueForObject,
+    GenerationChanged,
+    LabelsChanged,
+)
+from kyma_operator.runtime.informer import Informer, index_by_label
+from kyma_operator.runtime.intake import Intake
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.manager import Manager
+from kyma_operator.runtime.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+)
+from kyma_operator.runtime.request import Request
+
+CONTROLLER_NAME = "manifest"
+BY_KYMA_INDEX = "manifest/kyma-name"
+
+MANIFEST_CHANGED = "Manifest changed"
+ACCESS_SECRET = "access Secret changed"
+
+
+@dataclass
+class ManifestController:
+    controller: Controller
+    reconciler: ManifestReconciler
+    manifests: Informer
+    skr_clients: SkrClientCache
+    intake: Intake
+    """The listener's entry into this controller (``kcp_listener.routing.RequestSink``)."""
+    metrics: ManifestMetrics
+
+    def add_to(self, manager: Manager) -> None:
+        manager.add_informer(self.manifests)
+        manager.add_controller(self.controller)
+
+    async def close(self) -> None:
+        await self.skr_clients.close()
+
+
+def _runtime_client_factory(config: ManifestControllerConfig) -> ClientFactory:
+    """Runtime clients with as many connections as the apply runs requests in parallel."""
+
+    def factory(kubeconfig: bytes) -> KubeClient:
+        return KubeClient.from_kubeconfig_bytes(
+            kubeconfig,
+            max_concurrency=config.apply_concurrency,
+            request_timeout=15.0,
+            user_agent="kyma-operator/manifest",
+        )
+
+    return factory
+
+
+def manifest_informer(client: KubeClient, namespace: str, *, clock: Clock | None = None) -> Informer:
+    return Informer(
+        client,
+        MANIFESTS,
+        namespace=namespace,
+        indexers={BY_KYMA_INDEX: index_by_label(names.KYMA_NAME_LABEL)},
+        clock=clock,
+        name="manifests",
+    )
+
+
+def build_manifest_controller(
+    client: KubeClient,
+    *,
+    source: ManifestSource,
+    kymas: Informer,
+    access: AccessSecrets,
+    config: ManifestControllerConfig | None = None,
+    clock: Clock | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
+    client_factory: ClientFactory | None = None,
+    registry: CollectorRegistry | None = None,
+    manifests: Informer | None = None,
+    heartbeats: HeartbeatSource | None = None,
+) -> ManifestController:
+    """The controller (not started). ``kymas`` and ``access`` are shared with the Kyma controller;
+    ``heartbeats`` (the listener's tracker) lengthens the safety net of healthy runtimes."""
+    cfg = config or ManifestControllerConfig()
+    manifests = manifests or manifest_informer(client, cfg.namespace, clock=clock)
+    skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg))
+    metrics = ManifestMetrics(registry)
+    reconciler = ManifestReconciler(
+        client,
+        manifests=manifests,
+        kymas=kymas,
+        skr_clients=skr_clients,
+        source=source,
+        config=cfg,
+        heartbeats=heartbeats,
+        metrics=metrics,
+        clock=clock,
+        wall_clock=wall_clock,
+    )
+    rate_limiter = MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter(cfg.failure_base_delay, cfg.failure_max_delay),
+        BucketRateLimiter(1000.0, 2000, clock=clock),
+    )
+    controller = Controller(
+        CONTROLLER_NAME, reconciler, workers=cfg.workers, rate_limiter=rate_limiter, clock=clock
+    )
+    controller.watch(
+        manifests,
+        EnqueueForObject(),
+        AnyOf(GenerationChanged(), LabelsChanged(), AnnotationsChanged(), DeletionTimestampChanged()),
+        reason=MANIFEST_CHANGED,
+    )
+    intake = Intake(
+        RUNTIME_EVENT, capacity=cfg.intake_capacity, throttle_window=cfg.event_throttle_window, clock=clock
+    )
+    controller.add_source(intake)
+
+    def secret_changed(kyma: Request, what: str) -> None:
+        for obj in manifests.by_index(BY_KYMA_INDEX, kyma.name):
+            if (obj.get("metadata") or {}).get("namespace") != kyma.namespace:
+                continue
+            if what == "changed" and (obj.get("status") or {}).get("state") == "Ready":
+                continue
+            controller.enqueue(Request.for_object(obj), ACCESS_SECRET)
+
+    access.on_change(secret_changed)
+    return ManifestController(
+        controller=controller,
+        reconciler=reconciler,
+        manifests=manifests,
+        skr_clients=skr_clients,
+        intake=intake,
+        metrics=metrics,
+    )

@@ -1,0 +1,102 @@
+"""Drift of module objects in the runtime is repaired by the agent's event, not by a timer.
+
+SKR API server --admission--> the runtime's agent (in-process, credentials the operator installed,
+module Watchers of ``manifests/kcp``) --signed event naming the owning Manifest--> listener -->
+targeted Manifest reconcile --> the object is applied again, or the module's readiness read again
+when its Deployment's status changed. Every timer of the Manifest (safety net, readiness poll) is
+far longer than the test, so only the events can do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT_TRIGGERS, ManifestReport
+from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import CONFIGMAPS
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.polling import eventually
+from tests.registry.server import LocalRegistry
+
+
+@pytest.fixture
+async def setup(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    tmp_path: Path,
+) -> AsyncIterator[Setup]:
+    async with manifest_setup(
+        kcp_client,
+        kcp_namespace,
+        skr_client,
+        skr_crds[0].kubeconfig,
+        oci_registry,
+        tmp_path,
+        with_agent=True,
+        kyma_unhealthy_interval=3600.0,
+        kyma_healthy_interval=3600.0,
+        manifest_processing_interval=3600.0,
+    ) as s:
+        yield s
+
+
+async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_event(setup: Setup) -> None:
+    s = setup
+    await s.create(await s.publish(workload="none"))
+    await s.wait_state("Ready")
+    manifest = s.running.operator.manifest
+    assert manifest is not None
+    mark = len(s.running.manifest_reports)
+
+    await s.skr.delete(CONFIGMAPS, "sample-config", s.module_ns)
+
+    async def restored() -> bool:
+        try:
+            cm = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
+        except NotFound:
+            return False
+        return bool(cm["data"] == {"value": "1"})
+
+    await eventually(restored, "sample-config restored", within=10.0)
+
+    def repaired(mark: int) -> list[ManifestReport]:
+        return [r for r in s.running.manifest_reports[mark:] if r.applied]
+
+    repairs = await eventually(lambda: repaired(mark), "the report of the repairing reconcile")
+    # woken by the event, or by its re-read when the event overtook the deletion (admission runs first)
+    assert set(RUNTIME_EVENT_TRIGGERS) & set(repairs[0].triggers)
+    assert repairs[0].applied == (f"ConfigMap {s.module_ns}/sample-config",)
+    assert Request(s.ns, "sample") in s.running.routed_manifests
+
+    # an edit of a module object is reverted the same way
+    mark = len(s.running.manifest_reports)
+    await s.skr.patch(CONFIGMAPS, "sample-config", {"data": {"value": "edited"}}, s.module_ns)
+    await eventually(restored, "sample-config edit reverted", within=10.0)
+    repairs = await eventually(lambda: repaired(mark), "the report of the reverting reconcile")
+    assert set(RUNTIME_EVENT_TRIGGERS) & set(repairs[0].triggers)
+    registry = s.running.operator.manager.registry
+    assert (registry.get_sample_value("kyma_operator_manifest_drift_repairs_total") or 0) >= 2
+
+
+async def test_the_workloads_status_event_makes_the_manifest_ready_without_polling(setup: Setup) -> None:
+    s = setup
+    await s.create(await s.publish())  # with the module's Deployment
+    await s.wait_state("Processing", saying="not observed by its controller yet")
+    mark = len(s.running.manifest_reports)
+    await s.make_available()  # the Deployment controller's status write, seen by the agent
+    await s.wait_state("Ready", within=10.0)
+
+    def woken() -> list[ManifestReport]:
+        return [r for r in s.running.manifest_reports[mark:] if r.outcome == "Ready"]
+
+    first = (await eventually(woken, "the report of the reconcile that found the Manifest Ready"))[0]
+    assert set(RUNTIME_EVENT_TRIGGERS) & set(first.triggers)
