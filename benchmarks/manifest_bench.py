@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m benchmarks.manifest_bench [--objects 50] [--installs 5] [--drifts 100]``.
 
-Everything real on loopback, brought up by ``tests.controlplane.localrun`` (what ``make run``
+Everything real on loopback, brought up by ``localrun`` (what ``make run``
 starts): etcd, KCP and one SKR kube-apiserver, the operator in this process (Kyma, Watcher and
 Manifest controllers, listener), the runtime's agent as its own process with both default Watchers
 (the Kyma one and ``klm-module-watcher`` for module objects). Series:
@@ -39,9 +39,10 @@ from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, NAMESPACES
+from localrun.kcp import KCP_NAMESPACE, SKR_CRD_PLURALS
+from localrun.system import LocalSystem, local_system
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.crds import apply_crds
-from tests.controlplane.localrun import KCP_NAMESPACE, SKR_CRD_PLURALS, LocalSystem, local_system
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.published import Published, RegistryModules
 from tests.registry.server import LocalRegistry

@@ -99,11 +99,15 @@ def kcp_documents(gateway_host: str, skip: Collection[str] = ()) -> list[dict[st
     return documents
 
 
+IN_PROCESS = ("operator-deployment.yaml",)
+"""Manifests of what the local run starts itself (the operator runs in this process)."""
+
+
 async def apply_kcp_manifests(
     kcp: KubeClient, gateway_host: str = "127.0.0.1", skip: Collection[str] = ()
 ) -> list[str]:
     applied = []
-    for doc in kcp_documents(gateway_host, skip):
+    for doc in kcp_documents(gateway_host, (*skip, *IN_PROCESS)):
         resource = _MANIFEST_KINDS[(doc["apiVersion"], doc["kind"])]
         await kcp.apply(resource, doc, field_manager=FIELD_MANAGER)
         applied.append(f"{doc['kind']}/{doc['metadata']['name']}")

@@ -54,7 +54,7 @@ def test_local_run_once_routes_a_runtime_edit_to_a_targeted_reconcile(
 def test_local_run_with_a_module_installs_it_and_repairs_its_drift(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert localrun.main(["--once", "--module"]) == 0
+    assert localrun_main(["--once", "--module"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"local OCI registry \(plain HTTP\) on 127\.0\.0\.1:\d+", out)
     installed = out.index("Manifest kcp-system/rt-skr-1-sample is Ready: module sample installed")

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from kyma_operator.api.resources import WATCHERS
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS
-from kyma_operator.controllers.watcher.reconciler import WATCHERS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource

@@ -21,6 +21,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
+    DEPLOYMENTS,
     SERVICE_ACCOUNTS,
     SERVICES,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
@@ -38,6 +39,7 @@ BY_KIND = {
     "ClusterRole": CLUSTER_ROLES,
     "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS,
     "Service": SERVICES,
+    "Deployment": DEPLOYMENTS,
     "Gateway": GATEWAYS,
     "Watcher": WATCHERS,
 }
