@@ -58,16 +58,23 @@ class OperatorListener:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
-        self.kymas = kymas or Informer(client, KYMAS, namespace=config.namespace, name="kcp-listener-kymas")
-        self.manifests = manifests or Informer(
-            client, MANIFESTS, namespace=config.namespace, name="kcp-listener-manifests"
+        # Shared informers are passed in; an empty Informer is falsy, so test for None, never "or".
+        if kymas is None:
+            kymas = Informer(client, KYMAS, namespace=config.namespace, name="kcp-listener-kymas")
+        self.kymas = kymas
+        self.manifests = (
+            manifests
+            if manifests is not None
+            else Informer(client, MANIFESTS, namespace=config.namespace, name="kcp-listener-manifests")
         )
-        self.secrets = secrets or signing_key_informer(client, config.namespace)
+        self.secrets = secrets if secrets is not None else signing_key_informer(client, config.namespace)
         self.keys = KeyStore(registry)
         feed_keystore(self.secrets, self.keys)
         self.directory = InformerDirectory(self.kymas, self.manifests)
-        self.heartbeats = heartbeats or HeartbeatTracker(
-            clock=clock, max_silence=config.heartbeat_max_silence_seconds
+        self.heartbeats = (
+            heartbeats
+            if heartbeats is not None
+            else HeartbeatTracker(clock=clock, max_silence=config.heartbeat_max_silence_seconds)
         )
         self.heartbeats.register(registry)
         # A deleted Kyma's runtime leaves the heartbeat series (no unbounded growth over churn).

@@ -108,7 +108,8 @@ def build_kyma_controller(
     (the Watcher fan-out).
     """
     cfg = config or KymaControllerConfig()
-    kymas = kymas or Informer(client, KYMAS, namespace=cfg.namespace, clock=clock, name="kymas")
+    if kymas is None:  # (an empty Informer is falsy: never "or")
+        kymas = Informer(client, KYMAS, namespace=cfg.namespace, clock=clock, name="kymas")
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     skr_clients = SkrClientCache(access, factory=client_factory, registry=registry)

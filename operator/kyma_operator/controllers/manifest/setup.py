@@ -126,7 +126,8 @@ def build_manifest_controller(
     """The controller (not started). ``kymas`` and ``access`` are shared with the Kyma controller;
     ``heartbeats`` (the listener's tracker) lengthens the safety net of healthy runtimes."""
     cfg = config or ManifestControllerConfig()
-    manifests = manifests or manifest_informer(client, cfg.namespace, clock=clock)
+    if manifests is None:  # (an empty Informer is falsy: never "or")
+        manifests = manifest_informer(client, cfg.namespace, clock=clock)
     skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg))
     metrics = ManifestMetrics(registry)
     reconciler = ManifestReconciler(
