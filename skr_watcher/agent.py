@@ -9,17 +9,13 @@ down in the order that loses nothing avoidable: stop taking admissions, flush th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
-import socket
-import ssl
-from collections.abc import Iterator
 
 import httpx
-import uvicorn
 
+from embedded_server import EmbeddedServer
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
@@ -33,51 +29,9 @@ from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 log = logging.getLogger(__name__)
 
 
-class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to the agent (two servers share one process)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = asyncio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        self.listening.set()
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(error.errno, f"cannot bind {host}:{port}: {error.strerror}") from None
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
-def _server_config(app: object, ssl_context: ssl.SSLContext | None) -> uvicorn.Config:
-    factory = (lambda _config, _default: ssl_context) if ssl_context is not None else None
-    return uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        http="httptools",
-        lifespan="off",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        timeout_graceful_shutdown=2,
-        # longer than the API server's idle timeout for webhook connections (Go's 90 s): the client
-        # closes idle connections, not the server in the middle of a new request
-        timeout_keep_alive=120,
-        ssl_context_factory=factory,
-    )
+# longer than the API server's idle timeout for webhook connections (Go's 90 s): the client closes
+# idle connections, not the server in the middle of a new request
+_KEEP_ALIVE = 120
 
 
 class Agent:
@@ -157,37 +111,49 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a server fails), then shut down gracefully."""
         config = self.config
-        webhook_sock = _bind(config.bind_address, config.webhook_port)
-        metrics_sock = _bind(config.bind_address, config.metrics_port)
-        self.webhook_port = webhook_sock.getsockname()[1]
-        self.metrics_port = metrics_sock.getsockname()[1]
-        webhook = _EmbeddedServer(_server_config(webhook_app(self.handler), self._server_ssl))
-        health = _EmbeddedServer(_server_config(health_app(self.metrics, lambda: self._ready), None))
+        webhook = EmbeddedServer(
+            webhook_app(self.handler),
+            host=config.bind_address,
+            port=config.webhook_port,
+            name="skr-watcher-webhook",
+            ssl_context=self._server_ssl,
+            keep_alive=_KEEP_ALIVE,
+        )
+        health = EmbeddedServer(
+            health_app(self.metrics, lambda: self._ready),
+            host=config.bind_address,
+            port=config.metrics_port,
+            name="skr-watcher-health",
+            keep_alive=_KEEP_ALIVE,
+        )
+        await webhook.start()
+        try:
+            await health.start()
+        except BaseException:
+            await webhook.stop()
+            raise
+        self.webhook_port = webhook.port or 0
+        self.metrics_port = health.port or 0
         self.delivery.start()
         if config.resync_on_start:
             self.delivery.request_resync(config.manager)
-        webhook_task = asyncio.create_task(webhook.serve(sockets=[webhook_sock]), name="skr-watcher-webhook")
-        health_task = asyncio.create_task(health.serve(sockets=[metrics_sock]), name="skr-watcher-health")
+        webhook_task, health_task = webhook.task, health.task
         reloader = asyncio.create_task(self._reloader(), name="skr-watcher-reloader")
         stop_task = asyncio.create_task(stop.wait(), name="skr-watcher-stop")
         failure: BaseException | None = None
         try:
-            listening = asyncio.create_task(webhook.listening.wait())
-            await asyncio.wait({listening, webhook_task}, return_when=asyncio.FIRST_COMPLETED)
-            listening.cancel()
-            if webhook.listening.is_set():
-                self._ready = True
-                self.started.set()
-                log.info(
-                    "skr-watcher %s (pid %d): admissions on https://%s:%d/validate/<manager>, metrics on :%d,"
-                    " KCP %s",
-                    __version__,
-                    os.getpid(),
-                    config.bind_address,
-                    self.webhook_port,
-                    self.metrics_port,
-                    self.client.base_url,
-                )
+            self._ready = True
+            self.started.set()
+            log.info(
+                "skr-watcher %s (pid %d): admissions on https://%s:%d/validate/<manager>, metrics on :%d,"
+                " KCP %s",
+                __version__,
+                os.getpid(),
+                config.bind_address,
+                self.webhook_port,
+                self.metrics_port,
+                self.client.base_url,
+            )
             await asyncio.wait({stop_task, webhook_task, health_task}, return_when=asyncio.FIRST_COMPLETED)
             for task in (webhook_task, health_task):
                 if task.done() and not stop.is_set():
@@ -197,17 +163,13 @@ class Agent:
             log.info(
                 "stopping: admissions closed, delivering queued events (up to %g s)", config.shutdown_timeout
             )
-            webhook.should_exit = True
-            await asyncio.gather(webhook_task, return_exceptions=True)
+            await webhook.stop()
             await self.delivery.stop(config.shutdown_timeout)
             reloader.cancel()
             stop_task.cancel()
             await asyncio.gather(reloader, stop_task, return_exceptions=True)
             await self.client.aclose()
-            health.should_exit = True
-            await asyncio.gather(health_task, return_exceptions=True)
-            for sock in (webhook_sock, metrics_sock):
-                sock.close()
+            await health.stop()
             log.info("stopped")
         if failure is not None:
             raise failure

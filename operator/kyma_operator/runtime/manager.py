@@ -11,17 +11,15 @@ and servers. Signal handlers are installed only by ``run_until_signal``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import signal
-import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from embedded_server import EmbeddedServer
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.informer import Informer
@@ -99,7 +97,7 @@ class Manager:
         self._leader_tasks: list[asyncio.Task[Any]] = []
         self._background: list[asyncio.Task[Any]] = []
         self._elector_task: asyncio.Task[None] | None = None
-        self._servers: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
+        self._servers: list[EmbeddedServer] = []
         self._running = False
         self._stopping = False
 
@@ -276,10 +274,8 @@ class Manager:
             self._elector_task = None
         await _cancel_and_wait(self._background, self.graceful_shutdown_timeout)
         self._background = []
-        for server, task in self._servers:
-            server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(task, 5.0)
+        for server in self._servers:
+            await server.stop()
         self._servers = []
 
     # -- HTTP ----------------------------------------------------------------------------------
@@ -299,23 +295,11 @@ class Manager:
             )
 
     async def _serve(self, app: Any, port: int) -> int:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self._host, port))
-        sock.setblocking(False)
-        config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=2
-        )
-        server = _QuietServer(config)
-        task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{self.name}-http")
-        self._servers.append((server, task))
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("HTTP server exited during startup")
-            await asyncio.sleep(0.005)
-        bound: int = sock.getsockname()[1]
-        return bound
+        server = EmbeddedServer(app, host=self._host, port=port, name=f"{self.name}-http", http="auto")
+        await server.start()
+        self._servers.append(server)
+        assert server.port is not None
+        return server.port
 
     def _app(self, *, health: bool, metrics: bool) -> Any:
         async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -341,14 +325,6 @@ class Manager:
         leader = self.is_leader
         state = "ok" if self.ready else "not ready"
         return f"{state}: informers_synced={synced} leader={leader}\n"
-
-
-class _QuietServer(uvicorn.Server):
-    """uvicorn without signal handling: the manager owns shutdown."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
 
 
 async def _respond(
