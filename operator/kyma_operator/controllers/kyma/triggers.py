@@ -6,7 +6,12 @@ reconcile with none is a requeue (backoff, readiness polling or the safety net).
 
 ``ManifestRequestLog`` is the listener's Manifest intake while no Manifest controller runs: a
 targeted Manifest request is logged and counted (``kyma_operator_manifest_requests_unhandled_total``)
-instead of silently dropped.
+instead of silently dropped. The Manifest controller replaces it with its own intake, like the Kyma
+controller's (``setup.py``)::
+
+    intake = Intake("runtime event", capacity=4096, throttle_window=0.5, clock=clock)
+    controller.add_source(intake)          # runtime.intake.Intake is a Source
+    OperatorListener(..., manifest_sink=intake)   # in app.py
 """
 
 from __future__ import annotations
