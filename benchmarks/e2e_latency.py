@@ -17,7 +17,7 @@ time) and the clock starts right before that request is sent. Recorded per write
 
 Series:
 
-* isolated writes, spaced beyond the listener's coalescing window (0.5 s): the event path itself;
+* isolated writes, spaced beyond the Kyma intake's throttle window (0.5 s): the event path itself;
 * a burst (writes every 0.1 s): the listener forwards the first event of a Kyma at once and holds
   later ones within the window for one trailing request, so most writes wait for the window;
 * ``--both-watchers``: also the module-resources Watcher of ``manifests/kcp``, which matches the
@@ -187,7 +187,7 @@ async def run(plane: ControlPlane, args: argparse.Namespace) -> None:
         # warm-up: connections, first-request costs
         await measure(system, 5, 0.0, isolate=True)
         isolated = await measure(system, args.writes, 0.0, isolate=True)
-        report(f"isolated writes ({args.writes}, each after the listener's coalescing window)", isolated)
+        report(f"isolated writes ({args.writes}, each after the Kyma intake's throttle window)", isolated)
         if args.burst_writes:
             await system.quiet(system.runtimes[0])
             burst = await measure(system, args.burst_writes, 0.1, isolate=False)

@@ -16,7 +16,19 @@ controllers' intakes. Nothing is attached or mutated after construction.
    routing Kyma events into the Kyma controller's ``Intake`` and Manifest events (a module object
    changed in the runtime) into the Manifest controller's (into a counting log without it).
 
-The event path from the runtime's API server to a reconcile (hops):
+The event path from the runtime's API server to a reconcile, before issue 9 (hops):
+
+1. SKR kube-apiserver -> agent ``POST /validate/<manager>``;
+2. agent sender -> listener ``POST /v2/<manager>/event``;
+3. listener ``EventIntake``: authenticate, validate, route to a ``kcp_listener.routing.ObjectRef``;
+4. ``kcp_listener.coalesce.CoalescingSink`` (per-target window, its own timer);
+5. ``controllers.kyma.triggers.KymaEventSink``: ``ObjectRef`` -> ``runtime.request.Request``, reason
+   noted in the side ``TriggerLog`` (also for events then refused with 429);
+6. ``runtime.controller.ChannelSource`` (a bounded ``asyncio.Queue``, 429 when full);
+7. the ChannelSource's pump task -> ``WorkQueue.add``;
+8. a worker takes the request; the reconcile takes its reasons from the ``TriggerLog``.
+
+After (one identity type, ``Request``, from routing to the work queue):
 
 1. SKR kube-apiserver -> agent ``POST /validate/<manager>`` (answered at once, event queued);
 2. agent sender -> listener ``POST /v2/<manager>/event`` (signed; the batch route for bursts);

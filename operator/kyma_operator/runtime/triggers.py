@@ -30,20 +30,32 @@ def current_triggers() -> tuple[str, ...]:
 
 
 class TriggerLog:
-    """Reasons noted per request until its next reconcile takes them (at most 8 distinct each)."""
+    """Reasons noted per request until its next reconcile takes them (at most 8 distinct each).
+
+    One reason (the common case) is kept as the string itself: noting costs one dict look-up and
+    one store on the hot path of every add.
+    """
 
     def __init__(self) -> None:
-        self._reasons: dict[Request, dict[str, None]] = {}
+        self._reasons: dict[Request, str | dict[str, None]] = {}
 
     def note(self, request: Request, reason: str) -> None:
         reasons = self._reasons.get(request)
         if reasons is None:
-            self._reasons[request] = {reason: None}
+            self._reasons[request] = reason
+        elif isinstance(reasons, str):
+            if reasons != reason:
+                self._reasons[request] = {reasons: None, reason: None}
         elif len(reasons) < _MAX_REASONS:
             reasons[reason] = None
 
     def take(self, request: Request) -> tuple[str, ...]:
-        return tuple(self._reasons.pop(request, ()))
+        reasons = self._reasons.pop(request, None)
+        if reasons is None:
+            return ()
+        if isinstance(reasons, str):
+            return (reasons,)
+        return tuple(reasons)
 
     def activate(self, request: Request) -> object:
         """Take ``request``'s reasons and make them :func:`current_triggers` (returns a reset token)."""

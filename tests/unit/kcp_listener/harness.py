@@ -21,7 +21,7 @@ from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import InMemoryDirectory, ListSink, Router
+from kcp_listener.routing import InMemoryDirectory, ListSink, RequestSink, Router
 from kyma_wire.events import event_path, heartbeat_path
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import make_key_id
@@ -79,6 +79,8 @@ class Harness:
     directory: InMemoryDirectory = field(default_factory=InMemoryDirectory)
     kyma_sink: ListSink = field(default_factory=ListSink)
     manifest_sink: ListSink = field(default_factory=ListSink)
+    kyma_intake: RequestSink | None = None
+    """When set, Kyma requests go here (a real controller's ``Intake``) instead of ``kyma_sink``."""
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     serving: bool = True
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
@@ -94,7 +96,7 @@ class Harness:
             self.config,
             keys=self.keys,
             router=Router(self.directory),
-            kyma_sink=self.kyma_sink,
+            kyma_sink=self.kyma_intake or self.kyma_sink,
             manifest_sink=self.manifest_sink,
             heartbeats=self.heartbeats,
             metrics=self.metrics,

@@ -299,7 +299,7 @@ def test_router_decisions() -> None:
         assert info.value.reason == reason
 
 
-def test_object_ref_is_a_value() -> None:
+def test_routed_request_is_a_value() -> None:
     ref = Request(KCP_NAMESPACE, "k1")
     assert ref == Request(KCP_NAMESPACE, "k1") and hash(ref) == hash(Request(KCP_NAMESPACE, "k1"))
     assert {ref: 1}[Request(KCP_NAMESPACE, "k1")] == 1

@@ -9,6 +9,7 @@ from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.triggers import current_triggers
 from tests.unit.kcp_listener.harness import Harness
+from tests.unit.kcp_listener.test_app import event
 
 KYMA = Request("kcp-system", "kyma-1")
 OTHER = Request("kcp-system", "kyma-2")
@@ -146,4 +147,24 @@ async def test_listener_reports_the_intakes_coalesced_offers() -> None:
     harness = Harness(ListenerConfig())
     harness.kyma_sink.coalesced = 4
     assert harness.sample("kcp_listener_coalesced_events_total", {"controller": "kyma"}) == 4
+    await harness.aclose()
+
+
+async def test_listener_over_a_full_intake_answers_429_and_enqueues_nothing() -> None:
+    """The whole hop: signed event -> listener -> a real controller's Intake. A refused event leaves
+    nothing behind (no queued request, no noted reason) and may be retried once there is room."""
+    intake, controller, _ = make(window=0.5, capacity=1)
+    harness = Harness(ListenerConfig(retry_after_seconds=2), kyma_intake=intake)
+    harness.add_runtime("rt-1", KYMA.name)
+    harness.add_runtime("rt-2", OTHER.name)
+    assert (await harness.post(event(), runtime_id="rt-1")).status_code == 200
+    refused = harness.request(event(), runtime_id="rt-2")
+    response = await harness.send(refused)
+    assert (response.status_code, response.headers["retry-after"]) == (429, "2")
+    assert harness.sample("kcp_listener_rejected_events_total", {"reason": "intake-full"}) == 1
+    assert not controller.queue.is_queued(OTHER)
+    assert controller.triggers.take(OTHER) == ()
+    assert drain(controller) == [KYMA]
+    assert (await harness.send(refused)).status_code == 200  # room again: the same request is accepted
+    assert drain(controller) == [OTHER]
     await harness.aclose()
