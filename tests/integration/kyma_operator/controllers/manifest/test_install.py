@@ -180,6 +180,12 @@ async def test_same_oci_ref_guard_warns_and_deletes_nothing(setup: Setup) -> Non
     await s.kcp.patch_status(s.manifests, "sample", status, s.ns)
     controller = s.running.operator.manifest
     assert controller is not None
+
+    def ghost_cached() -> bool:  # the reconcile reads the informer's copy: wait for the patched status
+        cached = controller.manifests.get(s.ns, "sample") or {}
+        return ghost in ((cached.get("status") or {}).get("synced") or [])
+
+    await eventually(ghost_cached, "the patched status in the Manifest informer")
     controller.controller.enqueue(Request(s.ns, "sample"), "test")
     await s.wait_state("Warning", saying="diff detected but in same oci layer")
     assert await s.exists(CONFIGMAPS, "ghost", s.module_ns)
