@@ -28,6 +28,8 @@ from tests.integration.kyma_operator.operator_process import OperatorProcess
 from tests.polling import eventually
 
 FAST_RETRIES = ("--failure-base-delay=0.2", "--failure-max-delay=0.5")
+SLOW_RETRIES = ("--failure-base-delay=2", "--failure-max-delay=2")
+"""One reconcile every 2 s: a start between reading the counter and SIGSTOP (a few ms) is unlikely."""
 
 
 def started_count(process: OperatorProcess) -> float | None:
@@ -51,10 +53,12 @@ async def kyma(kcp_client: KubeClient, kcp_namespace: str) -> AsyncIterator[str]
     yield "lead-kyma"
 
 
-async def start_pair(kubeconfig: Path, namespace: str) -> tuple[OperatorProcess, OperatorProcess]:
-    first = await OperatorProcess.start(kubeconfig, namespace, *FAST_RETRIES)
+async def start_pair(
+    kubeconfig: Path, namespace: str, retries: tuple[str, ...] = FAST_RETRIES
+) -> tuple[OperatorProcess, OperatorProcess]:
+    first = await OperatorProcess.start(kubeconfig, namespace, *retries)
     await eventually(lambda: first.readyz() == 200, what="first operator leads", within=60)
-    second = await OperatorProcess.start(kubeconfig, namespace, *FAST_RETRIES)
+    second = await OperatorProcess.start(kubeconfig, namespace, *retries)
     await eventually(lambda: second.readyz() == 503, what="second operator runs as standby", within=60)
     return first, second
 
@@ -62,7 +66,7 @@ async def start_pair(kubeconfig: Path, namespace: str) -> tuple[OperatorProcess,
 async def test_paused_leader_acts_on_nothing_after_the_takeover_and_steps_down(
     kcp_crds: APIServer, kcp_namespace: str, kyma: str
 ) -> None:
-    leader, standby = await start_pair(Path(kcp_crds.kubeconfig_path), kcp_namespace)
+    leader, standby = await start_pair(Path(kcp_crds.kubeconfig_path), kcp_namespace, SLOW_RETRIES)
     try:
         await eventually(lambda: (started_count(leader) or 0) > 0, what="leader reconciles the Kyma")
         assert leader.event_status() == 401  # serving (the unsigned event is refused after that check)
