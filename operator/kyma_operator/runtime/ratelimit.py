@@ -110,3 +110,14 @@ def default_controller_rate_limiter(clock: Clock | None = None) -> MaxOfRateLimi
         ItemExponentialFailureRateLimiter(0.005, 1000.0),
         BucketRateLimiter(10.0, 100, clock=clock),
     )
+
+
+def operator_rate_limiter(
+    base_delay: float, max_delay: float, *, clock: Clock | None = None, qps: float = 1000.0, burst: int = 2000
+) -> MaxOfRateLimiter:
+    """The operator's controllers: per-item backoff ``base_delay``..``max_delay`` (upstream's flags),
+    max-ed with a token bucket that only guards against storms (``qps``/``burst``)."""
+    return MaxOfRateLimiter(
+        ItemExponentialFailureRateLimiter(base_delay, max_delay),
+        BucketRateLimiter(qps, burst, clock=clock),
+    )

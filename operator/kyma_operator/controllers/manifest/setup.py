@@ -52,11 +52,7 @@ from kyma_operator.runtime.informer import Informer, index_by_label
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
-from kyma_operator.runtime.ratelimit import (
-    BucketRateLimiter,
-    ItemExponentialFailureRateLimiter,
-    MaxOfRateLimiter,
-)
+from kyma_operator.runtime.ratelimit import operator_rate_limiter
 from kyma_operator.runtime.request import Request
 
 CONTROLLER_NAME = "manifest"
@@ -142,10 +138,7 @@ def build_manifest_controller(
         clock=clock,
         wall_clock=wall_clock,
     )
-    rate_limiter = MaxOfRateLimiter(
-        ItemExponentialFailureRateLimiter(cfg.failure_base_delay, cfg.failure_max_delay),
-        BucketRateLimiter(1000.0, 2000, clock=clock),
-    )
+    rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
     controller = Controller(
         CONTROLLER_NAME, reconciler, workers=cfg.workers, rate_limiter=rate_limiter, clock=clock
     )
