@@ -271,6 +271,7 @@ async def build_operator(
             namespace=ns,
             sync_namespace=config.sync_namespace,
             workers=config.kyma_workers,
+            modules=config.kyma_modules,
             healthy_interval=config.kyma_healthy_interval,
             unhealthy_interval=config.kyma_unhealthy_interval,
             failure_base_delay=config.failure_base_delay,

@@ -117,6 +117,9 @@ class OperatorConfig(BaseModel):
     # controllers
     kyma_workers: Annotated[int, Field(ge=1, le=64)] = 4
     """Kymas reconciled concurrently (never the same Kyma twice at once)."""
+    kyma_modules: bool = False
+    """The Kyma controller's module half: one Manifest per enabled module and ``status.modules``
+    (off until its triggers and runtime sync are complete)."""
     kyma_healthy_interval: Seconds = 1800.0
     """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0

@@ -24,12 +24,16 @@ Kyma before the edit is visible. A reconcile woken by a runtime event that finds
 spec unchanged since the previous reconcile therefore looks again after ``event_settle_delay``
 (once per such event; remembered per Kyma in memory, a digest per Kyma).
 
-Not here yet (later issues), and deliberately not stubbed: module resolution through
-ModuleTemplates/ModuleReleaseMetas, Manifests and their aggregation into ``status.modules`` and
-the state, the ``Modules``/``ModuleCatalog``/``CRDsSync`` conditions, CRD and catalog sync into the
-runtime, copying the runtime's ``spec.modules``/``spec.channel`` into the KCP Kyma, the runtime
-Kyma's status sync, Manifest deletion on Kyma deletion, image pull Secret sync. Until then a Kyma's
-state reflects the watcher part only.
+With ``KymaControllerConfig.modules`` (``--kyma-modules``) the module half runs after step 7
+(``modulesync``): the runtime Kyma's ``spec.modules``/``spec.channel`` resolve through the namespace's
+ModuleReleaseMetas and ModuleTemplates to one Manifest per module, ``status.modules`` and condition
+``Modules`` follow the Manifests, and the state aggregates modules and conditions (Error > Warning >
+Processing > a condition not True > Ready; ``SKRWatcherHeartbeat`` is informational).
+
+Not here yet (later issues), and deliberately not stubbed: Manifest -> Kyma and ModuleTemplate/MRM
+-> Kyma triggers, the ``ModuleCatalog``/``CRDsSync`` conditions, CRD and catalog sync into the
+runtime, the runtime Kyma's status sync, mandatory modules, maintenance windows, Manifest deletion
+on Kyma deletion, image pull Secret sync.
 """
 
 from __future__ import annotations
@@ -43,15 +47,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kyma_operator.api import names
-from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.kyma import KYMA_CONDITION_REASON, Kyma, KymaConditionType, KymaSpec
 from kyma_operator.api.meta import Condition, InvalidObjectError, State
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
+from kyma_operator.controllers.kyma.moduleresolution import aggregate_state
+from kyma_operator.controllers.kyma.modulesync import ModuleSync
 from kyma_operator.controllers.kyma.skrsync import RemoteKyma, RemoteKymaSync, RemoteSyncError
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
 from kyma_operator.remote.cache import SkrClientCache
@@ -83,6 +89,8 @@ class KymaControllerConfig(BaseModel):
     """The runtime namespace of the Kyma copy and the agent (upstream ``--sync-namespace``)."""
     remote_kyma_name: str = Field(default=names.DEFAULT_REMOTE_KYMA_NAME, min_length=1)
     workers: int = Field(default=4, ge=1, le=64)
+    modules: bool = False
+    """Run the module half (``ModuleSync``): Manifests and ``status.modules``."""
     healthy_interval: float = Field(default=1800.0, gt=0)
     """Safety net for a Ready Kyma whose agent sends heartbeats (DESIGN: 30 min)."""
     unhealthy_interval: float = Field(default=300.0, gt=0)
@@ -140,8 +148,11 @@ class KymaReconciler:
         observed_health: ObservedHealth | None = None,
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = utc_now,
+        modules: ModuleSync | None = None,
     ) -> None:
         self.client = client
+        self.modules = modules
+        """The module half (Manifests, ``status.modules``); None: the watcher part only."""
         self.kymas = kymas
         self.skr_clients = skr_clients
         self.installers = installers
@@ -230,6 +241,9 @@ class KymaReconciler:
         agent = await self.installers.for_kyma(kyma.name).ensure(kyma, skr)
         state, webhook = st.webhook_condition(agent, now)
         outcome = st.Outcome(state, (webhook, *heartbeat), _operation(state, agent.message))
+        if self.modules is not None:
+            outcome = await self._sync_modules(kyma, remote, outcome, now)
+            state = outcome.state
         written = await self._write_status(kyma, rv, outcome, now)
         report.set(state.value, f"{webhook.reason}: {webhook.message}", written)
         if state is State.ERROR:
@@ -245,6 +259,43 @@ class KymaReconciler:
                 requeue_after=min(interval, self.config.event_settle_delay), reason=RUNTIME_EVENT_REREAD
             )
         return Result(requeue_after=interval)
+
+    async def _sync_modules(
+        self, kyma: Kyma, remote: RemoteKyma, outcome: st.Outcome, now: datetime.datetime
+    ) -> st.Outcome:
+        """The module half: the runtime Kyma's ``spec.modules``/``spec.channel`` decide the Manifests
+        (upstream: the SKR copy owns them); the state aggregates modules and conditions."""
+        assert self.modules is not None
+        try:
+            spec = KymaSpec.model_validate(
+                {
+                    "channel": remote.spec.get("channel") or kyma.spec.channel,
+                    "modules": remote.spec.get("modules") or [],
+                }
+            )
+        except ValidationError as exc:
+            message = f"the runtime Kyma's spec is invalid: {exc.errors()[0]['msg']}"
+            bad = st.condition(KymaConditionType.MODULES.value, False, "InvalidSpec", message, now)
+            return st.Outcome(State.ERROR, (*outcome.conditions, bad), _operation(State.ERROR, message))
+        desired = kyma.model_copy(update={"spec": spec})
+        result = await self.modules.sync(desired)
+        failing = [m.name for m in result.modules if m.state is not State.READY]
+        modules_condition = st.condition(
+            KymaConditionType.MODULES.value,
+            not failing,
+            KYMA_CONDITION_REASON,
+            "all modules are Ready" if not failing else f"modules not Ready: {', '.join(sorted(failing))}",
+            now,
+        )
+        conditions = (*outcome.conditions, modules_condition)
+        module_states = [m.state for m in result.modules]
+        if outcome.state in (State.ERROR, State.WARNING, State.PROCESSING):
+            module_states.append(outcome.state)
+        gating = [c for c in conditions if c.type != st.WATCHER_HEARTBEAT]
+        state = aggregate_state(module_states, gating)
+        return st.Outcome(
+            state, conditions, _operation(state, modules_condition.message), tuple(result.modules)
+        )
 
     def _needs_settle_reread(self, request: Request, remote: RemoteKyma, triggers: tuple[str, ...]) -> bool:
         digest = hashlib.sha256(json.dumps(remote.spec, sort_keys=True).encode()).hexdigest()

@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
+from kyma_operator.controllers.kyma.modulesync import ModuleSync
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, utc_now
 from kyma_operator.controllers.kyma.triggers import ACCESS_SECRET, HEARTBEAT, KYMA_CHANGED, RUNTIME_EVENT
 from kyma_operator.remote.cache import ClientFactory, SkrClientCache, default_client_factory
@@ -120,6 +121,7 @@ def build_kyma_controller(
         observed_health=observed,
         clock=clock,
         wall_clock=wall_clock,
+        modules=ModuleSync(client, sync_namespace=cfg.sync_namespace) if cfg.modules else None,
     )
     rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
     controller = Controller(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from kyma_operator.agentinstall import readiness
 from kyma_operator.agentinstall.readiness import AgentStatus
-from kyma_operator.api.kyma import KymaConditionType, KymaStatus
+from kyma_operator.api.kyma import KymaConditionType, KymaStatus, ModuleStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
 
 SKR_WEBHOOK = KymaConditionType.SKR_WEBHOOK.value
@@ -43,6 +43,8 @@ class Outcome:
     state: State
     conditions: tuple[Condition, ...]
     operation: str
+    modules: tuple[ModuleStatus, ...] | None = None
+    """The new ``status.modules`` when the module half ran; None leaves them as they are."""
 
     @property
     def failed(self) -> bool:
@@ -119,12 +121,16 @@ def next_status(current: KymaStatus, outcome: Outcome, now: datetime.datetime) -
         changed = True
     if current.last_operation is None or current.last_operation.operation != outcome.operation:
         changed = True
+    modules = current.modules if outcome.modules is None else list(outcome.modules)
+    if modules != current.modules:
+        changed = True
     if not changed:
         return None
     return current.model_copy(
         update={
             "state": outcome.state,
             "conditions": conditions,
+            "modules": modules,
             "last_operation": LastOperation(operation=outcome.operation, last_update_time=now),
         }
     )

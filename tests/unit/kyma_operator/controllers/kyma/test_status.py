@@ -96,3 +96,22 @@ def test_conditions_of_other_types_are_kept() -> None:
     conditions = patch["conditions"]
     assert isinstance(conditions, list)
     assert [c["type"] for c in conditions] == ["Modules", "SKRWebhook"]
+
+
+def test_next_status_writes_modules_only_when_they_change() -> None:
+    from kyma_operator.api.kyma import ModuleStatus
+
+    base = outcome(State.READY, True, "Ready", "m", T0)
+    entry = ModuleStatus(name="mod", state=State.PROCESSING, version="1.0.0")
+    first = st.next_status(
+        KymaStatus(), st.Outcome(base.state, base.conditions, base.operation, (entry,)), T0
+    )
+    assert first is not None and first.modules == [entry]
+    same = st.Outcome(base.state, base.conditions, base.operation, (entry.model_copy(),))
+    assert st.next_status(first, same, T1) is None
+    assert st.next_status(first, base, T1) is None  # None: the module half did not run
+    ready = st.Outcome(
+        base.state, base.conditions, base.operation, (entry.model_copy(update={"state": State.READY}),)
+    )
+    changed = st.next_status(first, ready, T1)
+    assert changed is not None and changed.modules[0].state is State.READY

@@ -1,0 +1,101 @@
+"""The Manifest the Kyma controller wants for one resolved module.
+
+Why this exists: the module half of the Kyma reconcile writes one Manifest per (Kyma, module) with
+exactly upstream's name, labels, annotations, controller owner reference and spec (install source
+``oci-ref`` from the descriptor's ``raw-manifest`` resource, the template's default CR). Building it is
+pure so it is unit-tested apart from the apply; the descriptor access goes through the modules
+library (``install_source``) only.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.manifest import RAW_MANIFEST_LAYER, ImageSpec, InstallInfo, Manifest, ManifestSpec
+from kyma_operator.api.meta import ObjectMeta, OwnerReference
+from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
+from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.modules.template import install_source
+
+# Upstream's --sync-namespace default: where a module's default CR lives on the runtime.
+DEFAULT_SYNC_NAMESPACE = "kyma-system"
+
+
+class ManifestBuildError(ValueError):
+    """The template cannot become a Manifest (message names module, template and what is wrong)."""
+
+
+def kyma_owner_reference(kyma: Kyma) -> OwnerReference:
+    """Controller owner reference to ``kyma`` (Manifests are garbage-collected with their Kyma)."""
+    if not kyma.metadata.uid:
+        raise ValueError(f"Kyma {kyma.namespace}/{kyma.name} has no uid (not read from the API server?)")
+    return OwnerReference(
+        api_version=names.KYMA.api_version,
+        kind=names.KYMA.kind,
+        name=kyma.name,
+        uid=kyma.metadata.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def desired_manifest(
+    kyma: Kyma, resolved: Resolved, *, sync_namespace: str = DEFAULT_SYNC_NAMESPACE
+) -> Manifest:
+    """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install)."""
+    template = resolved.template
+    where = f"module {resolved.module!r} channel {resolved.channel!r}: ModuleTemplate {template.name!r}"
+    try:
+        descriptor = ComponentDescriptor.parse(template.spec.descriptor)
+        source = install_source(descriptor, RAW_MANIFEST_LAYER)
+    except ValueError as exc:
+        raise ManifestBuildError(f"{where}: {exc}") from exc
+    component = resolved.ocm_component_name
+    name = manifest_name(kyma.name, component, resolved.module)
+    labels = {
+        names.KYMA_NAME_LABEL: kyma.name,
+        names.MODULE_NAME_LABEL: resolved.module,
+        names.CHANNEL_LABEL: resolved.channel,
+        names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
+    }
+    controller = template.labels.get(names.CONTROLLER_NAME_LABEL)
+    if controller:
+        labels[names.CONTROLLER_NAME_LABEL] = controller
+    annotations = {
+        names.OCM_COMPONENT_NAME_ANNOTATION: component,
+        names.FQDN_ANNOTATION: component,
+    }
+    module_spec = next((m for m in kyma.spec.modules if m.name == resolved.module), None)
+    resource: dict[str, Any] | None = None
+    if template.spec.data:
+        resource = copy.deepcopy(template.spec.data)
+        metadata = resource.setdefault("metadata", {})
+        metadata.setdefault("name", name)
+        metadata.setdefault("namespace", sync_namespace)
+    spec = ManifestSpec(
+        remote=False,
+        install=InstallInfo(
+            name=RAW_MANIFEST_LAYER,
+            source=ImageSpec(repo=source.repo, name=source.name, ref=source.ref, type=source.type),
+        ),
+        version=resolved.version,
+        resource=resource,
+        manager=template.spec.manager,
+    )
+    if module_spec is not None:
+        spec.custom_resource_policy = module_spec.custom_resource_policy
+    return Manifest(
+        api_version=names.MANIFEST.api_version,
+        kind=names.MANIFEST.kind,
+        metadata=ObjectMeta(
+            name=name,
+            namespace=kyma.namespace,
+            labels=labels,
+            annotations=annotations,
+            owner_references=[kyma_owner_reference(kyma)],
+        ),
+        spec=spec,
+    )

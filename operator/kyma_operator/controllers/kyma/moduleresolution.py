@@ -1,0 +1,182 @@
+"""Which ModuleTemplate a Kyma's module resolves to, and what its Manifest is called.
+
+Why this exists: the module half of the Kyma reconcile needs one pure, unit-testable answer to
+"module M on channel C of this Kyma -> which template, or which Error/Warning with what message",
+following upstream ``pkg/templatelookup`` (MRM ``channels[channel]`` -> template ``<m>-<v>``, gating
+by the template's beta/internal labels against the Kyma's, no downgrades), and the exact upstream
+Manifest name (``CreateModuleName``). Look-ups are passed in as already-read objects so the reconcile
+decides how to read them (informer cache or API) and this module stays free of I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kyma_operator.api.kyma import Kyma, ModuleStatus
+from kyma_operator.api.meta import Condition, ConditionStatus, State
+from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.moduletemplate import ModuleTemplate
+
+# validation.DNS1035LabelMaxLength upstream; names are cut to one less (upstream does so "for
+# unknown reasons", and the names must match).
+_DNS1035_LABEL_MAX = 63
+
+_FNV32_OFFSET = 0x811C9DC5
+_FNV32_PRIME = 0x01000193
+_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+def fnv32(data: bytes) -> int:
+    """FNV-1 32-bit hash (Go's ``hash/fnv.New32``: multiply, then xor)."""
+    value = _FNV32_OFFSET
+    for byte in data:
+        value = (value * _FNV32_PRIME) & 0xFFFFFFFF
+        value ^= byte
+    return value
+
+
+def manifest_name(kyma_name: str, ocm_component_name: str, module_name: str) -> str:
+    """The Manifest name upstream gives module ``module_name`` of Kyma ``kyma_name``.
+
+    ``<kyma>-<last '/' segment of the component name>-<fnv32(component name + module name)>``, cut to
+    62 characters when it reaches 63, trailing ``-`` trimmed.
+    """
+    last = ocm_component_name.rsplit("/", 1)[-1]
+    hashed = fnv32((ocm_component_name + module_name).encode())
+    name = f"{kyma_name}-{last}-{hashed}"
+    if len(name) >= _DNS1035_LABEL_MAX:
+        name = name[: _DNS1035_LABEL_MAX - 1].rstrip("-")
+    return name
+
+
+def template_name(module_name: str, version: str) -> str:
+    """ModuleTemplate name for one module version (upstream ``<moduleName>-<version>``)."""
+    return f"{module_name}-{version}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """Module resolved to one template: install or update its Manifest from it."""
+
+    module: str
+    channel: str
+    version: str
+    template: ModuleTemplate
+    release_meta: ModuleReleaseMeta
+
+    @property
+    def ocm_component_name(self) -> str:
+        return self.release_meta.spec.ocm_component_name or self.template.ocm_component_name() or self.module
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """Module that cannot be installed or updated now; the status entry gets ``state`` and
+    ``message``. ``keep_previous``: the previous status entry (version, Manifest reference) stays and
+    only its state/message change (upstream keeps it for downgrades and a missing MRM)."""
+
+    module: str
+    channel: str
+    state: State
+    message: str
+    keep_previous: bool = False
+    template_not_allowed: bool = False
+
+
+Resolution = Resolved | Unresolved
+
+
+def resolve(
+    kyma: Kyma,
+    module: str,
+    channel: str,
+    release_meta: ModuleReleaseMeta | None,
+    templates: dict[str, ModuleTemplate],
+    previous: ModuleStatus | None,
+) -> Resolution:
+    """Resolve ``module`` on ``channel`` for ``kyma``.
+
+    ``release_meta``: the MRM named after the module in the Kyma's namespace (None if missing);
+    ``templates``: the templates of that namespace by name; ``previous``: the module's current
+    ``status.modules`` entry, if any.
+    """
+
+    def fail(state: State, message: str, *, keep: bool = False, blocked: bool = False) -> Unresolved:
+        # Without a previous entry there is nothing to keep: upstream reports Error then.
+        if keep and previous is None:
+            state, keep = State.ERROR, False
+        return Unresolved(module, channel, state, message, keep, blocked)
+
+    if release_meta is None:
+        return fail(
+            State.WARNING,
+            f"module {module!r}: no ModuleReleaseMeta {module!r} in namespace {kyma.namespace!r}",
+            keep=True,
+        )
+    if release_meta.is_mandatory():
+        return fail(
+            State.WARNING,
+            f"module {module!r} is mandatory and installed by the operator; it cannot be enabled",
+        )
+    version = release_meta.version_for(channel)
+    if version is None:
+        known = ", ".join(sorted(a.channel for a in release_meta.spec.channels)) or "none"
+        return fail(
+            State.ERROR,
+            f"module {module!r}: channel {channel!r} not found in ModuleReleaseMeta {module!r} "
+            f"(channels: {known})",
+        )
+    name = template_name(module, version)
+    template = templates.get(name)
+    if template is None:
+        return fail(
+            State.ERROR,
+            f"module {module!r} channel {channel!r}: ModuleTemplate {name!r} for version "
+            f"{version!r} not found in namespace {kyma.namespace!r}",
+        )
+    if template.is_internal() and not kyma.is_internal():
+        return fail(
+            State.ERROR,
+            f"module {module!r} channel {channel!r}: ModuleTemplate {name!r} is internal and this "
+            "Kyma is not labelled internal",
+            blocked=True,
+        )
+    if template.is_beta() and not kyma.is_beta():
+        return fail(
+            State.ERROR,
+            f"module {module!r} channel {channel!r}: ModuleTemplate {name!r} is beta and this "
+            "Kyma is not labelled beta",
+            blocked=True,
+        )
+    installed = previous.version if previous is not None else None
+    if installed and is_downgrade(installed, version):
+        return fail(
+            State.WARNING,
+            f"module {module!r} channel {channel!r}: version {version!r} is older than the "
+            f"installed {installed!r}; downgrades are not allowed",
+            keep=True,
+        )
+    return Resolved(module, channel, version, template, release_meta)
+
+
+def is_downgrade(installed: str, target: str) -> bool:
+    """True if ``target`` is older than ``installed`` on major.minor.patch (unparsable: False)."""
+    a, b = _SEMVER.match(installed), _SEMVER.match(target)
+    if a is None or b is None:
+        return False
+    return tuple(map(int, b.groups())) < tuple(map(int, a.groups()))
+
+
+_STATE_RANK = {State.ERROR: 0, State.WARNING: 1, State.PROCESSING: 2}
+
+
+def aggregate_state(module_states: list[State], conditions: list[Condition]) -> State:
+    """Kyma state from its modules and conditions (upstream order): Error > Warning > Processing >
+    any condition not True (Processing) > Ready."""
+    ranked = [s for s in module_states if s in _STATE_RANK]
+    if ranked:
+        return min(ranked, key=_STATE_RANK.__getitem__)
+    if any(c.status is not ConditionStatus.TRUE for c in conditions):
+        return State.PROCESSING
+    return State.READY
