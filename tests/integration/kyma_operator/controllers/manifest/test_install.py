@@ -4,6 +4,7 @@ unmanage, runtime gone, StatefulSet readiness."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import yaml
@@ -171,15 +172,18 @@ async def test_deletion_completes_when_the_runtime_is_unreachable_and_its_kyma_g
 async def test_same_oci_ref_guard_warns_and_deletes_nothing(setup: Setup) -> None:
     s = setup
     await s.create(await s.publish(workload="none"))
-    manifest = await s.wait_state("Ready")
+    await s.wait_state("Ready")
+    controller = s.running.operator.manifest
+    assert controller is not None
+    # no reconcile in flight or queued that could write the status over our patch below
+    await asyncio.wait_for(controller.controller.queue.wait_idle(), 10.0)
+    manifest = await s.kcp.get(s.manifests, "sample", s.ns)
     # status.synced names an object the module does not render, while the OCI ref is unchanged
     # (upstream's guard: a render difference within one version must not delete anything)
     await s.skr.create(CONFIGMAPS, m.configmap(s.module_ns, "ghost"))
     ghost = {"group": "", "version": "v1", "kind": "ConfigMap", "name": "ghost", "namespace": s.module_ns}
     status = {"status": {**manifest["status"], "synced": [*manifest["status"]["synced"], ghost]}}
     await s.kcp.patch_status(s.manifests, "sample", status, s.ns)
-    controller = s.running.operator.manifest
-    assert controller is not None
 
     def ghost_cached() -> bool:  # the reconcile reads the informer's copy: wait for the patched status
         cached = controller.manifests.get(s.ns, "sample") or {}
