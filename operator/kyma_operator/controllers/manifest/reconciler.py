@@ -68,6 +68,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import PODS, Resource
 from kyma_operator.runtime.triggers import current_triggers
+from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ class ManifestControllerConfig(BaseModel):
     failure_max_delay: float = Field(default=30.0, gt=0)
     apply_concurrency: int = Field(default=8, ge=1, le=256)
     crd_established_timeout: float = Field(default=30.0, gt=0)
-    heartbeat_max_silence: float = Field(default=180.0, gt=0)
+    heartbeat_max_silence: float = Field(default=DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS, gt=0)
+    """Silence after which the runtime's agent counts as unhealthy (same value as the listener's)."""
     event_throttle_window: float = Field(default=0.5, ge=0)
     """Runtime events for one Manifest within this window become one trailing reconcile."""
     intake_capacity: int = Field(default=4096, ge=1)
