@@ -5,6 +5,8 @@ controllers' intakes. Nothing is attached or mutated after construction.
 1. shared pieces: the Manager (health/ready/metrics, leader election), the Kyma informer (one watch,
    used by the Kyma controller, the listener's routing and the Watcher fan-out) and the listener's
    heartbeat tracker (read by the Kyma controller: condition, adaptive safety net, sweep);
+   plus the Manifest informer (Kyma controller, Manifest controller, listener routing) and the
+   catalog informers (ModuleTemplates, ModuleReleaseMetas);
 2. the Watcher feature (Watcher controller -> VirtualServices, identity store, agent installer, CA
    rotator wired to the fan-out, the fan-out itself as a ``Source`` over the Kyma informer);
 3. the Kyma controller with its sources: Kyma informer, access Secrets, the listener intake, the
@@ -62,6 +64,7 @@ from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
@@ -70,6 +73,11 @@ from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.controllers.shared_informers import (
+    manifest_informer,
+    release_meta_informer,
+    template_informer,
+)
 from kyma_operator.controllers.watcher.feature import (
     WatcherFeature,
     WatcherFeatureConfig,
@@ -78,6 +86,7 @@ from kyma_operator.controllers.watcher.feature import (
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
 from kyma_operator.modules.signing import KeyFileError, load_public_key
+from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
@@ -164,6 +173,8 @@ class Operator:
     manifest: ManifestController | None = None
     oci: OciSource | None = None
     """The module registry source built from the configuration (not one passed in)."""
+    api_requests: RuntimeApiRequests | None = None
+    """Requests sent to runtime API servers (also the metric ``kyma_operator_runtime_api_requests``)."""
 
     async def _close(self) -> None:
         await self.kyma.close()
@@ -226,6 +237,11 @@ async def build_operator(
         clock=clock,
     )
     kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
+    api_requests = RuntimeApiRequests(manager.registry)
+    manifests = manifest_informer(client, ns, clock=clock)
+    catalog = Catalog(
+        template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)
+    )
     heartbeats = (
         HeartbeatTracker(clock=time.time, max_silence=config.heartbeat_max_silence)
         if config.listener_enabled
@@ -272,6 +288,8 @@ async def build_operator(
             sync_namespace=config.sync_namespace,
             workers=config.kyma_workers,
             modules=config.kyma_modules,
+            restricted_modules=config.restricted_modules,
+            module_rollout_max_delay=config.module_upgrade_rollout_max_delay,
             healthy_interval=config.kyma_healthy_interval,
             unhealthy_interval=config.kyma_unhealthy_interval,
             failure_base_delay=config.failure_base_delay,
@@ -285,6 +303,9 @@ async def build_operator(
         kymas=kymas,
         heartbeats=heartbeats,
         sources=(feature.fanout,),
+        manifests=manifests,
+        catalog=catalog,
+        api_requests=api_requests,
     )
     feature.add_to(manager)
     kyma.add_to(manager)
@@ -315,6 +336,8 @@ async def build_operator(
             wall_clock=wall_clock,
             registry=manager.registry,
             heartbeats=heartbeats,
+            manifests=manifests,
+            api_requests=api_requests,
         )
         manifest.add_to(manager)
         manifest_requests = manifest.intake
@@ -338,7 +361,7 @@ async def build_operator(
             registry=manager.registry,
             is_leader=lambda: manager.is_leader,
             kymas=kymas,
-            manifests=manifest.manifests if manifest is not None else None,
+            manifests=manifests,
             heartbeats=heartbeats,
         )
         for informer in listener.informers:
@@ -361,4 +384,5 @@ async def build_operator(
         kcp_addr=agent_addr,
         manifest=manifest,
         oci=oci,
+        api_requests=api_requests,
     )

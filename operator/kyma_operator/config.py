@@ -117,9 +117,17 @@ class OperatorConfig(BaseModel):
     # controllers
     kyma_workers: Annotated[int, Field(ge=1, le=64)] = 4
     """Kymas reconciled concurrently (never the same Kyma twice at once)."""
-    kyma_modules: bool = False
-    """The Kyma controller's module half: one Manifest per enabled module and ``status.modules``
-    (off until its triggers and runtime sync are complete)."""
+    kyma_modules: bool = True
+    """The Kyma controller's module half: one Manifest per enabled (and mandatory) module,
+    ``status.modules``, the module catalog in every runtime (off: agents and runtime copies only)."""
+    restricted_modules: tuple[str, ...] = ()
+    """Modules whose ModuleReleaseMeta may limit them to the Kymas its ``kymaSelector`` matches
+    (upstream ``--restricted-modules``); a release meta with a selector that is not listed here is
+    offered to no Kyma."""
+    module_upgrade_rollout_max_delay: Annotated[float, Field(ge=0)] = 300.0
+    """Seconds over which a changed ModuleReleaseMeta or ModuleTemplate reaches the Kymas using it,
+    spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
+    0: at once."""
     kyma_healthy_interval: Seconds = 1800.0
     """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0

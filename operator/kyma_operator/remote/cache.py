@@ -36,6 +36,26 @@ def default_client_factory(kubeconfig: bytes) -> KubeClient:
     )
 
 
+def counting_client_factory(
+    on_request: Callable[[str, str], None] | None,
+    *,
+    max_concurrency: int = 4,
+    user_agent: str = "kyma-operator/skr",
+) -> ClientFactory:
+    """``default_client_factory`` whose clients report every request to ``on_request``."""
+
+    def factory(kubeconfig: bytes) -> KubeClient:
+        return KubeClient.from_kubeconfig_bytes(
+            kubeconfig,
+            max_concurrency=max_concurrency,
+            request_timeout=15.0,
+            user_agent=user_agent,
+            on_request=on_request,
+        )
+
+    return factory
+
+
 @dataclass
 class _Entry:
     secret_uid: str

@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,38 @@ class WatchEvent:
     object: JSON
 
 
+def classify_request(method: str, path: str, content_type: str | None = None) -> tuple[str, str]:
+    """(verb, resource) of an API request, as the API server's own metrics name them.
+
+    ``GET /api/v1/namespaces/ns/secrets`` -> ("list", "secrets"); ``.../secrets/name`` -> ("get",
+    "secrets"); ``PATCH`` with the apply content type -> ("apply", ...); a subresource is named
+    ``<resource>/<subresource>`` (``kymas/status``).
+    """
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return method.lower(), "other"
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]
+    if not rest:
+        return method.lower(), "discovery"
+    resource = rest[0]
+    named = len(rest) >= 2
+    if len(rest) >= 3:
+        resource = f"{resource}/{rest[2]}"
+    verb = {
+        "GET": "get" if named else "list",
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "apply" if content_type == _APPLY_PATCH_CT else "patch",
+        "DELETE": "delete",
+    }.get(method, method.lower())
+    return verb, resource
+
+
 class KubeClient:
     """Async access to one API server. Create with ``from_kubeconfig_file``/``from_kubeconfig_bytes``.
 
@@ -74,7 +106,10 @@ class KubeClient:
         max_concurrency: int = 16,
         request_timeout: float = 30.0,
         user_agent: str = "kyma-operator/runtime",
+        on_request: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``on_request(verb, resource)`` is called for every request sent (metrics; see
+        ``classify_request``)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         configuration.connection_pool_maxsize = max_concurrency
@@ -87,6 +122,7 @@ class KubeClient:
         self._base_headers = {"Accept": _JSON_CT, "User-Agent": user_agent}
         self._closed = False
         self._watches: set[_WatchStream] = set()
+        self._on_request = on_request
 
     # -- construction --------------------------------------------------------------------------
 
@@ -207,6 +243,8 @@ class KubeClient:
     ) -> Any:
         if self._closed:
             raise KubeTransportError("client is closed")
+        if self._on_request is not None:
+            self._on_request(*classify_request(method, path, content_type))
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         if payload is not None and content_type is None:
             content_type = _JSON_CT
@@ -461,6 +499,8 @@ class KubeClient:
         """
         if self._closed:
             raise KubeTransportError("client is closed")
+        if self._on_request is not None:
+            self._on_request("watch", res.plural)
         query: dict[str, str] = {"watch": "true", "resourceVersion": resource_version}
         if allow_bookmarks:
             query["allowWatchBookmarks"] = "true"

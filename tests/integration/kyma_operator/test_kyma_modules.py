@@ -1,97 +1,355 @@
-"""The Kyma reconcile with its module half on real KCP and SKR API servers: the runtime Kyma's
-``spec.modules`` decides the Manifests; a Manifest's state becomes the module's entry and the
-``Modules`` condition. Manifest status is written directly (the Manifest controller is not run);
-reconciles are requested by hand (Manifest -> Kyma triggers are not built yet)."""
+"""The Kyma controller's module half end to end on real KCP and SKR API servers, with the real agent.
+
+Upstream scenarios (reference §9 items 1-9, 11; e2e 12, 16-18, 20-22, 24-25, Kyma side): a module
+enabled in the runtime's Kyma becomes a Manifest with upstream's name, labels, owner and spec, at
+once (the agent's event, no timer: the safety nets are an hour); channel switch, per-module channel,
+downgrade refused; unknown module and channel; the Manifest's state reaches the Kyma at once; a
+release meta version bump updates the Manifest; disable deletes the Manifest and the entry goes
+with it; mandatory modules; the runtime's CRDs, catalog and Kyma copy come back when deleted there.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kyma_operator.api import names
-from kyma_operator.api.meta import State
-from kyma_operator.api.resources import MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
-from kyma_operator.controllers.kyma.moduleresolution import manifest_name
+from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.catalogtriggers import MANIFEST_CHANGED
+from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER
+from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import CRDS
 from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.controllers.kyma.test_module_sync import COMPONENT, template
-from tests.integration.kyma_operator.harness import KYMAS, create_runtime, operator_config, running_operator
+from tests.integration.kyma_operator.modules_env import (
+    COMPONENT,
+    DIGEST,
+    KYMA,
+    MODULE,
+    condition_of,
+    module_env,
+    modules_of,
+    release_meta,
+    template,
+)
 from tests.polling import eventually
 
 
-def _modules(kyma: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {m["name"]: m for m in (kyma.get("status") or {}).get("modules") or []}
+async def _catalog(kcp: KubeClient, ns: str, channels: dict[str, str]) -> None:
+    for version in sorted(set(channels.values())):
+        await kcp.create(MODULE_TEMPLATES, template(ns, version))
+    await kcp.create(MODULE_RELEASE_METAS, release_meta(ns, channels))
 
 
-def _condition(kyma: dict[str, Any], condition_type: str) -> dict[str, Any] | None:
-    return next(
-        (c for c in (kyma.get("status") or {}).get("conditions") or [] if c["type"] == condition_type), None
-    )
-
-
-async def test_runtime_spec_modules_become_manifests_and_status(
+async def test_enable_switch_downgrade_bump_and_disable(
     kcp_client: KubeClient,
     kcp_namespace: str,
     skr_client: KubeClient,
     skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
 ) -> None:
     ns = kcp_namespace
-    skr, _ = skr_crds
-    await kcp_client.create(MODULE_TEMPLATES, template(ns, "1.0.0"))
-    await kcp_client.create(
-        MODULE_RELEASE_METAS,
-        {
-            "apiVersion": names.MODULE_RELEASE_META.api_version,
-            "kind": names.MODULE_RELEASE_META.kind,
-            "metadata": {"name": "template-operator", "namespace": ns},
-            "spec": {
-                "moduleName": "template-operator",
-                "ocmComponentName": COMPONENT,
-                "channels": [{"channel": "regular", "version": "1.0.0"}],
+    await _catalog(kcp_client, ns, {"regular": "1.0.0", "fast": "1.1.0"})
+    async with module_env(kcp_client, ns, skr_client, skr_crds[0], tmp_path) as env:
+        mark = len(env.running.reports)
+        # enable in the runtime: the agent's event, not a timer, creates the Manifest
+        await env.set_runtime_spec({"modules": [{"name": MODULE}]})
+        manifest = await env.wait_manifest(lambda m: True, "the module's Manifest created")
+        await env.running.wait_report(
+            lambda r: any(t.startswith(RUNTIME_EVENT) for t in r.triggers) and bool(r.manifests_applied),
+            what="the Manifest written by the reconcile the agent's event triggered",
+            after=mark,
+        )
+        kyma = await env.kyma()
+        meta = manifest["metadata"]
+        assert meta["name"] == env.manifest_name() and len(meta["name"]) <= 62
+        assert meta["labels"] == {
+            names.KYMA_NAME_LABEL: KYMA,
+            names.MODULE_NAME_LABEL: MODULE,
+            names.CHANNEL_LABEL: "regular",
+            names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
+        }
+        assert meta["annotations"][names.OCM_COMPONENT_NAME_ANNOTATION] == COMPONENT
+        (owner,) = meta["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "Kyma",
+            KYMA,
+            kyma["metadata"]["uid"],
+            True,
+        )
+        assert {f["manager"] for f in meta["managedFields"]} == {FIELD_MANAGER}
+        spec = manifest["spec"]
+        assert spec["version"] == "1.0.0" and spec["remote"] is True
+        assert spec["install"] == {
+            "name": "raw-manifest",
+            "source": {
+                "repo": "127.0.0.1:5000/component-descriptors",
+                "name": COMPONENT,
+                "ref": DIGEST,
+                "type": "oci-ref",
             },
-        },
+        }
+        assert spec["resource"]["metadata"] == {"name": meta["name"], "namespace": env.sync_ns}
+        entry = await env.wait_entry(MODULE, lambda e: e["state"] == "Processing", "module Processing")
+        assert entry["manifest"]["metadata"]["name"] == meta["name"]
+        assert entry["template"]["metadata"]["name"] == f"{MODULE}-1.0.0"
+        assert entry["resource"]["kind"] == "Sample"
+
+        # the Manifest's state reaches the Kyma at once (upstream: next poll, #1482)
+        mark = len(env.running.reports)
+        await env.set_manifest_state("Ready")
+        kyma = await env.wait_kyma(
+            lambda k: modules_of(k)[MODULE]["state"] == "Ready" and k["status"]["state"] == "Ready",
+            "module and Kyma Ready",
+        )
+        await env.running.wait_report(
+            lambda r: MANIFEST_CHANGED in r.triggers, what="a reconcile woken by the Manifest", after=mark
+        )
+        assert condition_of(kyma, "Modules")["status"] == "True"  # type: ignore[index]
+        assert kyma["status"]["activeChannel"] == "regular"
+        # ... and the runtime's copy shows the KCP status (no Manifest reference there)
+        runtime = await eventually(
+            lambda: _runtime_state(env, "Ready"), "the runtime Kyma's status copied from KCP"
+        )
+        assert "manifest" not in modules_of(runtime)[MODULE]
+        assert modules_of(runtime)[MODULE]["template"]["metadata"]["namespace"] == env.sync_ns
+
+        # switch the channel: upgrade to the fast channel's version
+        await env.set_runtime_spec({"channel": "fast"})
+        await env.wait_manifest(lambda m: m["spec"]["version"] == "1.1.0", "Manifest upgraded to 1.1.0")
+        upgraded = await env.manifest()
+        assert upgraded is not None and upgraded["metadata"]["labels"][names.CHANNEL_LABEL] == "fast"
+        await env.set_manifest_state("Ready")
+        await env.wait_entry(MODULE, lambda e: e["version"] == "1.1.0", "entry at 1.1.0")
+
+        # revert: regular's 1.0.0 would be a downgrade -> Warning, installed version kept
+        rv = upgraded["metadata"]["resourceVersion"]
+        await env.set_runtime_spec({"channel": "regular"})
+        entry = await env.wait_entry(MODULE, lambda e: e["state"] == "Warning", "downgrade refused")
+        assert "downgrades are not allowed" in entry["message"] and entry["version"] == "1.1.0"
+        kept = await env.manifest()
+        assert kept is not None and kept["metadata"]["resourceVersion"] == rv
+        await env.wait_kyma(lambda k: k["status"]["state"] == "Warning", "Kyma Warning")
+
+        # a release meta version bump lifts regular to 1.2.0: the Manifest follows (event, spread)
+        await kcp_client.create(MODULE_TEMPLATES, template(ns, "1.2.0"))
+        await kcp_client.patch(
+            MODULE_RELEASE_METAS,
+            MODULE,
+            {
+                "spec": {
+                    "channels": [
+                        {"channel": "regular", "version": "1.2.0"},
+                        {"channel": "fast", "version": "1.1.0"},
+                    ]
+                }
+            },
+            ns,
+        )
+        await env.wait_manifest(lambda m: m["spec"]["version"] == "1.2.0", "Manifest bumped to 1.2.0")
+        await env.set_manifest_state("Ready")
+        await env.wait_entry(MODULE, lambda e: e["state"] == "Ready" and e["version"] == "1.2.0", "at 1.2.0")
+
+        # a hand-edited Manifest spec is reset
+        await kcp_client.patch(MANIFESTS, env.manifest_name(), {"spec": {"version": "9.9.9"}}, ns)
+        await env.wait_manifest(lambda m: m["spec"]["version"] == "1.2.0", "hand edit reset")
+
+        # disable: the Manifest is deleted and the entry is gone as soon as it is
+        await env.set_runtime_spec({"modules": []})
+        await eventually(lambda: _gone(env), "the disabled module's Manifest deleted")
+        await env.wait_kyma(lambda k: MODULE not in modules_of(k), "the entry gone with the Manifest")
+
+        # nothing changes -> nothing is written
+        await _quiet(env)
+
+
+async def _runtime_state(env: Any, state: str) -> dict[str, Any] | None:
+    kyma = await env.runtime_kyma()
+    return kyma if (kyma.get("status") or {}).get("state") == state else None
+
+
+async def _gone(env: Any) -> bool:
+    return await env.manifest() is None
+
+
+async def _quiet(env: Any) -> None:
+    """A reconcile without cause writes nothing: not the status, no Manifest, not the runtime."""
+    running = env.running
+    reconciler = running.operator.kyma.reconciler
+    await running.operator.kyma.controller.queue.wait_idle()
+    writes = (reconciler.status_writes, reconciler.remote_status_writes)
+    mark = len(running.reports)
+    running.operator.kyma.enqueue(running.request(KYMA), "test")
+    report = await running.wait_report(
+        lambda r: r.request.name == KYMA, what="a causeless reconcile", after=mark
     )
-    config = operator_config(ns, kyma_modules=True, manifest_controller_enabled=False)
-    async with running_operator(kcp_client, config, skrs=(skr_client,)) as running:
-        await create_runtime(kcp_client, ns, "kyma-m", "rt-m", skr.kubeconfig)
-        await running.wait_report(
-            lambda r: r.request.name == "kyma-m" and r.outcome == State.PROCESSING.value,
-            what="kyma-m reconciled with its runtime copy",
+    assert not report.status_written and report.manifests_applied == () and report.manifests_deleted == ()
+    assert (reconciler.status_writes, reconciler.remote_status_writes) == writes
+
+
+async def test_channels_unknown_modules_and_mandatory_modules(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns, {"regular": "1.0.0", "fast": "1.1.0"})
+    async with module_env(kcp_client, ns, skr_client, skr_crds[0], tmp_path) as env:
+        # per-module channel override, an unknown module, an unknown channel, channel "none"
+        await kcp_client.create(MODULE_TEMPLATES, template(ns, "2.0.0", module="other", component="x/other"))
+        await kcp_client.create(
+            MODULE_RELEASE_METAS, release_meta(ns, {"regular": "2.0.0"}, module="other", component="x/other")
         )
-        sync_ns = running.sync_namespace
-        # the runtime copy owns spec.modules
+        await env.set_runtime_spec(
+            {
+                "modules": [
+                    {"name": MODULE, "channel": "fast"},
+                    {"name": "missing"},
+                    {"name": "other", "channel": "nightly"},
+                ]
+            }
+        )
+        manifest = await env.wait_manifest(lambda m: True, "the overridden module's Manifest")
+        assert manifest["spec"]["version"] == "1.1.0"
+        kyma = await env.wait_kyma(lambda k: len(modules_of(k)) == 3, "three module entries")
+        entries = modules_of(kyma)
+        assert entries["missing"]["state"] == "Error"
+        assert "no ModuleReleaseMeta 'missing'" in entries["missing"]["message"]
+        assert entries["other"]["state"] == "Error"
+        assert "channel 'nightly' not found" in entries["other"]["message"]
+        assert "regular" in entries["other"]["message"]
+        assert kyma["status"]["state"] == "Error"
+        assert await env.manifest(env.manifest_name("other", "x/other")) is None
+
+        # the missing release meta appears: the module waiting for it resolves at once
+        await kcp_client.create(
+            MODULE_TEMPLATES, template(ns, "3.0.0", module="missing", component="x/missing")
+        )
+        await kcp_client.create(
+            MODULE_RELEASE_METAS,
+            release_meta(ns, {"regular": "3.0.0"}, module="missing", component="x/missing"),
+        )
+        await env.wait_manifest(
+            lambda m: True, "Manifest of the now known module", env.manifest_name("missing", "x/missing")
+        )
+
+        # a mandatory module: installed in every Kyma, no status entry, removed with its release meta
+        await kcp_client.create(MODULE_TEMPLATES, template(ns, "0.1.0", module="base", component="x/base"))
+        await kcp_client.create(
+            MODULE_RELEASE_METAS, release_meta(ns, module="base", component="x/base", mandatory="0.1.0")
+        )
+        base = env.manifest_name("base", "x/base")
+        mandatory = await env.wait_manifest(lambda m: True, "the mandatory module's Manifest", base)
+        labels = mandatory["metadata"]["labels"]
+        assert labels[names.MANDATORY_MODULE_LABEL] == "true" and names.CHANNEL_LABEL not in labels
+        assert "base" not in modules_of(await env.kyma())
+        # a mandatory module cannot be enabled by hand
+        await env.set_runtime_spec({"modules": [{"name": "base"}]})
+        entry = await env.wait_entry("base", lambda e: e["state"] == "Warning", "mandatory module Warning")
+        assert "mandatory" in entry["message"]
+        await kcp_client.delete(MODULE_RELEASE_METAS, "base", ns)
+        await eventually(lambda: _absent(env, base), "mandatory Manifest removed with its release meta")
+
+
+async def _absent(env: Any, name: str) -> bool:
+    return await env.manifest(name) is None
+
+
+async def test_visibility_and_runtime_catalog_crds_and_copy_are_restored(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns, {"regular": "1.0.0"})
+    beta = {names.BETA_LABEL: "true"}
+    await kcp_client.create(
+        MODULE_TEMPLATES, template(ns, "5.0.0", module="shiny", component="x/shiny", labels=beta)
+    )
+    await kcp_client.create(
+        MODULE_RELEASE_METAS, release_meta(ns, {"regular": "5.0.0"}, module="shiny", component="x/shiny")
+    )
+    async with module_env(kcp_client, ns, skr_client, skr_crds[0], tmp_path) as env:
+        sync_ns = env.sync_ns
+
+        async def runtime_catalog() -> tuple[set[str], set[str]]:
+            templates = await skr_client.list_all(MODULE_TEMPLATES, sync_ns)
+            metas = await skr_client.list_all(MODULE_RELEASE_METAS, sync_ns)
+            return (
+                {t["metadata"]["name"] for t in templates.items},
+                {m["metadata"]["name"] for m in metas.items},
+            )
+
+        # the runtime sees the plain module only: the beta one needs a beta Kyma
+        assert await eventually(
+            lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0"}, {MODULE}), "the runtime catalog"
+        )
+        kyma = await env.kyma()
+        assert condition_of(kyma, "ModuleCatalog")["status"] == "True"  # type: ignore[index]
+        assert condition_of(kyma, "CRDsSync")["status"] == "True"  # type: ignore[index]
+        # enabling the beta module on a plain Kyma: Error naming the reason
+        await env.set_runtime_spec({"modules": [{"name": "shiny"}]})
+        entry = await env.wait_entry("shiny", lambda e: e["state"] == "Error", "beta module refused")
+        assert "is beta" in entry["message"]
+        # the Kyma becomes beta: the module installs and the runtime catalog shows it
+        await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": beta}}, ns)
+        await env.wait_manifest(
+            lambda m: True, "the beta module's Manifest", env.manifest_name("shiny", "x/shiny")
+        )
+        assert await eventually(
+            lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
+            "the beta module in the runtime catalog",
+        )
+
+        # deleted or edited in the runtime -> restored by the agent's event
+        await skr_client.delete(MODULE_TEMPLATES, f"{MODULE}-1.0.0", sync_ns)
         await skr_client.patch(
-            KYMAS, "default", {"spec": {"modules": [{"name": "template-operator"}]}}, sync_ns
+            MODULE_RELEASE_METAS, "shiny", {"spec": {"ocmComponentName": "hacked"}}, sync_ns
         )
-        name = manifest_name("kyma-m", COMPONENT, "template-operator")
-
-        async def manifest() -> dict[str, Any] | None:
-            running.operator.kyma.enqueue(running.request("kyma-m"), "test")
-            try:
-                return await kcp_client.get(MANIFESTS, name, ns)
-            except NotFound:
-                return None
-
-        created = await eventually(manifest, "the module's Manifest", within=60, interval=0.2)
-        assert created["metadata"]["labels"][names.MODULE_NAME_LABEL] == "template-operator"
-
-        async def entry(state: str) -> dict[str, Any] | None:
-            running.operator.kyma.enqueue(running.request("kyma-m"), "test")
-            kyma = await kcp_client.get(KYMAS, "kyma-m", ns)
-            found = _modules(kyma).get("template-operator")
-            return kyma if found and found["state"] == state else None
-
-        kyma = await eventually(
-            lambda: entry(State.PROCESSING.value), "module entry Processing", within=60, interval=0.2
+        assert await eventually(
+            lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
+            "the deleted template restored",
         )
-        modules_condition = _condition(kyma, "Modules")
-        assert modules_condition is not None and modules_condition["status"] == "False"
-        assert "template-operator" in modules_condition["message"]
-
-        await kcp_client.patch_status(MANIFESTS, name, {"status": {"state": "Ready"}}, ns)
-        kyma = await eventually(
-            lambda: entry(State.READY.value), "module entry Ready", within=60, interval=0.2
+        await eventually(
+            lambda: _component_is(skr_client, sync_ns, "x/shiny"), "the edited release meta reset"
         )
-        modules_condition = _condition(kyma, "Modules")
-        assert modules_condition is not None and modules_condition["status"] == "True"
-        assert _modules(kyma)["template-operator"]["version"] == "1.0.0"
+
+        # a CRD deleted in the runtime (and with it the catalog's release metas) comes back
+        crd = names.MODULE_RELEASE_META.crd_name
+        await skr_client.delete(CRDS, crd)
+        assert await eventually(
+            lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
+            "the CRD and the release metas restored",
+            within=40,
+        )
+        restored = await skr_client.get(CRDS, crd)
+        assert restored["metadata"].get("deletionTimestamp") is None
+
+        await skr_client.delete(KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns)
+        await eventually(
+            lambda: _exists(skr_client, KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns),
+            "runtime Kyma recreated",
+        )
+
+
+async def _catalog_is(read: Any, templates: set[str], metas: set[str]) -> bool:
+    found = await read()
+    return bool(found == (templates, metas))
+
+
+async def _component_is(skr: KubeClient, ns: str, component: str) -> bool:
+    meta = await skr.get(MODULE_RELEASE_METAS, "shiny", ns)
+    return bool(meta["spec"]["ocmComponentName"] == component)
+
+
+async def _exists(client: KubeClient, res: Any, name: str, ns: str) -> bool:
+    try:
+        await client.get(res, name, ns)
+    except NotFound:
+        return False
+    return True

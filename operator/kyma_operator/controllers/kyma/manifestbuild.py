@@ -16,6 +16,7 @@ from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.manifest import RAW_MANIFEST_LAYER, ImageSpec, InstallInfo, Manifest, ManifestSpec
 from kyma_operator.api.meta import ObjectMeta, OwnerReference
+from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
 from kyma_operator.modules.descriptor import ComponentDescriptor
 from kyma_operator.modules.template import install_source
@@ -42,12 +43,32 @@ def kyma_owner_reference(kyma: Kyma) -> OwnerReference:
     )
 
 
+def is_cluster_scoped(template: ModuleTemplate) -> bool:
+    """The template's default CR is cluster-scoped (annotation ``is-cluster-scoped=true``)."""
+    return (
+        template.annotations.get(names.IS_CLUSTER_SCOPED_ANNOTATION, "").lower() == names.ENABLE_LABEL_VALUE
+    )
+
+
 def desired_manifest(
-    kyma: Kyma, resolved: Resolved, *, sync_namespace: str = DEFAULT_SYNC_NAMESPACE
+    kyma: Kyma,
+    resolved: Resolved,
+    *,
+    sync_namespace: str = DEFAULT_SYNC_NAMESPACE,
+    remote: bool = True,
+    mandatory: bool = False,
+    unmanaged: bool = False,
 ) -> Manifest:
-    """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install)."""
+    """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install).
+
+    ``remote``: install into the Kyma's runtime (False: single-cluster mode, next to the operator);
+    ``mandatory``: a mandatory module (label ``mandatory-module=true``, no channel label);
+    ``unmanaged``: the Kyma lists the module with ``managed: false`` (annotation ``is-unmanaged``).
+    """
     template = resolved.template
     where = f"module {resolved.module!r} channel {resolved.channel!r}: ModuleTemplate {template.name!r}"
+    if template.spec.data is not None and not isinstance(template.spec.data, dict):
+        raise ManifestBuildError(f"{where}: spec.data (the default CR) must be an object")
     try:
         descriptor = ComponentDescriptor.parse(template.spec.descriptor)
         source = install_source(descriptor, RAW_MANIFEST_LAYER)
@@ -58,9 +79,12 @@ def desired_manifest(
     labels = {
         names.KYMA_NAME_LABEL: kyma.name,
         names.MODULE_NAME_LABEL: resolved.module,
-        names.CHANNEL_LABEL: resolved.channel,
         names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
     }
+    if mandatory:
+        labels[names.MANDATORY_MODULE_LABEL] = names.ENABLE_LABEL_VALUE
+    else:
+        labels[names.CHANNEL_LABEL] = resolved.channel
     controller = template.labels.get(names.CONTROLLER_NAME_LABEL)
     if controller:
         labels[names.CONTROLLER_NAME_LABEL] = controller
@@ -68,15 +92,22 @@ def desired_manifest(
         names.OCM_COMPONENT_NAME_ANNOTATION: component,
         names.FQDN_ANNOTATION: component,
     }
+    if unmanaged:
+        annotations[names.UNMANAGED_ANNOTATION] = names.ENABLE_LABEL_VALUE
     module_spec = next((m for m in kyma.spec.modules if m.name == resolved.module), None)
     resource: dict[str, Any] | None = None
     if template.spec.data:
         resource = copy.deepcopy(template.spec.data)
         metadata = resource.setdefault("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ManifestBuildError(f"{where}: spec.data.metadata must be an object")
         metadata.setdefault("name", name)
-        metadata.setdefault("namespace", sync_namespace)
+        if is_cluster_scoped(template):
+            metadata.pop("namespace", None)
+        else:
+            metadata.setdefault("namespace", sync_namespace)
     spec = ManifestSpec(
-        remote=False,
+        remote=remote,
         install=InstallInfo(
             name=RAW_MANIFEST_LAYER,
             source=ImageSpec(repo=source.repo, name=source.name, ref=source.ref, type=source.type),

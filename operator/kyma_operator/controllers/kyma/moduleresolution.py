@@ -11,16 +11,21 @@ decides how to read them (informer cache or API) and this module stays free of I
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kyma_operator.api.kyma import Kyma, ModuleStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
+from kyma_operator.controllers.kyma.catalog import InvalidCatalogObject
 
 # validation.DNS1035LabelMaxLength upstream; names are cut to one less (upstream does so "for
 # unknown reasons", and the names must match).
 _DNS1035_LABEL_MAX = 63
+
+NONE_CHANNEL = "none"
+"""Upstream rejects the channel ``none`` (module Error; on the Kyma itself ``ErrInvalidKymaSpec``)."""
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
@@ -85,21 +90,35 @@ class Unresolved:
 
 
 Resolution = Resolved | Unresolved
+TemplateLookup = Callable[[str], ModuleTemplate | InvalidCatalogObject | None]
+
+
+def restriction_allows(
+    kyma: Kyma, release_meta: ModuleReleaseMeta, restricted_modules: Collection[str]
+) -> bool:
+    """Upstream's restricted modules: an MRM with a ``kymaSelector`` is for the Kymas its selector
+    matches, and only if the operator lists the module as restricted (``--restricted-modules``);
+    an MRM with a selector that is not listed is for nobody. Without a selector: for everyone."""
+    selector = release_meta.spec.kyma_selector
+    if selector is None:
+        return True
+    return release_meta.spec.module_name in restricted_modules and selector.matches(kyma.labels)
 
 
 def resolve(
     kyma: Kyma,
     module: str,
     channel: str,
-    release_meta: ModuleReleaseMeta | None,
-    templates: dict[str, ModuleTemplate],
+    release_meta: ModuleReleaseMeta | InvalidCatalogObject | None,
+    templates: TemplateLookup,
     previous: ModuleStatus | None,
+    restricted_modules: Collection[str] = (),
 ) -> Resolution:
     """Resolve ``module`` on ``channel`` for ``kyma``.
 
     ``release_meta``: the MRM named after the module in the Kyma's namespace (None if missing);
-    ``templates``: the templates of that namespace by name; ``previous``: the module's current
-    ``status.modules`` entry, if any.
+    ``templates``: looks a template of that namespace up by name; ``previous``: the module's
+    current ``status.modules`` entry, if any.
     """
 
     def fail(state: State, message: str, *, keep: bool = False, blocked: bool = False) -> Unresolved:
@@ -108,16 +127,42 @@ def resolve(
             state, keep = State.ERROR, False
         return Unresolved(module, channel, state, message, keep, blocked)
 
+    if channel == NONE_CHANNEL:
+        return fail(
+            State.ERROR,
+            f"module {module!r}: channel {NONE_CHANNEL!r} cannot be installed from; name a channel of "
+            f"ModuleReleaseMeta {module!r}",
+        )
     if release_meta is None:
         return fail(
             State.WARNING,
             f"module {module!r}: no ModuleReleaseMeta {module!r} in namespace {kyma.namespace!r}",
             keep=True,
         )
+    if isinstance(release_meta, InvalidCatalogObject):
+        return fail(State.ERROR, f"module {module!r}: {release_meta.message}")
+    if release_meta.is_deleting():
+        return fail(
+            State.WARNING,
+            f"module {module!r}: ModuleReleaseMeta {module!r} is being deleted",
+            keep=True,
+        )
     if release_meta.is_mandatory():
         return fail(
             State.WARNING,
             f"module {module!r} is mandatory and installed by the operator; it cannot be enabled",
+        )
+    if not restriction_allows(kyma, release_meta, restricted_modules):
+        return fail(
+            State.ERROR,
+            f"module {module!r} is restricted: its ModuleReleaseMeta's kymaSelector does not select "
+            "this Kyma"
+            + (
+                ""
+                if module in restricted_modules
+                else " (and the operator does not list it in --restricted-modules)"
+            ),
+            blocked=True,
         )
     version = release_meta.version_for(channel)
     if version is None:
@@ -128,7 +173,9 @@ def resolve(
             f"(channels: {known})",
         )
     name = template_name(module, version)
-    template = templates.get(name)
+    template = templates(name)
+    if isinstance(template, InvalidCatalogObject):
+        return fail(State.ERROR, f"module {module!r} channel {channel!r}: {template.message}")
     if template is None:
         return fail(
             State.ERROR,

@@ -1,30 +1,58 @@
-"""One Manifest per enabled module of a Kyma, and the Kyma's ``status.modules`` from them.
+"""One Manifest per enabled (and per mandatory) module of a Kyma, and ``status.modules`` from them.
 
 Why this exists: the module half of the Kyma reconcile, kept out of ``reconciler`` so it can be
-driven and tested on its own against a real API server. Per reconcile it reads the Kyma namespace's
-ModuleReleaseMetas and ModuleTemplates and the Kyma's Manifests (label ``kyma-name``), resolves every
-module (``moduleresolution``), server-side applies a Manifest (field manager ``lifecycle-manager``)
-only when its version, channel or template generation changed, deletes the Manifests of disabled or
-no longer allowed modules, and returns the new ``status.modules`` entries: a disabled module's
-entry is dropped as soon as its Manifest is gone (upstream keeps it until the next poll, #1762).
+driven and tested on its own against a real API server. Per reconcile it reads the catalog
+(``catalog.Catalog``, informers) and the Kyma's Manifests (the Manifest informer's index by label
+``kyma-name``), resolves every module (``moduleresolution``) and then:
+
+* server-side applies a Manifest (field manager ``lifecycle-manager``) only when the live one does
+  not already hold everything the Kyma wants of it: a new module, a version, channel or template
+  change, or a hand-edited spec (reset, upstream e2e 9); an unchanged module costs no request;
+* deletes the Manifests of disabled or no longer allowed modules; a disabled module's entry stays
+  (Deleting, then the Manifest's state) only while its Manifest exists and is dropped the moment
+  it is gone (upstream keeps it until the next poll, #1762);
+* installs mandatory modules (ModuleReleaseMeta ``mandatory.version``) in every Kyma: Manifest
+  labelled ``mandatory-module=true``, no channel label, no status entry; deletes them once their
+  release meta is gone or being deleted;
+* unmanaged modules (``managed: false``): the Manifest gets ``is-unmanaged=true`` (the Manifest
+  controller then strips our label from the runtime objects and leaves them), the entry is
+  ``Unmanaged`` without references (upstream §4.6).
+
+Bad input never stops the other modules: a duplicate module name, an invalid template or release
+meta, a template without a raw-manifest layer each become that module's Error entry.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from kyma_operator.api import names
-from kyma_operator.api.kyma import Kyma, ModuleStatus, PartialMeta, TrackingObject
+from kyma_operator.api.kyma import (
+    CustomResourcePolicy,
+    Kyma,
+    Module,
+    ModuleStatus,
+    PartialMeta,
+    TrackingObject,
+)
 from kyma_operator.api.manifest import Manifest
-from kyma_operator.api.meta import State
-from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.meta import InvalidObjectError, State
 from kyma_operator.api.moduletemplate import ModuleTemplate
-from kyma_operator.api.resources import MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
-from kyma_operator.controllers.kyma.manifestbuild import ManifestBuildError, desired_manifest
-from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve
+from kyma_operator.api.resources import MANIFESTS
+from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.manifestbuild import (
+    ManifestBuildError,
+    desired_manifest,
+    is_cluster_scoped,
+)
+from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve, template_name
+from kyma_operator.controllers.manifest.apply import up_to_date
+from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 
 # Upstream's field manager for the Manifests the Kyma controller writes.
@@ -38,6 +66,8 @@ class ModuleSyncResult:
     modules: list[ModuleStatus] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    mandatory: dict[str, State] = field(default_factory=dict)
+    """Mandatory module -> its Manifest's state (no status entry; for metrics and the log)."""
 
 
 def _tracking(obj: Manifest | ModuleTemplate) -> TrackingObject:
@@ -48,34 +78,59 @@ def _tracking(obj: Manifest | ModuleTemplate) -> TrackingObject:
     )
 
 
+def _resource_tracking(manifest: Manifest, template: ModuleTemplate) -> TrackingObject | None:
+    """The default CR reference: only with CreateAndDelete and a default CR (namespace "" when the
+    template says the CR is cluster-scoped)."""
+    resource = manifest.spec.resource
+    if not resource or manifest.spec.custom_resource_policy is not CustomResourcePolicy.CREATE_AND_DELETE:
+        return None
+    metadata = resource.get("metadata") or {}
+    return TrackingObject(
+        api_version=str(resource.get("apiVersion") or ""),
+        kind=str(resource.get("kind") or ""),
+        metadata=PartialMeta(
+            name=str(metadata.get("name") or ""),
+            namespace="" if is_cluster_scoped(template) else str(metadata.get("namespace") or ""),
+        ),
+    )
+
+
+def manifest_state(manifest: Manifest) -> State:
+    """The module state a Manifest stands for: its own, Processing until it reports one."""
+    state = manifest.state() or State.PROCESSING
+    return State.PROCESSING if state is State.EMPTY else state
+
+
 def entry_for(resolved: Resolved, manifest: Manifest) -> ModuleStatus:
     """Status entry of a module whose Manifest exists: its state is the Manifest's (Processing until
     the Manifest controller reports one)."""
-    state = manifest.state() or State.PROCESSING
-    if state is State.EMPTY:
-        state = State.PROCESSING
+    message = None
+    if manifest.status is not None and manifest.status.last_operation is not None:
+        message = manifest.status.last_operation.operation or None
     return ModuleStatus(
         name=resolved.module,
-        state=state,
+        state=manifest_state(manifest),
+        fqdn=resolved.ocm_component_name,
+        ocm_component_name=resolved.ocm_component_name,
+        channel=resolved.channel,
+        version=manifest.spec.version or resolved.version,
+        message=message,
+        manifest=_tracking(manifest),
+        template=_tracking(resolved.template),
+        resource=_resource_tracking(manifest, resolved.template),
+    )
+
+
+def unmanaged_entry(resolved: Resolved) -> ModuleStatus:
+    return ModuleStatus(
+        name=resolved.module,
+        state=State.UNMANAGED,
         fqdn=resolved.ocm_component_name,
         ocm_component_name=resolved.ocm_component_name,
         channel=resolved.channel,
         version=resolved.version,
-        manifest=_tracking(manifest),
-        template=_tracking(resolved.template),
+        message="module unmanaged: its resources stay in the runtime without the operator",
     )
-
-
-def needs_apply(
-    existing: Manifest | None, desired: Manifest, template: ModuleTemplate, previous: ModuleStatus | None
-) -> bool:
-    """Apply only on a new Manifest or a change of version, channel or template generation."""
-    if existing is None:
-        return True
-    if existing.spec.version != desired.spec.version or existing.channel() != desired.channel():
-        return True
-    recorded = previous.template.metadata.generation if previous and previous.template else None
-    return recorded != template.metadata.generation
 
 
 def apply_body(manifest: Manifest) -> dict[str, Any]:
@@ -85,67 +140,173 @@ def apply_body(manifest: Manifest) -> dict[str, Any]:
     return body
 
 
+def needs_apply(existing: Manifest | None, live: dict[str, Any] | None, desired: Manifest) -> bool:
+    """Apply when the Manifest is missing, being deleted, or does not hold what we want of it."""
+    if existing is None or live is None:
+        return True
+    return not up_to_date(apply_body(desired), live)
+
+
 class ModuleSync:
     """Runs the module half of one Kyma reconcile against the KCP API server."""
 
-    def __init__(self, client: KubeClient, *, sync_namespace: str = "kyma-system") -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        catalog: Catalog,
+        manifests: Informer,
+        sync_namespace: str = names.SKR_NAMESPACE,
+        restricted_modules: Collection[str] = (),
+    ) -> None:
         self.client = client
+        self.catalog = catalog
+        self.manifests = manifests
         self.sync_namespace = sync_namespace
+        self.restricted_modules = frozenset(restricted_modules)
 
-    async def sync(self, kyma: Kyma) -> ModuleSyncResult:
-        ns = kyma.namespace
-        metas = {
-            m.name: m
-            for m in map(
-                ModuleReleaseMeta.from_object, (await self.client.list_all(MODULE_RELEASE_METAS, ns)).items
-            )
-        }
-        templates = {
-            t.name: t
-            for t in map(ModuleTemplate.from_object, (await self.client.list_all(MODULE_TEMPLATES, ns)).items)
-        }
-        manifests: dict[str, Manifest] = {}
-        selector = f"{names.KYMA_NAME_LABEL}={kyma.name}"
-        for item in (await self.client.list_all(MANIFESTS, ns, label_selector=selector)).items:
-            manifest = Manifest.from_object(item)
-            owner_module = manifest.module_name()
-            if owner_module:
-                manifests[owner_module] = manifest
-        result = ModuleSyncResult()
-        enabled = {m.name for m in kyma.spec.modules}
-        for module in kyma.spec.modules:
-            previous = kyma.status.module(module.name)
-            channel = kyma.desired_channel(module)
-            resolution = resolve(kyma, module.name, channel, metas.get(module.name), templates, previous)
-            existing = manifests.get(module.name)
-            if isinstance(resolution, Unresolved):
-                if resolution.template_not_allowed and existing is not None:
-                    await self._delete(existing, result)
-                result.modules.append(_unresolved_entry(resolution, previous))
+    def manifests_of(self, kyma: Kyma) -> list[tuple[Manifest, dict[str, Any]]]:
+        """The Kyma's Manifests from the informer (parsed; unparsable ones are skipped)."""
+        found: list[tuple[Manifest, dict[str, Any]]] = []
+        for obj in self.manifests.by_index(MANIFESTS_BY_KYMA_INDEX, kyma.name):
+            if (obj.get("metadata") or {}).get("namespace") != kyma.namespace:
                 continue
-            try:
-                desired = desired_manifest(kyma, resolution, sync_namespace=self.sync_namespace)
-            except ManifestBuildError as exc:
+            with contextlib.suppress(InvalidObjectError):
+                found.append((Manifest.from_object(obj), obj))
+        return found
+
+    async def sync(self, kyma: Kyma, *, remote: bool = True) -> ModuleSyncResult:
+        module_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
+        mandatory_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
+        for manifest, obj in self.manifests_of(kyma):
+            module = manifest.module_name()
+            if not module:
+                continue
+            (mandatory_manifests if manifest.is_mandatory() else module_manifests)[module] = (manifest, obj)
+        result = ModuleSyncResult()
+        seen: set[str] = set()
+        for entry in kyma.spec.modules:
+            if entry.name in seen:
+                result.modules = [m for m in result.modules if m.name != entry.name]
                 result.modules.append(
-                    ModuleStatus(name=module.name, state=State.ERROR, channel=channel, message=str(exc))
+                    ModuleStatus(
+                        name=entry.name,
+                        state=State.ERROR,
+                        message=f"module {entry.name!r} is listed more than once in spec.modules; "
+                        "list it once",
+                    )
                 )
                 continue
-            current = existing
-            if current is None or needs_apply(existing, desired, resolution.template, previous):
-                applied = await self.client.apply(MANIFESTS, apply_body(desired), field_manager=FIELD_MANAGER)
-                current = Manifest.from_object(applied)
-                result.applied.append(desired.name)
-            result.modules.append(entry_for(resolution, current))
-        for module_name, manifest in manifests.items():
-            if module_name in enabled:
+            seen.add(entry.name)
+            await self._sync_module(kyma, entry, module_manifests.get(entry.name), remote, result)
+        for module_name, (manifest, _) in module_manifests.items():
+            if module_name in seen:
                 continue
             if manifest.metadata.deletion_timestamp is None:
                 await self._delete(manifest, result)
             previous = kyma.status.module(module_name)
             if previous is not None:
-                # Gone once the Manifest controller has removed the module; until then Deleting.
-                result.modules.append(previous.model_copy(update={"state": State.DELETING}))
+                # Gone once the Manifest controller has removed the module; until then its state.
+                state = manifest_state(manifest)
+                result.modules.append(
+                    previous.model_copy(update={"state": State.DELETING if state is State.READY else state})
+                )
+        await self._sync_mandatory(kyma, mandatory_manifests, remote, result)
         return result
+
+    async def _sync_module(
+        self,
+        kyma: Kyma,
+        module: Module,
+        existing: tuple[Manifest, dict[str, Any]] | None,
+        remote: bool,
+        result: ModuleSyncResult,
+    ) -> None:
+        ns = kyma.namespace
+        previous = kyma.status.module(module.name)
+        channel = kyma.desired_channel(module)
+        resolution = resolve(
+            kyma,
+            module.name,
+            channel,
+            self.catalog.release_meta(ns, module.name),
+            lambda name: self.catalog.template(ns, name),
+            previous,
+            self.restricted_modules,
+        )
+        manifest = existing[0] if existing is not None else None
+        if isinstance(resolution, Unresolved):
+            if resolution.template_not_allowed and manifest is not None:
+                await self._delete(manifest, result)
+            result.modules.append(_unresolved_entry(resolution, previous))
+            return
+        if not module.managed and manifest is None:
+            result.modules.append(unmanaged_entry(resolution))
+            return
+        try:
+            desired = desired_manifest(
+                kyma,
+                resolution,
+                sync_namespace=self.sync_namespace,
+                remote=remote,
+                unmanaged=not module.managed,
+            )
+        except ManifestBuildError as exc:
+            result.modules.append(
+                ModuleStatus(name=module.name, state=State.ERROR, channel=channel, message=str(exc))
+            )
+            return
+        current = manifest
+        if manifest is not None and manifest.is_unmanaged() and not module.managed:
+            pass  # an unmanaged Manifest is never touched again (upstream)
+        elif (manifest is not None and manifest.is_unmanaged()) or needs_apply(
+            manifest, existing[1] if existing else None, desired
+        ):
+            applied = await self.client.apply(MANIFESTS, apply_body(desired), field_manager=FIELD_MANAGER)
+            current = Manifest.from_object(applied)
+            result.applied.append(desired.name)
+        assert current is not None
+        if not module.managed:
+            result.modules.append(unmanaged_entry(resolution))
+        else:
+            result.modules.append(entry_for(resolution, current))
+
+    async def _sync_mandatory(
+        self,
+        kyma: Kyma,
+        existing: dict[str, tuple[Manifest, dict[str, Any]]],
+        remote: bool,
+        result: ModuleSyncResult,
+    ) -> None:
+        ns = kyma.namespace
+        wanted: set[str] = set()
+        for meta in self.catalog.mandatory(ns):
+            assert meta.spec.mandatory is not None
+            module = meta.spec.module_name or meta.name
+            wanted.add(module)
+            version = meta.spec.mandatory.version
+            template = self.catalog.template(ns, template_name(module, version))
+            if not isinstance(template, ModuleTemplate):
+                result.mandatory[module] = State.ERROR
+                continue
+            resolved = Resolved(module, "", version, template, meta)
+            try:
+                desired = desired_manifest(
+                    kyma, resolved, sync_namespace=self.sync_namespace, remote=remote, mandatory=True
+                )
+            except ManifestBuildError:
+                result.mandatory[module] = State.ERROR
+                continue
+            current = existing.get(module)
+            if needs_apply(current[0] if current else None, current[1] if current else None, desired):
+                applied = await self.client.apply(MANIFESTS, apply_body(desired), field_manager=FIELD_MANAGER)
+                result.applied.append(desired.name)
+                result.mandatory[module] = manifest_state(Manifest.from_object(applied))
+            elif current is not None:
+                result.mandatory[module] = manifest_state(current[0])
+        for module, (manifest, _) in existing.items():
+            if module not in wanted and manifest.metadata.deletion_timestamp is None:
+                await self._delete(manifest, result)
 
     async def _delete(self, manifest: Manifest, result: ModuleSyncResult) -> None:
         with contextlib.suppress(NotFound):
@@ -159,3 +320,12 @@ def _unresolved_entry(resolution: Unresolved, previous: ModuleStatus | None) -> 
     return ModuleStatus(
         name=resolution.module, state=resolution.state, channel=resolution.channel, message=resolution.message
     )
+
+
+def module_names_in_status(kyma: dict[str, Any]) -> list[str]:
+    """Module names of a raw Kyma's ``status.modules`` (index function for catalog triggers)."""
+    status = kyma.get("status") or {}
+    modules = status.get("modules") if isinstance(status, dict) else None
+    if not isinstance(modules, list):
+        return []
+    return [str(m["name"]) for m in modules if isinstance(m, dict) and m.get("name")]

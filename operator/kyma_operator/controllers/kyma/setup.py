@@ -1,6 +1,6 @@
 """Wires the Kyma controller: its sources, the reconciler, the controller, in one pass.
 
-What enqueues a Kyma (DESIGN 4.5, the watcher part), each a ``Source`` with its reason:
+What enqueues a Kyma (DESIGN 4.5), each a ``Source`` with its reason:
 
 * the Kyma informer: creation, spec (generation) or label changes and deletion; our own status
   writes do not requeue (upstream's ``GenerationChanged OR LabelChanged`` filter);
@@ -12,10 +12,16 @@ What enqueues a Kyma (DESIGN 4.5, the watcher part), each a ``Source`` with its 
   Kyma that is not Ready (a rotation of a healthy runtime's kubeconfig is picked up lazily);
 * the heartbeat sweep (a timer, only with a heartbeat tracker): the runtime's agent went silent or
   came back;
+* the Manifest informer (``catalogtriggers.ManifestToKyma``): a Manifest created, deleted, or its
+  state changed -> its Kyma at once (upstream waits for a poll, #1482/#1762);
+* the catalog informers and our CRDs in KCP (``catalogtriggers.CatalogFanout``): the Kymas that
+  use a changed module (creations/deletions at once, updates spread over the rollout delay) and
+  every other Kyma's runtime catalog (spread);
 * the reconcile's own requeues (backoff, readiness polling, adaptive safety net).
 
-Shared pieces (the Kyma informer, the listener's heartbeat tracker, the fan-out) are built by the
-caller first and passed in; nothing is attached after construction.
+Shared pieces (the Kyma and Manifest informers, the catalog informers, the listener's heartbeat
+tracker, the fan-out) are built by the caller first and passed in (``controllers.shared_informers``
+builds any that are not); nothing is attached after construction.
 """
 
 from __future__ import annotations
@@ -28,12 +34,23 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kyma_operator.api.resources import KYMAS
+from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, ManifestToKyma
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
+from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, utc_now
+from kyma_operator.controllers.kyma.runtimecatalog import RuntimeCatalogSync
+from kyma_operator.controllers.kyma.runtimecrds import RuntimeCrdSync, crd_informers
 from kyma_operator.controllers.kyma.triggers import ACCESS_SECRET, HEARTBEAT, KYMA_CHANGED, RUNTIME_EVENT
-from kyma_operator.remote.cache import ClientFactory, SkrClientCache, default_client_factory
+from kyma_operator.controllers.shared_informers import (
+    manifest_informer,
+    release_meta_informer,
+    template_informer,
+)
+from kyma_operator.remote.cache import ClientFactory, SkrClientCache, counting_client_factory
+from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import (
@@ -67,10 +84,19 @@ class KymaController:
     intake: Intake
     """The listener's entry into this controller (``kcp_listener.routing.RequestSink``)."""
     sweep: HeartbeatSweep | None
+    manifests: Informer | None = None
+    catalog: Catalog | None = None
+    crd_informers: tuple[Informer, ...] = ()
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.kymas, self.access_secrets]
+        """Every informer it reads (shared ones too: the manager runs each informer once)."""
+        found = [self.kymas, self.access_secrets, *self.crd_informers]
+        if self.manifests is not None:
+            found.append(self.manifests)
+        if self.catalog is not None:
+            found.extend(self.catalog.informers)
+        return found
 
     def add_to(self, manager: Manager) -> None:
         for informer in self.informers:
@@ -92,23 +118,54 @@ def build_kyma_controller(
     config: KymaControllerConfig | None = None,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
-    client_factory: ClientFactory = default_client_factory,
+    client_factory: ClientFactory | None = None,
+    api_requests: RuntimeApiRequests | None = None,
     registry: CollectorRegistry | None = None,
     kymas: Informer | None = None,
     heartbeats: HeartbeatSource | None = None,
     sources: Sequence[Source] = (),
+    manifests: Informer | None = None,
+    catalog: Catalog | None = None,
+    rng: Callable[[], float] | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
     ``heartbeats``: the listener's tracker (condition ``SKRWatcherHeartbeat``, adaptive safety net,
     sweep); without it every runtime's agent counts as unhealthy. ``sources``: further triggers
-    (the Watcher fan-out).
+    (the Watcher fan-out). ``manifests`` / ``catalog``: the shared Manifest and catalog informers
+    (built here when not given, and then run with this controller's informers).
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
         kymas = Informer(client, KYMAS, namespace=cfg.namespace, clock=clock, name="kymas")
+    if cfg.modules and manifests is None:
+        manifests = manifest_informer(client, cfg.namespace, clock=clock)
+    if cfg.modules and catalog is None:
+        catalog = Catalog(
+            template_informer(client, cfg.namespace, clock=clock),
+            release_meta_informer(client, cfg.namespace, clock=clock),
+        )
+    crds = crd_informers(client, clock=clock)
+    metrics = KymaMetrics(registry)
+    module_sync: ModuleSync | None = None
+    catalog_sync: RuntimeCatalogSync | None = None
+    if cfg.modules:
+        assert manifests is not None and catalog is not None
+        module_sync = ModuleSync(
+            client,
+            catalog=catalog,
+            manifests=manifests,
+            sync_namespace=cfg.sync_namespace,
+            restricted_modules=cfg.restricted_modules,
+        )
+        catalog_sync = RuntimeCatalogSync(
+            catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
+        )
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
+    if client_factory is None:
+        observer = api_requests.observer(CONTROLLER_NAME) if api_requests is not None else None
+        client_factory = counting_client_factory(observer)
     skr_clients = SkrClientCache(access, factory=client_factory, registry=registry)
     observed = ObservedHealth()
     reconciler = KymaReconciler(
@@ -121,7 +178,10 @@ def build_kyma_controller(
         observed_health=observed,
         clock=clock,
         wall_clock=wall_clock,
-        modules=ModuleSync(client, sync_namespace=cfg.sync_namespace) if cfg.modules else None,
+        modules=module_sync,
+        catalog_sync=catalog_sync,
+        crds=RuntimeCrdSync(crds, field_manager=cfg.field_manager, clock=clock),
+        metrics=metrics,
     )
     rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
     controller = Controller(
@@ -158,6 +218,17 @@ def build_kyma_controller(
             clock=clock,
         )
         controller.add_source(sweep)
+    if manifests is not None and cfg.modules:
+        controller.add_source(ManifestToKyma(manifests))
+    controller.add_source(
+        CatalogFanout(
+            kymas,
+            catalog.informers if catalog is not None and cfg.modules else (),
+            everyone_informers=crds,
+            max_delay=cfg.module_rollout_max_delay,
+            rng=rng,
+        )
+    )
     for source in sources:
         controller.add_source(source)
     return KymaController(
@@ -168,4 +239,7 @@ def build_kyma_controller(
         skr_clients=skr_clients,
         intake=intake,
         sweep=sweep,
+        manifests=manifests,
+        catalog=catalog,
+        crd_informers=tuple(crds),
     )

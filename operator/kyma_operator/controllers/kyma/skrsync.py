@@ -58,6 +58,33 @@ class RemoteKyma:
         return f"channel={self.spec.get('channel')} modules=[{', '.join(modules)}]"
 
 
+def _without_none(value: Any) -> Any:
+    """``value`` without null map entries (the API server stores none, so compare without them)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
+def runtime_status(status: JSON, sync_namespace: str) -> JSON:
+    """The KCP status as the runtime copy shows it (upstream): template references point into the
+    runtime's namespace, Manifest references are dropped (Manifests live in KCP only)."""
+    copied: JSON = _without_none(status)
+    modules = []
+    for entry in copied.get("modules") or []:
+        module = {k: v for k, v in entry.items() if k != "manifest"}
+        template = module.get("template")
+        if isinstance(template, dict):
+            meta = dict(template.get("metadata") or {})
+            meta["namespace"] = sync_namespace
+            module["template"] = {**template, "metadata": meta}
+        modules.append(module)
+    if "modules" in copied:
+        copied["modules"] = modules
+    return copied
+
+
 def sync_labels(kyma: Kyma) -> dict[str, str]:
     labels = {names.WATCHED_BY_LABEL: names.MANAGED_BY_KYMA, names.MANAGED_BY_LABEL: names.MANAGED_BY_KYMA}
     for key in COPIED_LABELS:
@@ -165,6 +192,21 @@ class RemoteKymaSync:
             return None
         except NotFound as exc:
             raise RemoteSyncError(
-                f"the runtime does not serve {names.KYMA.crd_name} (its CRD is missing; CRD sync to "
-                f"runtimes is not part of this operator yet): {exc.message}"
+                f"the runtime does not serve {names.KYMA.crd_name} (its CRD is missing): {exc.message}"
             ) from exc
+
+    async def sync_status(self, remote: RemoteKyma, status: JSON, skr: KubeClient) -> bool:
+        """Write the KCP status into the runtime copy when it differs (True if written)."""
+        wanted = runtime_status(status, self.sync_namespace)
+        current = remote.obj.get("status")
+        if current == wanted:
+            return False
+        patch: JSON = {"status": dict(wanted)}
+        for key in (current or {}) if isinstance(current, dict) else ():
+            if key not in wanted:
+                patch["status"][key] = None
+        try:
+            await skr.patch_status(KYMAS, self.remote_name, patch, self.sync_namespace)
+        except NotFound:
+            return False
+        return True

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from kyma_operator.agentinstall import readiness
 from kyma_operator.agentinstall.readiness import AgentStatus
-from kyma_operator.api.kyma import KymaConditionType, KymaStatus, ModuleStatus
+from kyma_operator.api.kyma import KYMA_CONDITION_REASON, KymaConditionType, KymaStatus, ModuleStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
 
 SKR_WEBHOOK = KymaConditionType.SKR_WEBHOOK.value
+CRDS_SYNC = KymaConditionType.CRDS_SYNC.value
 WATCHER_HEARTBEAT = "SKRWatcherHeartbeat"
 """Ours: whether the runtime's agent is alive (from the listener's heartbeat tracker)."""
 
@@ -34,6 +35,8 @@ REASON_HEARTBEAT_RECEIVED = "HeartbeatReceived"
 REASON_NO_HEARTBEAT = "NoHeartbeat"
 REASON_HEARTBEAT_STALE = "HeartbeatStale"
 REASON_NO_RUNTIME_ID = "NoRuntimeId"
+REASON_CRDS_SYNC_FAILED = "CRDsSyncFailed"
+REASON_CATALOG_SYNC_FAILED = "ModuleCatalogSyncFailed"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class Outcome:
     operation: str
     modules: tuple[ModuleStatus, ...] | None = None
     """The new ``status.modules`` when the module half ran; None leaves them as they are."""
+    active_channel: str | None = None
+    """``status.activeChannel`` (set only in Ready and Warning, as upstream)."""
 
     @property
     def failed(self) -> bool:
@@ -68,6 +73,15 @@ def webhook_condition(agent: AgentStatus, now: datetime.datetime) -> tuple[State
     failed = agent.error or agent.reason == readiness.REASON_INSTALL_FAILED
     state = State.ERROR if failed else State.PROCESSING
     return state, condition(SKR_WEBHOOK, False, agent.reason, agent.message, now)
+
+
+def crds_condition(ok: bool, applied: list[str], error: str, now: datetime.datetime) -> Condition:
+    """``CRDsSync``: our CRDs in the runtime match KCP's (a fixed message: no write per apply)."""
+    if ok:
+        return condition(
+            CRDS_SYNC, True, KYMA_CONDITION_REASON, "CRDs are in sync with the control plane", now
+        )
+    return condition(CRDS_SYNC, False, REASON_CRDS_SYNC_FAILED, error, now)
 
 
 def unreachable_condition(reason: str, message: str, now: datetime.datetime) -> Condition:
@@ -124,6 +138,11 @@ def next_status(current: KymaStatus, outcome: Outcome, now: datetime.datetime) -
     modules = current.modules if outcome.modules is None else list(outcome.modules)
     if modules != current.modules:
         changed = True
+    active_channel = current.active_channel
+    if outcome.state in (State.READY, State.WARNING) and outcome.active_channel:
+        active_channel = outcome.active_channel
+    if active_channel != current.active_channel:
+        changed = True
     if not changed:
         return None
     return current.model_copy(
@@ -131,6 +150,7 @@ def next_status(current: KymaStatus, outcome: Outcome, now: datetime.datetime) -
             "state": outcome.state,
             "conditions": conditions,
             "modules": modules,
+            "active_channel": active_channel,
             "last_operation": LastOperation(operation=outcome.operation, last_update_time=now),
         }
     )

@@ -25,18 +25,18 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from kyma_operator.api import names
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
 from kyma_operator.controllers.manifest.reconciler import (
-    MANIFESTS,
     RUNTIME_EVENT,
     ManifestControllerConfig,
     ManifestReconciler,
     utc_now,
 )
 from kyma_operator.controllers.manifest.source import ManifestSource
-from kyma_operator.remote.cache import ClientFactory, SkrClientCache
+from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX, manifest_informer
+from kyma_operator.remote.cache import ClientFactory, SkrClientCache, counting_client_factory
+from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import (
@@ -48,7 +48,7 @@ from kyma_operator.runtime.controller import (
     GenerationChanged,
     LabelsChanged,
 )
-from kyma_operator.runtime.informer import Informer, index_by_label
+from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
@@ -56,7 +56,7 @@ from kyma_operator.runtime.ratelimit import operator_rate_limiter
 from kyma_operator.runtime.request import Request
 
 CONTROLLER_NAME = "manifest"
-BY_KYMA_INDEX = "manifest/kyma-name"
+BY_KYMA_INDEX = MANIFESTS_BY_KYMA_INDEX
 
 MANIFEST_CHANGED = "Manifest changed"
 ACCESS_SECRET = "access Secret changed"
@@ -80,28 +80,13 @@ class ManifestController:
         await self.skr_clients.close()
 
 
-def _runtime_client_factory(config: ManifestControllerConfig) -> ClientFactory:
+def _runtime_client_factory(
+    config: ManifestControllerConfig, api_requests: RuntimeApiRequests | None
+) -> ClientFactory:
     """Runtime clients with as many connections as the apply runs requests in parallel."""
-
-    def factory(kubeconfig: bytes) -> KubeClient:
-        return KubeClient.from_kubeconfig_bytes(
-            kubeconfig,
-            max_concurrency=config.apply_concurrency,
-            request_timeout=15.0,
-            user_agent="kyma-operator/manifest",
-        )
-
-    return factory
-
-
-def manifest_informer(client: KubeClient, namespace: str, *, clock: Clock | None = None) -> Informer:
-    return Informer(
-        client,
-        MANIFESTS,
-        namespace=namespace,
-        indexers={BY_KYMA_INDEX: index_by_label(names.KYMA_NAME_LABEL)},
-        clock=clock,
-        name="manifests",
+    observer = api_requests.observer(CONTROLLER_NAME) if api_requests is not None else None
+    return counting_client_factory(
+        observer, max_concurrency=config.apply_concurrency, user_agent="kyma-operator/manifest"
     )
 
 
@@ -118,13 +103,14 @@ def build_manifest_controller(
     registry: CollectorRegistry | None = None,
     manifests: Informer | None = None,
     heartbeats: HeartbeatSource | None = None,
+    api_requests: RuntimeApiRequests | None = None,
 ) -> ManifestController:
     """The controller (not started). ``kymas`` and ``access`` are shared with the Kyma controller;
     ``heartbeats`` (the listener's tracker) lengthens the safety net of healthy runtimes."""
     cfg = config or ManifestControllerConfig()
     if manifests is None:  # (an empty Informer is falsy: never "or")
         manifests = manifest_informer(client, cfg.namespace, clock=clock)
-    skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg))
+    skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg, api_requests))
     metrics = ManifestMetrics(registry)
     reconciler = ManifestReconciler(
         client,

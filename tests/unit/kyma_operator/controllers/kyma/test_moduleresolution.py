@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from kyma_operator.api.kyma import Kyma, ModuleStatus
-from kyma_operator.api.meta import Condition, State
+from kyma_operator.api.meta import Condition, LabelSelector, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
+from kyma_operator.controllers.kyma.catalog import InvalidCatalogObject
 from kyma_operator.controllers.kyma.moduleresolution import (
     Resolved,
     Unresolved,
@@ -78,7 +79,7 @@ def test_resolves_channel_version_to_template() -> None:
         "mod",
         "fast",
         mrm({"regular": "1.0.0", "fast": "1.1.0"}),
-        {"mod-1.0.0": template("1.0.0"), "mod-1.1.0": template("1.1.0")},
+        {"mod-1.0.0": template("1.0.0"), "mod-1.1.0": template("1.1.0")}.get,
         None,
     )
     assert isinstance(result, Resolved)
@@ -112,7 +113,7 @@ def test_unresolved_table(
     keep: bool,
     words: list[str],
 ) -> None:
-    result = resolve(kyma(), "mod", "regular", release, templates, previous(prev) if prev else None)
+    result = resolve(kyma(), "mod", "regular", release, templates.get, previous(prev) if prev else None)
     assert isinstance(result, Unresolved)
     assert (result.state, result.keep_previous) == (state, keep)
     assert "'mod'" in result.message
@@ -139,7 +140,7 @@ def test_visibility_by_template_labels(
         "mod",
         "regular",
         mrm({"regular": "1.0.0"}),
-        {"mod-1.0.0": template("1.0.0", **template_labels)},
+        {"mod-1.0.0": template("1.0.0", **template_labels)}.get,
         None,
     )
     assert isinstance(result, Resolved) is allowed
@@ -179,3 +180,47 @@ def cond(status: str) -> Condition:
 )
 def test_aggregate_state_order(states: list[State], conditions: list[Condition], expected: State) -> None:
     assert aggregate_state(states, conditions) is expected
+
+
+def test_channel_none_is_an_error_naming_module_and_channel() -> None:
+    result = resolve(kyma(), "mod", "none", mrm({"regular": "1.0.0"}), lambda _name: None, None)
+    assert isinstance(result, Unresolved)
+    assert result.state is State.ERROR
+    assert "'mod'" in result.message and "'none'" in result.message
+
+
+def test_invalid_catalog_objects_become_module_errors() -> None:
+    broken = InvalidCatalogObject("ModuleTemplate", NS, "mod-1.0.0", "invalid ModuleTemplate: spec: bad")
+    result = resolve(kyma(), "mod", "regular", mrm({"regular": "1.0.0"}), {"mod-1.0.0": broken}.get, None)
+    assert isinstance(result, Unresolved) and result.state is State.ERROR
+    assert "invalid ModuleTemplate" in result.message and "'regular'" in result.message
+    bad_meta = InvalidCatalogObject("ModuleReleaseMeta", NS, "mod", "invalid ModuleReleaseMeta: nope")
+    result = resolve(kyma(), "mod", "regular", bad_meta, lambda _name: None, None)
+    assert isinstance(result, Unresolved) and "invalid ModuleReleaseMeta" in result.message
+
+
+@pytest.mark.parametrize(
+    ("listed", "kyma_labels", "allowed"),
+    [
+        (True, {"region": "eu"}, True),
+        (True, {"region": "us"}, False),
+        (False, {"region": "eu"}, False),
+    ],
+)
+def test_restricted_modules_need_listing_and_a_matching_selector(
+    listed: bool, kyma_labels: dict[str, str], allowed: bool
+) -> None:
+    release = mrm({"regular": "1.0.0"})
+    release.spec.kyma_selector = LabelSelector(match_labels={"region": "eu"})
+    result = resolve(
+        kyma(**kyma_labels),
+        "mod",
+        "regular",
+        release,
+        {"mod-1.0.0": template("1.0.0")}.get,
+        None,
+        ("mod",) if listed else (),
+    )
+    assert isinstance(result, Resolved) is allowed
+    if not allowed:
+        assert isinstance(result, Unresolved) and "restricted" in result.message
