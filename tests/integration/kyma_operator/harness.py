@@ -34,11 +34,13 @@ from tests.controlplane.cluster import free_port
 
 KYMAS = resource_for(names.KYMA)
 DEFAULT_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-kyma.yaml"
+MODULE_RESOURCES_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-module-resources.yaml"
 
 
-def default_watcher(namespace: str) -> dict[str, Any]:
-    """Upstream's default Kyma Watcher (manifests/kcp/watcher-kyma.yaml) in ``namespace``."""
-    body: dict[str, Any] = yaml.safe_load(Path(DEFAULT_WATCHER).read_text())
+def default_watcher(namespace: str, path: Path = DEFAULT_WATCHER) -> dict[str, Any]:
+    """Upstream's default Kyma Watcher (manifests/kcp/watcher-kyma.yaml), or another Watcher file
+    of ``manifests/kcp``, in ``namespace``."""
+    body: dict[str, Any] = yaml.safe_load(Path(path).read_text())
     body["metadata"]["namespace"] = namespace
     body["spec"]["serviceInfo"]["namespace"] = namespace
     return body

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kyma_operator.api import names
-from kyma_operator.api.resources import MANIFESTS
+from kyma_operator.api.resources import MANIFESTS, WATCHERS
 from kyma_operator.controllers.kyma.moduleresolution import manifest_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -28,6 +28,8 @@ from skr_watcher.agent import Agent
 from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.harness import (
     KYMAS,
+    MODULE_RESOURCES_WATCHER,
+    default_watcher,
     RunningOperator,
     create_runtime,
     operator_config,
@@ -246,6 +248,8 @@ async def module_env(
     }
     values.update(overrides)
     config = operator_config(ns, **values)
+    # ours: module resources (and the runtime's catalog and CRDs) report their changes too
+    await kcp.create(WATCHERS, default_watcher(ns, MODULE_RESOURCES_WATCHER))
     stop = asyncio.Event()
     agent_task: asyncio.Task[None] | None = None
     async with running_operator(kcp, config, skrs=(skr,)) as running:

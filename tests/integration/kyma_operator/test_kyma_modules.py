@@ -199,9 +199,12 @@ async def test_channels_unknown_modules_and_mandatory_modules(
     await _catalog(kcp_client, ns, {"regular": "1.0.0", "fast": "1.1.0"})
     async with module_env(kcp_client, ns, skr_client, skr_crds[0], tmp_path) as env:
         # per-module channel override, an unknown module, an unknown channel, channel "none"
-        await kcp_client.create(MODULE_TEMPLATES, template(ns, "2.0.0", module="other", component="x/other"))
         await kcp_client.create(
-            MODULE_RELEASE_METAS, release_meta(ns, {"regular": "2.0.0"}, module="other", component="x/other")
+            MODULE_TEMPLATES, template(ns, "2.0.0", module="other", component="kyma-project.io/module/other")
+        )
+        await kcp_client.create(
+            MODULE_RELEASE_METAS,
+            release_meta(ns, {"regular": "2.0.0"}, module="other", component="kyma-project.io/module/other"),
         )
         await env.set_runtime_spec(
             {
@@ -222,26 +225,34 @@ async def test_channels_unknown_modules_and_mandatory_modules(
         assert "channel 'nightly' not found" in entries["other"]["message"]
         assert "regular" in entries["other"]["message"]
         assert kyma["status"]["state"] == "Error"
-        assert await env.manifest(env.manifest_name("other", "x/other")) is None
+        assert await env.manifest(env.manifest_name("other", "kyma-project.io/module/other")) is None
 
         # the missing release meta appears: the module waiting for it resolves at once
         await kcp_client.create(
-            MODULE_TEMPLATES, template(ns, "3.0.0", module="missing", component="x/missing")
+            MODULE_TEMPLATES,
+            template(ns, "3.0.0", module="missing", component="kyma-project.io/module/missing"),
         )
         await kcp_client.create(
             MODULE_RELEASE_METAS,
-            release_meta(ns, {"regular": "3.0.0"}, module="missing", component="x/missing"),
+            release_meta(
+                ns, {"regular": "3.0.0"}, module="missing", component="kyma-project.io/module/missing"
+            ),
         )
         await env.wait_manifest(
-            lambda m: True, "Manifest of the now known module", env.manifest_name("missing", "x/missing")
+            lambda m: True,
+            "Manifest of the now known module",
+            env.manifest_name("missing", "kyma-project.io/module/missing"),
         )
 
         # a mandatory module: installed in every Kyma, no status entry, removed with its release meta
-        await kcp_client.create(MODULE_TEMPLATES, template(ns, "0.1.0", module="base", component="x/base"))
         await kcp_client.create(
-            MODULE_RELEASE_METAS, release_meta(ns, module="base", component="x/base", mandatory="0.1.0")
+            MODULE_TEMPLATES, template(ns, "0.1.0", module="base", component="kyma-project.io/module/base")
         )
-        base = env.manifest_name("base", "x/base")
+        await kcp_client.create(
+            MODULE_RELEASE_METAS,
+            release_meta(ns, module="base", component="kyma-project.io/module/base", mandatory="0.1.0"),
+        )
+        base = env.manifest_name("base", "kyma-project.io/module/base")
         mandatory = await env.wait_manifest(lambda m: True, "the mandatory module's Manifest", base)
         labels = mandatory["metadata"]["labels"]
         assert labels[names.MANDATORY_MODULE_LABEL] == "true" and names.CHANNEL_LABEL not in labels
@@ -269,10 +280,12 @@ async def test_visibility_and_runtime_catalog_crds_and_copy_are_restored(
     await _catalog(kcp_client, ns, {"regular": "1.0.0"})
     beta = {names.BETA_LABEL: "true"}
     await kcp_client.create(
-        MODULE_TEMPLATES, template(ns, "5.0.0", module="shiny", component="x/shiny", labels=beta)
+        MODULE_TEMPLATES,
+        template(ns, "5.0.0", module="shiny", component="kyma-project.io/module/shiny", labels=beta),
     )
     await kcp_client.create(
-        MODULE_RELEASE_METAS, release_meta(ns, {"regular": "5.0.0"}, module="shiny", component="x/shiny")
+        MODULE_RELEASE_METAS,
+        release_meta(ns, {"regular": "5.0.0"}, module="shiny", component="kyma-project.io/module/shiny"),
     )
     async with module_env(kcp_client, ns, skr_client, skr_crds[0], tmp_path) as env:
         sync_ns = env.sync_ns
@@ -299,7 +312,9 @@ async def test_visibility_and_runtime_catalog_crds_and_copy_are_restored(
         # the Kyma becomes beta: the module installs and the runtime catalog shows it
         await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": beta}}, ns)
         await env.wait_manifest(
-            lambda m: True, "the beta module's Manifest", env.manifest_name("shiny", "x/shiny")
+            lambda m: True,
+            "the beta module's Manifest",
+            env.manifest_name("shiny", "kyma-project.io/module/shiny"),
         )
         assert await eventually(
             lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
@@ -309,26 +324,34 @@ async def test_visibility_and_runtime_catalog_crds_and_copy_are_restored(
         # deleted or edited in the runtime -> restored by the agent's event
         await skr_client.delete(MODULE_TEMPLATES, f"{MODULE}-1.0.0", sync_ns)
         await skr_client.patch(
-            MODULE_RELEASE_METAS, "shiny", {"spec": {"ocmComponentName": "hacked"}}, sync_ns
+            MODULE_RELEASE_METAS, "shiny", {"spec": {"ocmComponentName": "evil.example.com/hacked"}}, sync_ns
         )
         assert await eventually(
             lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
             "the deleted template restored",
         )
         await eventually(
-            lambda: _component_is(skr_client, sync_ns, "x/shiny"), "the edited release meta reset"
+            lambda: _component_is(skr_client, sync_ns, "kyma-project.io/module/shiny"),
+            "the edited release meta reset",
         )
 
         # a CRD deleted in the runtime (and with it the catalog's release metas) comes back
         crd = names.MODULE_RELEASE_META.crd_name
+        old_uid = (await skr_client.get(CRDS, crd))["metadata"]["uid"]
         await skr_client.delete(CRDS, crd)
+
+        async def recreated() -> bool:
+            try:
+                meta = (await skr_client.get(CRDS, crd))["metadata"]
+            except NotFound:
+                return False
+            return meta["uid"] != old_uid and not meta.get("deletionTimestamp")
+
+        await eventually(recreated, "the deleted CRD re-created in the runtime", within=40)
         assert await eventually(
             lambda: _catalog_is(runtime_catalog, {f"{MODULE}-1.0.0", "shiny-5.0.0"}, {MODULE, "shiny"}),
-            "the CRD and the release metas restored",
-            within=40,
+            "the release metas restored with their CRD",
         )
-        restored = await skr_client.get(CRDS, crd)
-        assert restored["metadata"].get("deletionTimestamp") is None
 
         await skr_client.delete(KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns)
         await eventually(
