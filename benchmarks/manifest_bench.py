@@ -180,7 +180,12 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
         if args.verbose:
             print(message, flush=True)
 
-    overrides = {"oci_insecure_registries": (registry.host,), "module_cache_dir": cache}
+    # Manifests are created by this benchmark: the Kyma's module half would delete them
+    overrides = {
+        "oci_insecure_registries": (registry.host,),
+        "module_cache_dir": cache,
+        "kyma_modules": False,
+    }
     async with local_system(plane, ["skr-1"], say, verbose=False, config_overrides=overrides) as system:
         await system.wait_ready()
         skr = system.runtimes[0].client

@@ -149,14 +149,16 @@ async def local_system(
     verbose: bool = True,
     skip_manifests: Collection[str] = (),
     config_overrides: Mapping[str, Any] | None = None,
+    on_kcp_request: Callable[[str, str], None] | None = None,
 ) -> AsyncIterator[LocalSystem]:
     """Set up KCP, start the operator and one agent per runtime; stop all of it on exit.
 
     ``skip_manifests``: files of ``manifests/kcp`` not to apply (benchmarks: one Watcher only).
     ``config_overrides``: operator settings on top of the local defaults (e.g. the module registry).
+    ``on_kcp_request``: called with (verb, resource) for every request of the KCP client (benchmarks).
     """
     kcp_server = plane["kcp"]
-    kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path)
+    kcp = KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path, on_request=on_kcp_request)
     runtimes = [
         Runtime(name, plane[name], KubeClient.from_kubeconfig_file(plane[name].kubeconfig_path), free_port())
         for name in skr_names
@@ -263,6 +265,7 @@ async def run_local(
                 module = await install_sample_module(
                     registry,
                     system.kcp,
+                    system.runtimes[0].client,
                     system.runtimes[0].kyma,
                     kcp_namespace=KCP_NAMESPACE,
                     sync_namespace=SYNC_NAMESPACE,

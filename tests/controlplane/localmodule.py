@@ -1,8 +1,9 @@
 """``make run RUN_ARGS=--module``: a sample module from a local OCI registry, installed and repaired.
 
-Why: the local run shows the Manifest path end to end, like it shows the Kyma path: a real registry
+Why: the local run shows the module path end to end, like it shows the Kyma path: a real registry
 (distribution, plain HTTP on 127.0.0.1, built like the test suite's), a module published as an OCM
-component version by the ``modules`` library, a Manifest for the first runtime's Kyma, the
+component version by the ``modules`` library, its ModuleTemplate and ModuleReleaseMeta in KCP, the
+module enabled in the first runtime's Kyma, the Kyma controller creating its Manifest and the
 Manifest controller pulling and installing it; with ``--once`` a module object is then deleted in
 the runtime and restored by the agent's event. The module is small and needs no running workload
 (no kube-controller-manager runs here): a ConfigMap and a ServiceAccount in the sync namespace.
@@ -19,7 +20,8 @@ from typing import Any
 import yaml
 
 from kyma_operator.api import names
-from kyma_operator.controllers.manifest.reconciler import MANIFESTS
+from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.moduleresolution import manifest_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS
@@ -58,35 +60,42 @@ class InstalledModule:
 async def install_sample_module(
     registry: LocalRegistry,
     kcp: KubeClient,
+    skr: KubeClient,
     kyma: str,
     *,
     kcp_namespace: str,
     sync_namespace: str,
     say: Callable[[str], None],
 ) -> InstalledModule:
-    """Publish the module, create its Manifest for ``kyma`` and wait until it is Ready."""
-    published = await publish_module(registry, MODULE, "1.0.0", manifest=raw_manifest(sync_namespace))
+    """Publish the module, put it into the KCP catalog, enable it in the runtime's Kyma (as a
+    runtime admin would) and wait until its Manifest is Ready."""
+    published = await publish_module(
+        registry,
+        MODULE,
+        "1.0.0",
+        namespace=kcp_namespace,
+        manifest=raw_manifest(sync_namespace),
+        with_default_cr=False,
+    )
     source = published.source
     say(f"module {MODULE} 1.0.0 pushed to {source.repo}/{source.name} (raw manifest {source.ref[:19]}...)")
-    name = f"{kyma}-{MODULE}"
-    body = {
-        "apiVersion": f"{names.OPERATOR_GROUP}/{names.OPERATOR_VERSION}",
-        "kind": "Manifest",
-        "metadata": {
-            "name": name,
-            "namespace": kcp_namespace,
-            "labels": {names.KYMA_NAME_LABEL: kyma, names.MODULE_NAME_LABEL: MODULE},
-        },
-        "spec": {
-            "remote": True,
-            "install": {"name": "raw-manifest", "source": source.to_object()},
-            "version": published.version,
-        },
-    }
-    await kcp.create(MANIFESTS, body)
+    for resource, body in (
+        (MODULE_TEMPLATES, published.template),
+        (MODULE_RELEASE_METAS, published.release_meta),
+    ):
+        await kcp.apply(resource, body, field_manager="localrun")
+    say(f"catalog: ModuleTemplate {published.template['metadata']['name']} and ModuleReleaseMeta {MODULE}")
+    await skr.patch(
+        KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, {"spec": {"modules": [{"name": MODULE}]}}, sync_namespace
+    )
+    say(f"enabled module {MODULE} in the runtime's Kyma {sync_namespace}/{names.DEFAULT_REMOTE_KYMA_NAME}")
+    name = manifest_name(kyma, str(published.release_meta["spec"]["ocmComponentName"]), MODULE)
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:
-        obj = await kcp.get(MANIFESTS, name, kcp_namespace)
+        try:
+            obj = await kcp.get(MANIFESTS, name, kcp_namespace)
+        except NotFound:
+            obj = {}
         if (obj.get("status") or {}).get("state") == "Ready":
             say(f"Manifest {kcp_namespace}/{name} is Ready: module {MODULE} installed into the runtime")
             return InstalledModule(name, kcp_namespace, sync_namespace)

@@ -82,7 +82,9 @@ def sample_manifests(module: str, *, group: str = "operator.kyma-project.io") ->
     return raw, yaml.safe_dump(default_cr, sort_keys=True).encode()
 
 
-def sample_config(module: str, version: str, *, channel: str = "regular", **extra: Any) -> ModuleConfig:
+def sample_config(
+    module: str, version: str, *, channel: str = "regular", default_cr: bool = True, **extra: Any
+) -> ModuleConfig:
     data: dict[str, Any] = {
         "name": f"kyma-project.io/module/{module}",
         "version": version,
@@ -100,6 +102,8 @@ def sample_config(module: str, version: str, *, channel: str = "regular", **extr
         },
         **extra,
     }
+    if not default_cr:
+        data.pop("defaultCR")
     return ModuleConfig.from_mapping(data)
 
 
@@ -114,11 +118,16 @@ async def publish_module(
     signing_key: rsa.RSAPrivateKey | None = None,
     manifest: bytes | None = None,
     default_cr: bytes | None = None,
+    with_default_cr: bool = True,
 ) -> PublishedModule:
-    """Publish ``module`` at ``version`` to ``registry``; returns template, release meta and source."""
+    """Publish ``module`` at ``version`` to ``registry``; returns template, release meta and source.
+
+    ``with_default_cr=False``: a module without a default CR (e.g. one whose manifest has no CRD)."""
     raw, cr = sample_manifests(module)
-    config = sample_config(module, version, channel=channel)
-    files = {"manifest.yaml": manifest if manifest is not None else raw, "default-cr.yaml": default_cr or cr}
+    config = sample_config(module, version, channel=channel, default_cr=with_default_cr)
+    files = {"manifest.yaml": manifest if manifest is not None else raw}
+    if with_default_cr:
+        files["default-cr.yaml"] = default_cr or cr
     base = RegistryBase(registry.host, prefix)
     credentials = None
     if registry.tls_auth:

@@ -29,9 +29,9 @@ from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.harness import (
     KYMAS,
     MODULE_RESOURCES_WATCHER,
-    default_watcher,
     RunningOperator,
     create_runtime,
+    default_watcher,
     operator_config,
     running_operator,
 )

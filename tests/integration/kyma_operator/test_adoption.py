@@ -63,7 +63,8 @@ async def test_upstream_kyma_and_manifest_are_adopted_and_a_restart_writes_nothi
 
     # The Manifest sample's module is in no registry here: with the Manifest controller on, the
     # Manifest would rightly get an Error status; this test is about adopting what is already right.
-    config = operator_config(ns, manifest_controller_enabled=False)
+    # The module half is off as well: there is no catalog here for the sample Kyma's modules.
+    config = operator_config(ns, manifest_controller_enabled=False, kyma_modules=False)
     # skrs=(): the harness would remove the runtime's webhook configuration when the block ends.
     async with running_operator(kcp_client, config, skrs=()) as running:
         await running.wait_report(

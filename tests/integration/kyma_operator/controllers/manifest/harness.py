@@ -153,6 +153,9 @@ async def manifest_setup(
     group = m.group_for(ns)
     await skr.create(NAMESPACES, {"metadata": {"name": module_ns}})
     overrides: dict[str, Any] = {
+        # Manifests are created by the tests here; the Kyma's module half would delete them as
+        # modules its Kyma does not list (the Kyma -> Manifest path has its own tests)
+        "kyma_modules": False,
         "manifest_processing_interval": 0.2,
         "oci_insecure_registries": (registry.host,),
         "module_cache_dir": tmp_path / "module-cache",
