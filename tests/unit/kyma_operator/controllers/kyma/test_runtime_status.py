@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kyma_operator.controllers.kyma.skrsync import runtime_status
 
 
 def test_runtime_status_points_templates_into_the_runtime_and_drops_manifests_and_nulls() -> None:
-    status = {
+    status: dict[str, Any] = {
         "state": "Ready",
         "activeChannel": None,
         "modules": [
