@@ -65,7 +65,12 @@ from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.catalog import Catalog
-from kyma_operator.controllers.kyma.installers import Installers, SingleInstaller, WebhookUrlInstallers
+from kyma_operator.controllers.kyma.installers import (
+    Installers,
+    NoAgentInstallers,
+    SingleInstaller,
+    WebhookUrlInstallers,
+)
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
@@ -164,7 +169,8 @@ class Operator:
     config: OperatorConfig
     client: KubeClient
     manager: Manager
-    watcher: WatcherFeature
+    watcher: WatcherFeature | None
+    """The Watcher feature (VirtualServices, agents in runtimes); None with ``--watcher-enabled=false``."""
     kyma: KymaController
     listener: OperatorListener | None
     manifest_requests: ManifestRequestLog | Intake
@@ -201,6 +207,44 @@ class Operator:
         await self.manager.shutdown()
 
 
+def _watcher_feature(
+    config: OperatorConfig,
+    client: KubeClient,
+    kymas: Informer,
+    agent_addr: str,
+    *,
+    clock: Clock | None,
+    wall_clock: Callable[[], datetime.datetime],
+) -> WatcherFeature:
+    ns = config.namespace
+    host = agent_addr.rpartition(":")[0]
+    return build_watcher_feature(
+        client,
+        WatcherFeatureConfig(
+            controller=WatcherControllerConfig(namespace=ns, workers=config.watcher_workers),
+            identity=IdentityConfig(
+                namespace=config.istio_namespace,
+                server_names=(host,),
+                sync_namespace=config.sync_namespace,
+                additional_dns_names=config.additional_dns_names,
+                public_key_namespace=ns,
+            ),
+            installer=InstallerConfig(
+                kcp_addr=agent_addr,
+                sync_namespace=config.sync_namespace,
+                image=config.agent_image,
+                extra_env=dict(config.agent_env),
+                webhook_url=config.webhook_url,
+                webhook_configuration_name=config.webhook_configuration_name,
+                readiness_poll_seconds=config.agent_readiness_poll,
+            ),
+        ),
+        kymas=kymas,
+        clock=clock,
+        wall_clock=wall_clock,
+    )
+
+
 async def build_operator(
     config: OperatorConfig,
     client: KubeClient,
@@ -213,8 +257,10 @@ async def build_operator(
     """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
     ``manifest_source`` is where the Manifest controller reads raw manifests (default: the module
     registry source from the configuration)."""
-    agent_addr = kcp_addr or await resolve_agent_address(client, config)
     ns = config.namespace
+    agent_addr = ""
+    if config.watcher_enabled:
+        agent_addr = kcp_addr or await resolve_agent_address(client, config)
     leader = (
         LeaderElectionConfig(
             lease_name=config.leader_election_id,
@@ -247,39 +293,17 @@ async def build_operator(
         if config.listener_enabled
         else None
     )
-    host = agent_addr.rpartition(":")[0]
-    feature = build_watcher_feature(
-        client,
-        WatcherFeatureConfig(
-            controller=WatcherControllerConfig(namespace=ns, workers=config.watcher_workers),
-            identity=IdentityConfig(
-                namespace=config.istio_namespace,
-                server_names=(host,),
-                sync_namespace=config.sync_namespace,
-                additional_dns_names=config.additional_dns_names,
-                public_key_namespace=ns,
-            ),
-            installer=InstallerConfig(
-                kcp_addr=agent_addr,
-                sync_namespace=config.sync_namespace,
-                image=config.agent_image,
-                extra_env=dict(config.agent_env),
-                webhook_url=config.webhook_url,
-                webhook_configuration_name=config.webhook_configuration_name,
-                readiness_poll_seconds=config.agent_readiness_poll,
-            ),
-        ),
-        kymas=kymas,
-        clock=clock,
-        wall_clock=wall_clock,
-    )
-    installers: Installers = (
-        WebhookUrlInstallers(
-            feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
+    feature: WatcherFeature | None = None
+    installers: Installers = NoAgentInstallers()
+    if config.watcher_enabled:
+        feature = _watcher_feature(config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock)
+        installers = (
+            WebhookUrlInstallers(
+                feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
+            )
+            if config.webhook_urls
+            else SingleInstaller(feature.installer)
         )
-        if config.webhook_urls
-        else SingleInstaller(feature.installer)
-    )
     kyma = build_kyma_controller(
         client,
         installers=installers,
@@ -302,12 +326,13 @@ async def build_operator(
         registry=manager.registry,
         kymas=kymas,
         heartbeats=heartbeats,
-        sources=(feature.fanout,),
+        sources=(feature.fanout,) if feature is not None else (),
         manifests=manifests,
         catalog=catalog,
         api_requests=api_requests,
     )
-    feature.add_to(manager)
+    if feature is not None:
+        feature.add_to(manager)
     kyma.add_to(manager)
     manifest: ManifestController | None = None
     manifest_requests: ManifestRequestLog | Intake

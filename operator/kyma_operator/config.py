@@ -91,6 +91,9 @@ class OperatorConfig(BaseModel):
     (the first goes at once); 0 disables throttling."""
 
     # agents in the runtimes
+    watcher_enabled: bool = True
+    """The Watcher feature: VirtualServices for Watchers and an agent in every runtime (off: only
+    single-cluster Kymas, label ``operator.kyma-project.io/sync=false``, are served; ``kyma install``)."""
     kcp_addr: str | None = None
     """``host:port`` agents send to; unset: resolved from the Gateway (upstream)."""
     gateway_name: str = Field(default="klm-watcher", min_length=1)

@@ -57,8 +57,14 @@ def test_local_run_with_a_module_installs_it_and_repairs_its_drift(
     assert localrun_main(["--once", "--module"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"local OCI registry \(plain HTTP\) on 127\.0\.0\.1:\d+", out)
-    installed = out.index("Manifest kcp-system/rt-skr-1-sample is Ready: module sample installed")
-    deleted = out.index("--once: deleting ConfigMap kyma-system/sample-module-config", installed)
+    # through the catalog: the module is enabled in the runtime's Kyma and the Kyma controller
+    # creates its Manifest (upstream's name), which the Manifest controller installs
+    enabled = out.index("enabled module sample in the runtime's Kyma kyma-system/default")
+    installed = re.compile(
+        r"Manifest kcp-system/(rt-skr-1-sample-\d+) is Ready: module sample installed"
+    ).search(out, enabled)
+    assert installed is not None
+    deleted = out.index("--once: deleting ConfigMap kyma-system/sample-module-config", installed.end())
     assert re.compile(
-        r"--once: ConfigMap restored by Manifest kcp-system/rt-skr-1-sample after \d+ ms"
+        rf"--once: ConfigMap restored by Manifest kcp-system/{installed.group(1)} after \d+ ms"
     ).search(out, deleted)

@@ -1,14 +1,15 @@
 """The ``kyma`` console script.
 
-``kyma module create|push|pull|sign|verify|template|deploy|list|enable|disable``; the commands live in
-``artifacts`` (module artifacts) and ``cluster`` (control plane and runtimes).
+``kyma module create|push|pull|sign|verify|template|deploy|list|enable|disable`` and ``kyma install``;
+the commands live in ``artifacts`` (module artifacts), ``cluster`` (control plane and runtimes) and
+``install`` (modules into one cluster with the operator's reconcilers in-process).
 """
 
 from __future__ import annotations
 
 import typer
 
-from kyma_operator.cli import artifacts, cluster
+from kyma_operator.cli import artifacts, cluster, install
 
 app = typer.Typer(
     name="kyma",
@@ -35,6 +36,7 @@ module.command("deploy")(cluster.deploy)
 module.command("list")(cluster.list_modules)
 module.command("enable")(cluster.enable)
 module.command("disable")(cluster.disable)
+app.command("install")(install.install)
 
 
 def main() -> None:

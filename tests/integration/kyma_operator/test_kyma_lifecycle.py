@@ -75,6 +75,9 @@ async def test_access_secret_problems_skip_label_and_deletion(
                 {"data": {"config": base64.b64encode(b"not: [a kubeconfig").decode()}},
                 ns,
             )
+            # a changed kubeconfig of a Ready Kyma is used from its next reconcile on (no burst of
+            # reconciles when a fleet's kubeconfigs rotate): here the runtime admin's next edit
+            await env.set_runtime_spec({"skipMaintenanceWindows": True})
             kyma = await env.wait_kyma(lambda k: k["status"]["state"] == "Error", "Kyma Error")
             webhook = condition_of(kyma, "SKRWebhook")
             assert webhook is not None and webhook["status"] == "False"

@@ -76,3 +76,29 @@ class WebhookUrlInstallers:
             )
             self._by_url[url] = installer
         return installer
+
+
+class NoAgentInstallers:
+    """The operator runs without the Watcher feature (single-cluster installs, ``kyma install``):
+    no agent exists, so only single-cluster Kymas can be served; any other Kyma is told so."""
+
+    def for_kyma(self, name: str) -> Installer:
+        return _NoAgent(name)
+
+
+class _NoAgent:
+    def __init__(self, kyma: str) -> None:
+        self.kyma = kyma
+
+    async def ensure(self, kyma: Mapping[str, Any] | Kyma | KymaRef, skr: KubeClient) -> AgentStatus:
+        return AgentStatus(
+            ready=False,
+            error=True,
+            reason="WatcherDisabled",
+            message=f"Kyma {self.kyma} names a runtime, but this operator runs without the Watcher "
+            "feature (--watcher-enabled=false): only single-cluster Kymas (label "
+            "operator.kyma-project.io/sync=false) are served",
+        )
+
+    async def remove(self, kyma: Mapping[str, Any] | Kyma | KymaRef, skr: KubeClient | None) -> None:
+        return None
