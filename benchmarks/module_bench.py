@@ -301,7 +301,7 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
         if args.verbose:
             print(message, flush=True)
 
-    modules = [f"mod{i}" for i in range(args.modules)]
+    modules = [f"mod-{chr(ord('a') + i) * 3}" for i in range(args.modules)]
     components: dict[str, str] = {}
     kcp_requests = KcpRequests()
     defaults = OperatorConfig()

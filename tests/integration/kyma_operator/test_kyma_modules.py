@@ -264,6 +264,38 @@ async def test_channels_unknown_modules_and_mandatory_modules(
         await kcp_client.delete(MODULE_RELEASE_METAS, "base", ns)
         await eventually(lambda: _absent(env, base), "mandatory Manifest removed with its release meta")
 
+        # a template without a raw-manifest layer: that module's Error names it, the others go on
+        broken = template(
+            ns, "4.0.0", module="broken", component="kyma-project.io/module/broken", raw_manifest=False
+        )
+        await kcp_client.create(MODULE_TEMPLATES, broken)
+        await kcp_client.create(
+            MODULE_RELEASE_METAS,
+            release_meta(
+                ns, {"regular": "4.0.0"}, module="broken", component="kyma-project.io/module/broken"
+            ),
+        )
+        await env.set_runtime_spec({"modules": [{"name": MODULE, "channel": "fast"}, {"name": "broken"}]})
+        entry = await env.wait_entry("broken", lambda e: e["state"] == "Error", "broken module Error")
+        assert "raw-manifest" in entry["message"] and "broken-4.0.0" in entry["message"]
+        assert (await env.manifest()) is not None
+
+        # unmanaged: the Manifest is marked, the entry says Unmanaged and has no references
+        await env.set_runtime_spec({"modules": [{"name": MODULE, "channel": "fast", "managed": False}]})
+        marked = await env.wait_manifest(
+            lambda m: m["metadata"].get("annotations", {}).get(names.UNMANAGED_ANNOTATION) == "true",
+            "the Manifest marked unmanaged",
+        )
+        entry = await env.wait_entry(MODULE, lambda e: e["state"] == "Unmanaged", "module Unmanaged")
+        assert "manifest" not in entry and "template" not in entry
+        # managed again: the mark goes
+        await env.set_runtime_spec({"modules": [{"name": MODULE, "channel": "fast"}]})
+        await env.wait_manifest(
+            lambda m: names.UNMANAGED_ANNOTATION not in (m["metadata"].get("annotations") or {}),
+            "the unmanaged mark removed",
+        )
+        assert marked["metadata"]["uid"] == (await env.manifest() or {})["metadata"]["uid"]
+
 
 async def _absent(env: Any, name: str) -> bool:
     return await env.manifest(name) is None
