@@ -26,6 +26,7 @@ from typing import Any
 
 import uvloop
 
+from benchmarks.stats import percentile
 from kyma_operator.api.names import KYMA_FINALIZER
 from kyma_wire.names import MANAGED_BY_LABEL, OPERATOR_NAME, RUNTIME_ID_LABEL, SKR_NAMESPACE, WATCHED_BY_LABEL
 
@@ -115,14 +116,6 @@ class Connection:
         if status == 200 and b'"allowed":true' not in body:
             raise RuntimeError(f"unexpected answer: {body[:200]!r}")
         return status
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from benchmarks.stats import percentile
 from kyma_operator.api import names
 from kyma_operator.runtime.request import Request
 from localrun.kcp import KYMAS, SKR_CRD_PLURALS, SYNC_NAMESPACE
@@ -61,14 +62,6 @@ def channel_name(index: int) -> str:
         index, rest = divmod(index, 26)
         letters = chr(ord("a") + rest) + letters
     return letters
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(label: str, values: list[float], total: int) -> str:

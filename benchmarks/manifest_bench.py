@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.stats import latency_row
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS, ManifestReconciler, ManifestReport
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -50,22 +50,6 @@ from tests.registry.server import LocalRegistry
 JSON = dict[str, Any]
 MODULE_NS = "bench-module"
 GROUP = "bench.modules.test"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def line(label: str, seconds: list[float]) -> str:
-    ms = [v * 1000 for v in seconds]
-    if not ms:
-        return f"| {label} | 0 | - | - | - | - |"
-    return (
-        f"| {label} | {len(ms)} | {percentile(ms, 0.5):.1f} ms | {percentile(ms, 0.99):.1f} ms | "
-        f"{max(ms):.1f} ms | {statistics.fmean(ms):.1f} ms |"
-    )
 
 
 def module_text(objects: int) -> str:
@@ -200,12 +184,18 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
         print(f"module of {args.objects} objects (1 CRD + {args.objects - 2} ConfigMaps + 1 ServiceAccount)")
         print("| what | samples | p50 | p99 | max | mean |")
         print("|---|---|---|---|---|---|")
-        print(line("install, first (pulled from the registry): Manifest created -> Ready", installs[:1]))
-        print(line("install, later (blob from the disk cache): Manifest created -> Ready", installs[1:]))
         print(
-            line("install: the reconcile that applied everything", [r.duration for r in reconciler_reports])
+            latency_row("install, first (pulled from the registry): Manifest created -> Ready", installs[:1])
         )
-        print(line("drift: runtime delete -> object back", drifts))
+        print(
+            latency_row("install, later (blob from the disk cache): Manifest created -> Ready", installs[1:])
+        )
+        print(
+            latency_row(
+                "install: the reconcile that applied everything", [r.duration for r in reconciler_reports]
+            )
+        )
+        print(latency_row("drift: runtime delete -> object back", drifts))
         print()
         print(f"idle: 12 reconciles of a Ready Manifest (one hour of 5-minute polling): writes {idle}")
         with contextlib.suppress(NotFound):

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import statistics
 import tempfile
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.stats import latency_row
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
 from kyma_operator.config import OperatorConfig
@@ -55,19 +55,6 @@ from tests.registry.server import LocalRegistry
 JSON = dict[str, Any]
 WINDOW = 0.6
 """Pause between edits of the same Kyma: beyond the listener's 0.5 s coalescing window."""
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def line(label: str, seconds: list[float]) -> str:
-    ms = [v * 1000 for v in seconds]
-    return (
-        f"| {label} | {len(ms)} | {percentile(ms, 0.5):.1f} ms | {percentile(ms, 0.99):.1f} ms | "
-        f"{max(ms):.1f} ms | {statistics.fmean(ms):.1f} ms |"
-    )
 
 
 def module_manifest(module: str, objects: int) -> bytes:
@@ -339,8 +326,8 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
     print(f"{args.modules} modules of {args.objects} objects each; one runtime")
     print("| what | samples | p50 | p99 | max | mean |")
     print("|---|---|---|---|---|---|")
-    print(line("module enabled in the runtime Kyma -> Manifest in KCP", enables))
-    print(line("Manifest status change -> Kyma status.modules shows it", statuses))
+    print(latency_row("module enabled in the runtime Kyma -> Manifest in KCP", enables))
+    print(latency_row("Manifest status change -> Kyma status.modules shows it", statuses))
     print()
     print(
         f"requests per Ready Kyma with its {args.modules} Manifests, per causeless reconcile of all "

@@ -28,9 +28,13 @@ from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
-from kyma_operator.runtime.resources import NAMESPACES, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from kyma_operator.runtime.resources import NAMESPACES, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS, Resource
+from skr_watcher import artefacts
+from skr_watcher.agent import Agent
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port
+from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
+from tests.polling import eventually
 
 KYMAS = resource_for(names.KYMA)
 DEFAULT_WATCHER = REPO_ROOT / "manifests" / "kcp" / "watcher-kyma.yaml"
@@ -192,3 +196,41 @@ async def create_runtime(
     if kubeconfig is not None:
         await kcp.create(SECRETS, access_secret(f"{name}-kubeconfig", namespace, name, kubeconfig))
     return await kcp.create(KYMAS, kyma_body(name, namespace, runtime_id))
+
+
+@contextlib.asynccontextmanager
+async def runtime_agent(
+    running: RunningOperator, skr: KubeClient, runtime_id: str, port: int, directory: Path
+) -> AsyncIterator[Agent]:
+    """The runtime's agent in this process, as a kubelet would run it: with the credentials the
+    operator installed into the runtime (Secret ``skr-webhook-tls``), listening on ``port`` (the
+    webhook URL the operator was configured with); yields once the listener trusts its key."""
+    secret = await eventually(
+        lambda: _get_or_none(skr, SECRETS, artefacts.SECRET_NAME, running.sync_namespace),
+        "the agent Secret installed in the runtime",
+    )
+    files = write_agent_files(secret, directory)
+    agent = Agent(
+        agent_config(files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(port))
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.run(stop))
+    try:
+        await asyncio.wait_for(agent.started.wait(), 10.0)
+        listener = running.operator.listener
+        assert listener is not None
+        await eventually(
+            lambda: bool(listener.keys.public_keys(f"{runtime_id}:v1")),
+            f"the listener trusts {runtime_id}'s published key",
+        )
+        yield agent
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _get_or_none(client: KubeClient, res: Resource, name: str, namespace: str) -> dict[str, Any] | None:
+    try:
+        return await client.get(res, name, namespace)
+    except NotFound:
+        return None

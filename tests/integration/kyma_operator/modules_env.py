@@ -10,7 +10,6 @@ Manifest controller is not run here, so nothing installs; that is the Manifest c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,9 +21,8 @@ from kyma_operator.api.resources import MANIFESTS, WATCHERS
 from kyma_operator.controllers.kyma.moduleresolution import manifest_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import DEPLOYMENTS, SECRETS
+from kyma_operator.runtime.resources import DEPLOYMENTS
 from skr_watcher import artefacts
-from skr_watcher.agent import Agent
 from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.harness import (
     KYMAS,
@@ -34,8 +32,8 @@ from tests.integration.kyma_operator.harness import (
     default_watcher,
     operator_config,
     running_operator,
+    runtime_agent,
 )
-from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
 from tests.polling import eventually
 
 COMPONENT = "kyma-project.io/module/template-operator"
@@ -250,31 +248,11 @@ async def module_env(
     config = operator_config(ns, **values)
     # ours: module resources (and the runtime's catalog and CRDs) report their changes too
     await kcp.create(WATCHERS, default_watcher(ns, MODULE_RESOURCES_WATCHER))
-    stop = asyncio.Event()
-    agent_task: asyncio.Task[None] | None = None
     async with running_operator(kcp, config, skrs=(skr,)) as running:
-        try:
-            kyma = await create_runtime(kcp, ns, KYMA, RUNTIME_ID, skr_server.kubeconfig)
-            if kyma_labels:
-                await kcp.patch(KYMAS, KYMA, {"metadata": {"labels": kyma_labels}}, ns)
-            secret = await eventually(
-                lambda: _get_or_none(skr, SECRETS, artefacts.SECRET_NAME, config.sync_namespace),
-                "the agent Secret installed in the runtime",
-            )
-            files = write_agent_files(secret, tmp_path / "ssl")
-            agent = Agent(
-                agent_config(
-                    files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(agent_port)
-                )
-            )
-            agent_task = asyncio.create_task(agent.run(stop))
-            await asyncio.wait_for(agent.started.wait(), 10.0)
-            listener = running.operator.listener
-            assert listener is not None
-            await eventually(
-                lambda: bool(listener.keys.public_keys(f"{RUNTIME_ID}:v1")),
-                "the listener trusts the runtime's published key",
-            )
+        kyma = await create_runtime(kcp, ns, KYMA, RUNTIME_ID, skr_server.kubeconfig)
+        if kyma_labels:
+            await kcp.patch(KYMAS, KYMA, {"metadata": {"labels": kyma_labels}}, ns)
+        async with runtime_agent(running, skr, RUNTIME_ID, agent_port, tmp_path / "ssl"):
             await mark_agent_ready(skr, config.sync_namespace)
             env = ModuleEnv(running, kcp, skr, ns)
             await env.wait_kyma(
@@ -283,14 +261,15 @@ async def module_env(
             )
             assert kyma["metadata"]["name"] == KYMA
             yield env
-        finally:
-            stop.set()
-            if agent_task is not None:
-                await asyncio.gather(agent_task, return_exceptions=True)
 
 
-async def _get_or_none(client: KubeClient, res: Any, name: str, namespace: str) -> dict[str, Any] | None:
+async def exists(client: KubeClient, res: Any, name: str, ns: str | None = None) -> bool:
     try:
-        return await client.get(res, name, namespace)
+        await client.get(res, name, ns)
     except NotFound:
-        return None
+        return False
+    return True
+
+
+async def absent(client: KubeClient, res: Any, name: str, ns: str | None = None) -> bool:
+    return not await exists(client, res, name, ns)

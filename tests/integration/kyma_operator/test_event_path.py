@@ -7,24 +7,20 @@ runtime with its own Kyma is set up the same way and must not be reconciled.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
-from kyma_operator.runtime.resources import SECRETS
-from skr_watcher.agent import Agent
 from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.harness import (
     KYMAS,
     create_runtime,
     operator_config,
     running_operator,
+    runtime_agent,
     settled,
 )
-from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
-from tests.polling import eventually
 
 
 async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
@@ -41,31 +37,12 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
     config = operator_config(
         ns, listener_enabled=True, webhook_urls={"kyma-a": f"https://127.0.0.1:{agent_port}"}
     )
-    stop = asyncio.Event()
-    agent_task: asyncio.Task[None] | None = None
     async with running_operator(kcp_client, config, skrs=(skr_client, skr_b_client)) as running:
-        try:
-            await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr_a.kubeconfig)
-            await create_runtime(kcp_client, ns, "kyma-b", "rt-b", skr_b.kubeconfig)
-            await settled(running, "kyma-a", "kyma-b")
-
-            # the runtime's "kubelet": run the agent with what the operator installed
-            secret = await skr_client.get(SECRETS, "skr-webhook-tls", running.sync_namespace)
-            files = write_agent_files(secret, tmp_path / "ssl")
-            agent = Agent(
-                agent_config(
-                    files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(agent_port)
-                )
-            )
-            agent_task = asyncio.create_task(agent.run(stop))
-            await asyncio.wait_for(agent.started.wait(), 10.0)
-            listener = running.operator.listener
-            assert listener is not None
-
-            async def key_known() -> bool:
-                return bool(listener.keys.public_keys("rt-a:v1"))
-
-            await eventually(key_known, what="the listener trusts rt-a's published key")
+        await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr_a.kubeconfig)
+        await create_runtime(kcp_client, ns, "kyma-b", "rt-b", skr_b.kubeconfig)
+        await settled(running, "kyma-a", "kyma-b")
+        # the runtime's "kubelet": run the agent with what the operator installed
+        async with runtime_agent(running, skr_client, "rt-a", agent_port, tmp_path / "ssl") as agent:
             assert running.routed == []
             mark = len(running.reports)
 
@@ -87,7 +64,3 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
             assert running.routed == [Request(ns, "kyma-a")]
             assert [r for r in running.reports[mark:] if r.request.name == "kyma-b"] == []
             assert agent.metrics.registry.get_sample_value("watcher_events_sent_total") == 1
-        finally:
-            stop.set()
-            if agent_task is not None:
-                await asyncio.gather(agent_task, return_exceptions=True)

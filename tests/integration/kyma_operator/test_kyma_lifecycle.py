@@ -24,7 +24,9 @@ from tests.integration.kyma_operator.modules_env import (
     HOUR,
     KYMA,
     MODULE,
+    absent,
     condition_of,
+    exists,
     module_env,
     modules_of,
     release_meta,
@@ -33,20 +35,8 @@ from tests.integration.kyma_operator.modules_env import (
 from tests.polling import eventually
 
 
-async def _exists(client: KubeClient, res: Any, name: str, ns: str | None = None) -> bool:
-    try:
-        await client.get(res, name, ns)
-    except NotFound:
-        return False
-    return True
-
-
-async def _absent(client: KubeClient, res: Any, name: str, ns: str | None = None) -> bool:
-    return not await _exists(client, res, name, ns)
-
-
 def _absent_probe(client: KubeClient, res: Any, name: str) -> Callable[[], Awaitable[bool]]:
-    return lambda: _absent(client, res, name)
+    return lambda: absent(client, res, name)
 
 
 async def test_access_secret_problems_skip_label_and_deletion(
@@ -117,7 +107,7 @@ async def test_access_secret_problems_skip_label_and_deletion(
                 KYMAS, KYMA, {"metadata": {"labels": {names.SKIP_RECONCILIATION_LABEL: None}}}, ns
             )
             await eventually(
-                lambda: _absent(kcp_client, MANIFESTS, env.manifest_name(), ns), "disabled after unskip"
+                lambda: absent(kcp_client, MANIFESTS, env.manifest_name(), ns), "disabled after unskip"
             )
             await env.set_runtime_spec({"modules": [{"name": MODULE}]})
             await env.wait_manifest(lambda m: True, "re-enabled")
@@ -137,15 +127,15 @@ async def test_access_secret_problems_skip_label_and_deletion(
             )
             runtime = await env.runtime_kyma()
             assert runtime["status"]["state"] == "Deleting"
-            assert await _exists(
+            assert await exists(
                 skr_client, VALIDATING_WEBHOOK_CONFIGURATIONS, env.running.webhook_configuration
             )
             await kcp_client.patch(MANIFESTS, env.manifest_name(), {"metadata": {"finalizers": None}}, ns)
-            await eventually(lambda: _absent(kcp_client, KYMAS, KYMA, ns), "the Kyma gone", within=30)
-            assert await _absent(
+            await eventually(lambda: absent(kcp_client, KYMAS, KYMA, ns), "the Kyma gone", within=30)
+            assert await absent(
                 skr_client, VALIDATING_WEBHOOK_CONFIGURATIONS, env.running.webhook_configuration
             )
-            assert await _absent(skr_client, KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns)
+            assert await absent(skr_client, KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns)
             assert (await skr_client.list_all(MODULE_TEMPLATES, sync_ns)).items == []
             for crd in (
                 names.MODULE_TEMPLATE.crd_name,
@@ -187,7 +177,7 @@ async def test_deletion_of_a_kyma_whose_runtime_is_gone(
         await kcp_client.delete(KYMAS, KYMA, ns)
         # the Kyma does not wait for a runtime that does not answer
         await eventually(
-            lambda: _absent(kcp_client, KYMAS, KYMA, ns), "the Kyma gone without its runtime", within=40
+            lambda: absent(kcp_client, KYMAS, KYMA, ns), "the Kyma gone without its runtime", within=40
         )
         manifest = await env.manifest()
         assert manifest is not None and manifest["metadata"].get("deletionTimestamp")
@@ -246,6 +236,6 @@ async def test_single_cluster_mode_installs_next_to_the_operator(
         ]
         # deletion: the Manifest goes first, then the Kyma
         await kcp_client.delete(KYMAS, "local", ns)
-        await eventually(lambda: _absent(kcp_client, KYMAS, "local", ns), "the local Kyma deleted")
+        await eventually(lambda: absent(kcp_client, KYMAS, "local", ns), "the local Kyma deleted")
         assert await manifest() is None
         assert running.reports

@@ -28,6 +28,7 @@ from tests.integration.kyma_operator.modules_env import (
     KYMA,
     MODULE,
     condition_of,
+    exists,
     module_env,
     modules_of,
     release_meta,
@@ -387,7 +388,7 @@ async def test_visibility_and_runtime_catalog_crds_and_copy_are_restored(
 
         await skr_client.delete(KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns)
         await eventually(
-            lambda: _exists(skr_client, KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns),
+            lambda: exists(skr_client, KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, sync_ns),
             "runtime Kyma recreated",
         )
 
@@ -400,11 +401,3 @@ async def _catalog_is(read: Any, templates: set[str], metas: set[str]) -> bool:
 async def _component_is(skr: KubeClient, ns: str, component: str) -> bool:
     meta = await skr.get(MODULE_RELEASE_METAS, "shiny", ns)
     return bool(meta["spec"]["ocmComponentName"] == component)
-
-
-async def _exists(client: KubeClient, res: Any, name: str, ns: str) -> bool:
-    try:
-        await client.get(res, name, ns)
-    except NotFound:
-        return False
-    return True

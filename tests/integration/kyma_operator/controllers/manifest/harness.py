@@ -4,7 +4,6 @@ that module objects changed in the runtime reach their Manifest through signed e
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from kyma_operator.api.resources import WATCHERS
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource
+from kyma_operator.runtime.resources import CRDS, DEPLOYMENTS, NAMESPACES, Resource
 from skr_watcher.agent import Agent
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port
@@ -28,9 +27,9 @@ from tests.integration.kyma_operator.harness import (
     create_runtime,
     operator_config,
     running_operator,
+    runtime_agent,
     settled,
 )
-from tests.integration.kyma_operator.identity.e2e import agent_config, write_agent_files
 from tests.polling import eventually
 from tests.registry.server import LocalRegistry
 
@@ -167,37 +166,17 @@ async def manifest_setup(
         for watcher in module_watchers(ns):
             with contextlib.suppress(AlreadyExists):
                 await kcp.create(WATCHERS, watcher)
-    stop = asyncio.Event()
-    agent_task: asyncio.Task[None] | None = None
     try:
         async with running_operator(kcp, operator_config(ns, **overrides), skrs=(skr,)) as running:
             await create_runtime(kcp, ns, KYMA, "rt-a", skr_kubeconfig)
             setup = Setup(running, kcp, skr, ns, module_ns, group, RegistryModules(registry, ns))
-            if with_agent:
-                await settled(running, KYMA)
-                secret = await skr.get(SECRETS, "skr-webhook-tls", running.sync_namespace)
-                files = write_agent_files(secret, tmp_path / "ssl")
-                agent = Agent(
-                    agent_config(
-                        files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(agent_port)
-                    )
-                )
-                agent_task = asyncio.create_task(agent.run(stop))
-                await asyncio.wait_for(agent.started.wait(), 10.0)
-                listener = running.operator.listener
-                assert listener is not None
-
-                async def key_known() -> bool:
-                    return bool(listener.keys.public_keys("rt-a:v1"))
-
-                await eventually(key_known, what="the listener trusts rt-a's published key")
-                setup.agent = agent
-            try:
+            if not with_agent:
                 yield setup
-            finally:
-                stop.set()
-                if agent_task is not None:
-                    await asyncio.gather(agent_task, return_exceptions=True)
+                return
+            await settled(running, KYMA)
+            async with runtime_agent(running, skr, "rt-a", agent_port, tmp_path / "ssl") as agent:
+                setup.agent = agent
+                yield setup
     finally:
         with contextlib.suppress(NotFound):
             await skr.delete(CRDS, f"{m.PLURAL}.{group}")
