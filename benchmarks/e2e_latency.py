@@ -12,7 +12,7 @@ time) and the clock starts right before that request is sent. Recorded per write
 * start: the Kyma reconcile begins (the DESIGN target: p50 <= 15 ms, p99 <= 50 ms);
 * read: a reconcile started that read the new spec (the agent reports in the admission call,
   before the API server stores the write, so the first reconcile can be early; the controller then
-  re-reads after ``event_settle_delay``);
+  re-reads after ``event_settle_delays``);
 * the PATCH itself (it includes the API server's call to the agent's webhook).
 
 Series:

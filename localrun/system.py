@@ -137,7 +137,7 @@ class LocalSystem:
 
 
 def is_event_reconcile(report: ReconcileReport) -> bool:
-    return RUNTIME_EVENT in report.triggers or RUNTIME_EVENT_REREAD in report.triggers
+    return any(t == RUNTIME_EVENT or t.startswith(RUNTIME_EVENT_REREAD) for t in report.triggers)
 
 
 @contextlib.asynccontextmanager

@@ -57,18 +57,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import KYMA_CONDITION_REASON, Kyma, KymaConditionType, KymaSpec, ModuleStatus
-from kyma_operator.api.meta import Condition, InvalidObjectError, State
+from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, State, find_condition
 from kyma_operator.api.resources import KYMAS, MANIFESTS
 from kyma_operator.controllers.kyma import status as st
+from kyma_operator.controllers.kyma.catalogtriggers import MANIFEST_CHANGED
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.metrics import INTENDED, UNEXPECTED, KymaMetrics
 from kyma_operator.controllers.kyma.moduleresolution import NONE_CHANNEL, aggregate_state
-from kyma_operator.controllers.kyma.modulesync import ModuleSync
+from kyma_operator.controllers.kyma.modulesync import ModuleSync, ModuleSyncResult
 from kyma_operator.controllers.kyma.runtimecatalog import RuntimeCatalogSync
 from kyma_operator.controllers.kyma.runtimecrds import CrdSyncError, RuntimeCrdSync
 from kyma_operator.controllers.kyma.skrsync import RemoteKyma, RemoteKymaSync, RemoteSyncError
-from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREADS
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.clock import Clock, RealClock
@@ -124,8 +125,10 @@ class KymaControllerConfig(BaseModel):
     failure_base_delay: float = Field(default=5.0, gt=0)
     failure_max_delay: float = Field(default=30.0, gt=0)
     """Backoff of failed reconciles (upstream ``--failure-base-delay`` / ``--failure-max-delay``)."""
-    event_settle_delay: float = Field(default=0.25, gt=0)
-    """Re-read delay when a runtime event arrived but the runtime Kyma looks unchanged (see below)."""
+    event_settle_delays: tuple[float, ...] = (0.03, 0.2, 1.0)
+    """Re-reads when a runtime event arrived but the runtime Kyma looks unchanged (the event
+    overtook its write; see the module docstring): a write lands within milliseconds, so the first
+    re-read is early and the later ones cover a slow API server."""
     intake_capacity: int = Field(default=4096, ge=1)
     """Kymas that may wait in the queue before the listener's intake pushes back (429)."""
     event_throttle_window: float = Field(default=0.5, ge=0)
@@ -224,6 +227,11 @@ class KymaReconciler:
         self._remote_specs: dict[Request, str] = {}
         """Digest of the runtime Kyma's spec as the last reconcile read it."""
         self.settle_rereads = 0
+        self._fast: dict[Request, _FastPathState] = {}
+        """What the last full reconcile of a Kyma saw of its runtime (for the modules-only path)."""
+        self._remote_objects: dict[Request, RemoteKyma] = {}
+        self._remote_written: dict[Request, str] = {}
+        """Digest of the status last copied into each runtime Kyma (modules-only path)."""
         self._last_status: dict[Request, JSON] = {}
         """The KCP status as last written or found unchanged (copied into the runtime Kyma)."""
 
@@ -260,6 +268,9 @@ class KymaReconciler:
             await self.skr_clients.evict(request, "kyma-gone")
             self.observed_health.forget(request)
             self._remote_specs.pop(request, None)
+            self._fast.pop(request, None)
+            self._remote_objects.pop(request, None)
+            self._remote_written.pop(request, None)
             self.metrics.forget(request)
             report.set("gone", "no such Kyma (deleted, or not created yet)")
             return Result()
@@ -277,6 +288,9 @@ class KymaReconciler:
         rv = await self._ensure_finalizer(kyma)
         if single_cluster(kyma):
             return await self._apply_local(kyma, rv, report)
+        fast = self._fast.get(request)
+        if fast is not None and report.triggers and set(report.triggers) <= {MANIFEST_CHANGED}:
+            return await self._apply_modules_only(kyma, request, rv, report, fast)
         return await self._apply(kyma, request, rv, report)
 
     # -- normal path -----------------------------------------------------------------------------
@@ -309,17 +323,20 @@ class KymaReconciler:
             report.requeue_reason = "crds_sync" if isinstance(exc, CrdSyncError) else "runtime_sync"
             return await self._fail(kyma, rv, report, condition, tuple(conditions), message)
         report.remote_spec = remote.describe_spec()
-        settle = self._needs_settle_reread(request, remote, report.triggers)
+        settle_step = self._settle_step(request, remote, report.triggers)
+        spec_source = {
+            "channel": remote.spec.get("channel") or kyma.spec.channel,
+            "modules": remote.spec.get("modules") or [],
+        }
+        # Manifests first: a module enabled in the runtime reaches KCP before the agent is checked
+        modules_run = await self._run_modules(kyma, spec_source, now, report, remote=True)
         agent = await self.installers.for_kyma(kyma.name).ensure(kyma, skr)
         state, webhook = st.webhook_condition(agent, now)
         conditions.insert(0, webhook)
         outcome = st.Outcome(state, tuple(conditions), _operation(state, agent.message))
-        if self.modules is not None:
-            spec_source = {
-                "channel": remote.spec.get("channel") or kyma.spec.channel,
-                "modules": remote.spec.get("modules") or [],
-            }
-            outcome = await self._sync_modules(kyma, spec_source, outcome, now, report, remote=True)
+        self._fast[request] = _FastPathState(spec_source, outcome, agent.requeue_after)
+        if modules_run is not None:
+            outcome = _with_modules(outcome, modules_run, now)
             outcome = await self._sync_catalog(kyma, skr, outcome, now, report)
         written = await self._write_status(kyma, rv, outcome, now, report)
         await self._sync_remote_status(kyma, request, remote, skr)
@@ -330,22 +347,63 @@ class KymaReconciler:
         interval = self._interval(kyma, outcome.state)
         if agent.requeue_after is not None:
             interval = min(interval, max(1.0, agent.requeue_after))
-        if settle:
+        delays = self.config.event_settle_delays
+        if settle_step is not None and settle_step < len(delays):
+            self.settle_rereads += 1
             return Result(
-                requeue_after=min(interval, self.config.event_settle_delay), reason=RUNTIME_EVENT_REREAD
+                requeue_after=min(interval, delays[settle_step]), reason=RUNTIME_EVENT_REREADS[settle_step]
             )
+        return Result(requeue_after=interval)
+
+    async def _apply_modules_only(
+        self, kyma: Kyma, request: Request, rv: str, report: _Report, fast: _FastPathState
+    ) -> Result:
+        """Only Manifests changed since the last full reconcile (their state, a deletion): the module
+        half and the status, without re-checking the runtime's CRDs, agent and catalog (their own
+        triggers and the safety net do that). Manifest state reaches the Kyma in one KCP write and at
+        most one runtime write instead of a full runtime round."""
+        now = self._now()
+        modules_run = await self._run_modules(kyma, fast.spec_source, now, report, remote=True)
+        outcome = fast.base
+        catalog = find_condition(kyma.status.conditions, KymaConditionType.MODULE_CATALOG.value)
+        if catalog is not None:
+            failed = catalog.status is not ConditionStatus.TRUE
+            outcome = st.Outcome(
+                State.ERROR if failed else outcome.state,
+                (*outcome.conditions, catalog),
+                catalog.message if failed else outcome.operation,
+            )
+        if modules_run is not None:
+            outcome = _with_modules(outcome, modules_run, now)
+        written = await self._write_status(kyma, rv, outcome, now, report)
+        remote = self._remote_objects.get(request)
+        if remote is not None:
+            try:
+                skr = await self.skr_clients.get(request)
+            except SkrAccessError:
+                skr = None
+            if skr is not None:
+                await self._sync_remote_status(kyma, request, remote, skr, fresh=False)
+        self.metrics.record(kyma, outcome.state, _module_states(outcome), report.mandatory)
+        report.set(outcome.state.value, f"modules only: {outcome.operation}", written)
+        if outcome.state is State.ERROR:
+            return Result(requeue=True)
+        interval = self._interval(kyma, outcome.state)
+        if fast.agent_requeue is not None:
+            interval = min(interval, max(1.0, fast.agent_requeue))
         return Result(requeue_after=interval)
 
     async def _apply_local(self, kyma: Kyma, rv: str, report: _Report) -> Result:
         """Single-cluster mode: modules from the KCP Kyma's own spec, installed next to the operator."""
         now = self._now()
         outcome = st.Outcome(State.READY, (), "kyma is ready")
-        if self.modules is not None:
-            spec_source = {
-                "channel": kyma.spec.channel,
-                "modules": [m.model_dump(mode="json", by_alias=True) for m in kyma.spec.modules],
-            }
-            outcome = await self._sync_modules(kyma, spec_source, outcome, now, report, remote=False)
+        spec_source = {
+            "channel": kyma.spec.channel,
+            "modules": [m.model_dump(mode="json", by_alias=True) for m in kyma.spec.modules],
+        }
+        modules_run = await self._run_modules(kyma, spec_source, now, report, remote=False)
+        if modules_run is not None:
+            outcome = _with_modules(outcome, modules_run, now)
         written = await self._write_status(kyma, rv, outcome, now, report)
         self.metrics.record(kyma, outcome.state, _module_states(outcome), report.mandatory)
         report.set(outcome.state.value, f"single-cluster: {outcome.operation}", written)
@@ -361,19 +419,13 @@ class KymaReconciler:
             return min(self.config.warning_interval, self.config.unhealthy_interval)
         return self.config.unhealthy_interval
 
-    async def _sync_modules(
-        self,
-        kyma: Kyma,
-        spec_source: JSON,
-        outcome: st.Outcome,
-        now: datetime.datetime,
-        report: _Report,
-        *,
-        remote: bool,
-    ) -> st.Outcome:
-        """The module half: the runtime Kyma's ``spec.modules``/``spec.channel`` decide the Manifests
-        (upstream: the SKR copy owns them); the state aggregates modules and conditions."""
-        assert self.modules is not None
+    async def _run_modules(
+        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: _Report, *, remote: bool
+    ) -> _ModulesRun | None:
+        """The module half: the runtime Kyma's ``spec.modules``/``spec.channel`` (upstream: the SKR
+        copy owns them) decide the Manifests. None without the module half."""
+        if self.modules is None:
+            return None
         try:
             spec = KymaSpec.model_validate(spec_source)
             if spec.channel == NONE_CHANNEL:
@@ -382,40 +434,12 @@ class KymaReconciler:
             detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
             message = f"the runtime Kyma's spec is invalid: {detail}"
             bad = st.condition(KymaConditionType.MODULES.value, False, "InvalidSpec", message, now)
-            return st.Outcome(State.ERROR, (*outcome.conditions, bad), _operation(State.ERROR, message))
-        desired = kyma.model_copy(update={"spec": spec})
-        result = await self.modules.sync(desired, remote=remote)
+            return _ModulesRun(None, None, bad)
+        result = await self.modules.sync(kyma.model_copy(update={"spec": spec}), remote=remote)
         report.applied.extend(result.applied)
         report.deleted.extend(result.deleted)
         report.mandatory = dict(result.mandatory)
-        failing = [m.name for m in result.modules if m.state not in (State.READY, State.UNMANAGED)]
-        modules_condition = st.condition(
-            KymaConditionType.MODULES.value,
-            not failing,
-            KYMA_CONDITION_REASON,
-            "all modules are Ready" if not failing else f"modules not Ready: {', '.join(sorted(failing))}",
-            now,
-        )
-        conditions = (*outcome.conditions, modules_condition)
-        module_states = [m.state for m in result.modules]
-        if outcome.state in (State.ERROR, State.WARNING, State.PROCESSING):
-            module_states.append(outcome.state)
-        gating = [c for c in conditions if c.type != st.WATCHER_HEARTBEAT]
-        state = aggregate_state(module_states, gating)
-        operation = "waiting for all modules to become ready" if failing else modules_condition.message
-        if (
-            outcome.state in (State.ERROR, State.PROCESSING)
-            and outcome.operation
-            and state is not State.READY
-        ):
-            operation = outcome.operation if not failing else operation
-        return st.Outcome(
-            state,
-            conditions,
-            _operation(state, operation),
-            tuple(result.modules),
-            active_channel=spec.channel if state in (State.READY, State.WARNING) else None,
-        )
+        return _ModulesRun(spec, result, None)
 
     async def _sync_catalog(
         self, kyma: Kyma, skr: KubeClient, outcome: st.Outcome, now: datetime.datetime, report: _Report
@@ -455,30 +479,44 @@ class KymaReconciler:
         )
 
     async def _sync_remote_status(
-        self, kyma: Kyma, request: Request, remote: RemoteKyma, skr: KubeClient
+        self, kyma: Kyma, request: Request, remote: RemoteKyma, skr: KubeClient, *, fresh: bool = True
     ) -> None:
-        """Copy the KCP status into the runtime Kyma when it differs (upstream step 14)."""
+        """Copy the KCP status into the runtime Kyma when it differs (upstream step 14).
+
+        ``fresh``: ``remote`` was just read (compare with it); otherwise it is from an earlier
+        reconcile and what this process wrote last is compared instead."""
         obj = self.kymas.get(kyma.namespace, kyma.name)
         latest = self._last_status.get(request)
         if latest is None and obj is not None:
             latest = (obj.get("status") or {}) if isinstance(obj.get("status"), dict) else {}
         if not latest:
             return
+        digest = hashlib.sha256(json.dumps(latest, sort_keys=True, default=str).encode()).hexdigest()
+        if not fresh and self._remote_written.get(request) == digest:
+            return
         try:
             if await self.remote.sync_status(remote, latest, skr):
                 self.remote_status_writes += 1
+            self._remote_written[request] = digest
         except KubeError as exc:
             await self.skr_clients.evict_on_error(request, exc)
             log.info("Kyma %s: runtime status sync failed (next reconcile retries): %s", request, exc)
 
-    def _needs_settle_reread(self, request: Request, remote: RemoteKyma, triggers: tuple[str, ...]) -> bool:
+    def _settle_step(self, request: Request, remote: RemoteKyma, triggers: tuple[str, ...]) -> int | None:
+        """Which re-read is due when a runtime event found the runtime Kyma's spec unchanged (the
+        event overtook its write), or None. Also remembers the runtime Kyma for the fast path."""
         digest = hashlib.sha256(json.dumps(remote.spec, sort_keys=True).encode()).hexdigest()
         previous = self._remote_specs.get(request)
         self._remote_specs[request] = digest
-        reread = RUNTIME_EVENT in triggers and previous == digest and not remote.created
-        if reread:
-            self.settle_rereads += 1
-        return reread
+        self._remote_objects[request] = remote
+        if previous != digest or remote.created:
+            return None
+        if RUNTIME_EVENT in triggers:
+            return 0
+        for index, name in enumerate(RUNTIME_EVENT_REREADS):
+            if name in triggers:
+                return index + 1
+        return None
 
     async def _fail(
         self,
@@ -617,6 +655,9 @@ class KymaReconciler:
         await self.skr_clients.evict(request, "kyma-deleted")
         self.observed_health.forget(request)
         self._remote_specs.pop(request, None)
+        self._fast.pop(request, None)
+        self._remote_objects.pop(request, None)
+        self._remote_written.pop(request, None)
         self._last_status.pop(request, None)
         self.metrics.forget(request)
         try:
@@ -698,6 +739,58 @@ class KymaReconciler:
     async def _delete_remote_kyma(self, skr: KubeClient) -> None:
         with contextlib.suppress(NotFound):
             await skr.delete(KYMAS, self.config.remote_kyma_name, self.config.sync_namespace)
+
+
+@dataclass(frozen=True)
+class _FastPathState:
+    """From a Kyma's last full reconcile: the runtime's spec.modules/channel and the outcome of
+    everything but the modules (agent, CRDs, heartbeat), reused while only Manifests change."""
+
+    spec_source: JSON
+    base: st.Outcome
+    agent_requeue: float | None
+
+
+@dataclass(frozen=True)
+class _ModulesRun:
+    spec: KymaSpec | None
+    result: ModuleSyncResult | None
+    invalid: Condition | None
+    """Condition ``Modules`` False when the runtime Kyma's spec is invalid (then no result)."""
+
+
+def _with_modules(outcome: st.Outcome, run: _ModulesRun, now: datetime.datetime) -> st.Outcome:
+    """``outcome`` with the modules' entries, condition ``Modules`` and the aggregated state
+    (Error > Warning > Processing > a condition not True > Ready; the heartbeat is informational)."""
+    if run.invalid is not None or run.result is None or run.spec is None:
+        bad = run.invalid
+        assert bad is not None
+        return st.Outcome(State.ERROR, (*outcome.conditions, bad), _operation(State.ERROR, bad.message))
+    result = run.result
+    failing = [m.name for m in result.modules if m.state not in (State.READY, State.UNMANAGED)]
+    modules_condition = st.condition(
+        KymaConditionType.MODULES.value,
+        not failing,
+        KYMA_CONDITION_REASON,
+        "all modules are Ready" if not failing else f"modules not Ready: {', '.join(sorted(failing))}",
+        now,
+    )
+    conditions = (*outcome.conditions, modules_condition)
+    module_states = [m.state for m in result.modules]
+    if outcome.state in (State.ERROR, State.WARNING, State.PROCESSING):
+        module_states.append(outcome.state)
+    gating = [c for c in conditions if c.type != st.WATCHER_HEARTBEAT]
+    state = aggregate_state(module_states, gating)
+    operation = "waiting for all modules to become ready" if failing else modules_condition.message
+    if outcome.state in (State.ERROR, State.PROCESSING) and not failing and state is not State.READY:
+        operation = outcome.operation
+    return st.Outcome(
+        state,
+        conditions,
+        _operation(state, operation),
+        tuple(result.modules),
+        active_channel=run.spec.channel if state in (State.READY, State.WARNING) else None,
+    )
 
 
 def _module_states(outcome: st.Outcome) -> list[tuple[str, State]] | None:

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 RUNTIME_EVENT = "runtime event"
 RUNTIME_EVENT_REREAD = "runtime event, re-read"
+RUNTIME_EVENT_REREADS = tuple(f"{RUNTIME_EVENT_REREAD} {n}" for n in (1, 2, 3))
+"""The trigger notes of the re-reads after a runtime event (one per ``event_settle_delays``)."""
 KYMA_CHANGED = "KCP Kyma changed"
 WATCHER_FANOUT = FANOUT_REASON
 ACCESS_SECRET = "access Secret changed"
