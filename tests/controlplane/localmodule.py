@@ -4,8 +4,8 @@ Why: the local run shows the Manifest path end to end, like it shows the Kyma pa
 (distribution, plain HTTP on 127.0.0.1, built like the test suite's), a module published as an OCM
 component version by the ``modules`` library, a Manifest for the first runtime's Kyma, the
 Manifest controller pulling and installing it; with ``--once`` a module object is then deleted in
-the runtime and restored by the agent's event. The module is small and needs no running workload
-(no kube-controller-manager runs here): a ConfigMap and a ServiceAccount in the sync namespace.
+the runtime and restored by the agent's event. The module is small: a ConfigMap and a
+ServiceAccount in the sync namespace.
 """
 
 from __future__ import annotations
