@@ -194,7 +194,12 @@ class ControlPlane:
             if callable(ready) and ready():
                 return
             if time.monotonic() > deadline:
-                tail = processes[-1].log_tail()
+                # one process waited for: its log; a living cluster: each component's last lines
+                tail = (
+                    processes[-1].log_tail()
+                    if len(processes) <= 2
+                    else "\n".join(f"--- {p.name}:\n{p.log_tail(10)}" for p in processes[1:])
+                )
                 raise ControlPlaneError(
                     f"{what} not ready within {self._ready_timeout:.0f}s; log tail:\n{tail}"
                 )
