@@ -1,6 +1,7 @@
 # Two entry points (see README): `make run` brings the system up locally, `make test` checks everything.
-# Both install what they need: a virtualenv from the pinned lock file and the Go-built control plane
-# binaries (cached in .cache/bin, so only the first run builds them).
+# Both install what they need: a virtualenv from the pinned lock file and the Go-built binaries (control
+# plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; the OCI registry;
+# kustomize), cached in .cache/bin, so only the first run builds them (TEST_ASSET_* name prebuilt ones).
 
 PYTHON ?= python3.11
 RUN_ARGS ?=
@@ -20,6 +21,7 @@ $(STAMP): pyproject.toml requirements.lock
 binaries: $(STAMP)
 	$(PY) -m tests.controlplane.binaries
 	$(PY) -m tests.registry.binaries
+	$(PY) -m tests.kustomize.binaries
 
 run: binaries
 	$(PY) -m localrun $(RUN_ARGS)

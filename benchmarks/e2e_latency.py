@@ -200,7 +200,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
-    with ControlPlane(["kcp", "skr-1"]) as plane:
+    # The runtime is living: its agent Deployment becomes Ready through kwok (nothing patches status).
+    with ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane:
         apply_crds(plane["kcp"].kubeconfig_path)
         apply_crds(plane["skr-1"].kubeconfig_path, plurals=SKR_CRD_PLURALS)
         asyncio.run(run(plane, args))

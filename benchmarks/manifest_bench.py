@@ -215,8 +215,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
+    # The runtime is living: its agent Deployment becomes Ready through kwok (nothing patches status).
     with (
-        ControlPlane(["kcp", "skr-1"]) as plane,
+        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
         LocalRegistry() as registry,
         tempfile.TemporaryDirectory(prefix="manifest-bench-") as cache,
     ):

@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig
 from kcp_listener.wiring import OperatorListener
 from kyma_operator.runtime.request import Request
+from kyma_wire import logs
+from kyma_wire.logs import LOG_FORMATS
 
 
 class PrintSink:
@@ -92,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="scheme://host[:port] the agents sign (unset: the request's own Host)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="log lines as readable text or as one JSON object per line (ts, level, logger, msg)",
+    )
     return parser
 
 
@@ -145,7 +153,7 @@ async def serve(kubeconfig: str, config: ListenerConfig, out: TextIO) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, config = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(logging.INFO, sys.stderr, args.log_format)
     uvloop.run(serve(args.kubeconfig, config, sys.stdout))
     return 0
 

@@ -11,10 +11,13 @@ What runs:
 * per runtime an admin-kubeconfig access Secret and a Kyma ``rt-<skr>`` (runtime id = name);
 * the operator in this process (Watcher, Kyma and Manifest controllers, CA rotation, the listener on
   127.0.0.1), with webhook URL mode: each runtime's API server calls its agent on 127.0.0.1;
-* per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` the way a
-  kubelet would: environment from the Deployment the operator installed, credential files from
-  the ``skr-webhook-tls`` Secret (kept up to date under ``.local/run/<skr>/ssl``), and its
-  readiness reported into the Deployment's status (no kube-controller-manager runs here).
+* every cluster is a living one (kube-controller-manager, kube-scheduler and kwok with simulated
+  nodes, ``tests/controlplane/living.py``): the agent Deployment the operator installs gets a
+  ReplicaSet and a pod that is scheduled onto a kwok node and reported Ready by kwok, so the
+  Deployment's readiness, garbage collection and namespace deletion are the cluster's own;
+* per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` as the
+  container of that pod (a kwok pod runs nothing): environment from the Deployment, credential
+  files from the ``skr-webhook-tls`` Secret (kept up to date under ``.local/run/<skr>/ssl``).
 
 An edit of a runtime's Kyma (``KUBECONFIG=.local/run/skr-1.kubeconfig kubectl edit kyma -n
 kyma-system default``) then shows up as a routed event and a targeted reconcile. ``--once`` brings

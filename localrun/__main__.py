@@ -42,9 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     skr_names = [f"skr-{i + 1}" for i in range(args.skrs)]
     names_ = ["kcp", *skr_names]
     started = time.monotonic()
-    say(f"starting local control planes: {', '.join(names_)}")
+    say(f"starting local clusters (API server, controllers, scheduler, kwok nodes): {', '.join(names_)}")
     try:
-        with ControlPlane(names_) as plane:
+        with ControlPlane(names_, living=True) as plane:
             installed = apply_crds(plane["kcp"].kubeconfig_path)
             for name in skr_names:
                 apply_crds(plane[name].kubeconfig_path, plurals=SKR_CRD_PLURALS)
@@ -54,9 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path = RUN_DIR / f"{name}.kubeconfig"
                 path.write_bytes(server.kubeconfig)
                 path.chmod(0o600)
-                rss = rss_bytes(server.pid) // 2**20 if server.pid else 0
+                rss = sum(rss_bytes(pid) for pid in server.pids().values()) // 2**20
                 print(
-                    f"  {name:8} {server.url}  kubeconfig: {path}  (kube-apiserver RSS {rss} MiB)", flush=True
+                    f"  {name:8} {server.url}  kubeconfig: {path}  (RSS of its {len(server.pids())} "
+                    f"processes {rss} MiB)",
+                    flush=True,
                 )
             say("e.g.: KUBECONFIG=.local/run/kcp.kubeconfig kubectl get kymas -A  (any Kubernetes client)")
             with contextlib.ExitStack() as stack:

@@ -1,4 +1,4 @@
-"""One runtime's agent in the local run: a real ``python -m skr_watcher`` started as a kubelet would."""
+"""One runtime's agent in the local run: a real ``python -m skr_watcher``, the container of a kwok pod."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kyma_operator.runtime.informer import FuncHandler, Informer
-from kyma_operator.runtime.resources import (
-    DEPLOYMENTS,
-    SECRETS,
-)
+from kyma_operator.runtime.resources import DEPLOYMENTS, PODS, SECRETS
 from localrun.kcp import SYNC_NAMESPACE, Runtime
 from localrun.output import Say
 from skr_watcher import artefacts
@@ -36,14 +33,17 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 class LocalAgent:
-    """Runs a runtime's agent as a local process, as its kubelet would run the installed Deployment.
+    """Runs a runtime's agent as a local process, as the kubelet of its pod's node would.
 
-    Waits for the operator to install the Deployment and the ``skr-webhook-tls`` Secret, writes the
-    Secret's keys as files (again whenever the Secret changes: the agent reloads rotated files),
-    starts ``python -m skr_watcher`` with the Deployment's environment (``/app/etc/ssl`` mapped to
-    the files, ``WEBHOOK_PORT`` = the port the webhook URL names, bound to 127.0.0.1), and reports
-    its readiness in the Deployment's status, which is what the operator's ``SKRWebhook``
-    condition reads.
+    The runtime is a living cluster: the operator's Deployment gets a ReplicaSet and a pod, the
+    scheduler binds the pod to a kwok node, and kwok reports it Running and Ready, so the
+    Deployment's status (what the operator's ``SKRWebhook`` condition reads) comes from the cluster.
+    A kwok pod runs nothing, so this class plays the container runtime: once a pod of the Deployment
+    is bound to a node it writes the ``skr-webhook-tls`` Secret's keys as files (again whenever the
+    Secret changes: the agent reloads rotated files) and starts ``python -m skr_watcher`` with the
+    Deployment's environment (``/app/etc/ssl`` mapped to the files, ``WEBHOOK_PORT`` = the port the
+    webhook URL names, bound to 127.0.0.1). ``ready`` is set once the agent's own ``/readyz``
+    answers (its readiness probe); it never writes any status.
     """
 
     def __init__(self, runtime: Runtime, say: Say, *, directory: Path) -> None:
@@ -56,6 +56,9 @@ class LocalAgent:
         self._secret = asyncio.Event()
         self._deployment: dict[str, Any] | None = None
         self._deployment_seen = asyncio.Event()
+        self._available_said = False
+        self._bound: dict[str, Any] | None = None
+        self._pod_bound = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -77,6 +80,20 @@ class LocalAgent:
     def _remember_deployment(self, deployment: dict[str, Any]) -> None:
         self._deployment = deployment
         self._deployment_seen.set()
+        status = deployment.get("status") or {}
+        if not self._available_said and int(status.get("availableReplicas") or 0) > 0:
+            self._available_said = True
+            self.say(
+                f"runtime {self.runtime.name}: Deployment {SYNC_NAMESPACE}/{artefacts.SERVICE_NAME} "
+                f"available ({status.get('readyReplicas', 0)}/{status.get('replicas', 0)} pods Ready, "
+                "reported by kwok)"
+            )
+
+    def _remember_pod(self, pod: dict[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not (pod.get("metadata") or {}).get("deletionTimestamp") and not self._pod_bound.is_set():
+            self._bound = pod
+            self._pod_bound.set()
 
     def environment(self, deployment: dict[str, Any]) -> dict[str, str]:
         container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -100,7 +117,7 @@ class LocalAgent:
         return env
 
     async def run(self) -> None:
-        """Until cancelled: wait for the installation, run the agent, report readiness."""
+        """Until cancelled: wait for a scheduled pod and the credentials, run the agent, probe it."""
         skr = self.runtime.client
         secrets = Informer(
             skr, SECRETS, namespace=SYNC_NAMESPACE, field_selector=f"metadata.name={artefacts.SECRET_NAME}"
@@ -121,11 +138,29 @@ class LocalAgent:
         )
         self._tasks = [asyncio.create_task(secrets.run()), asyncio.create_task(deployments.run())]
         try:
-            await self._secret.wait()
             await self._deployment_seen.wait()
             assert self._deployment is not None
+            labels = self._deployment["spec"]["selector"]["matchLabels"]
+            pods = Informer(
+                skr,
+                PODS,
+                namespace=SYNC_NAMESPACE,
+                label_selector=",".join(f"{key}={value}" for key, value in sorted(labels.items())),
+            )
+            pods.add_handler(
+                FuncHandler(on_add=self._remember_pod, on_update=lambda _o, n: self._remember_pod(n))
+            )
+            self._tasks.append(asyncio.create_task(pods.run()))
+            await self._pod_bound.wait()
+            assert self._bound is not None
+            pod, node = self._bound["metadata"]["name"], self._bound["spec"]["nodeName"]
+            self.say(
+                f"runtime {self.runtime.name}: pod {SYNC_NAMESPACE}/{pod} scheduled on kwok node {node}; "
+                "starting its container here"
+            )
+            await self._secret.wait()
             await self._start(self.environment(self._deployment))
-            await self._report_ready()
+            await self._probe_ready()
             assert self.process is not None
             code = await self.process.wait()
             self.say(f"agent for {self.runtime.name} exited with code {code}")
@@ -166,7 +201,8 @@ class LocalAgent:
             if text and "/heartbeat" not in text:  # one per interval: noise here
                 self.say(f"  [agent {self.runtime.name}] {text}")
 
-    async def _report_ready(self) -> None:
+    async def _probe_ready(self) -> None:
+        """The agent's readiness probe: its ``/readyz``, as the Deployment's probe would call it."""
         url = f"http://127.0.0.1:{self.metrics_port}/readyz"
         loop = asyncio.get_running_loop()
 
@@ -181,22 +217,6 @@ class LocalAgent:
             if self.process is not None and self.process.returncode is not None:
                 return
             await asyncio.sleep(0.05)  # a kubelet's readiness probe period, shortened
-        deployment = self._deployment or {}
-        generation = (deployment.get("metadata") or {}).get("generation") or 1
-        await self.runtime.client.patch_status(
-            DEPLOYMENTS,
-            artefacts.SERVICE_NAME,
-            {
-                "status": {
-                    "observedGeneration": generation,
-                    "replicas": 1,
-                    "updatedReplicas": 1,
-                    "readyReplicas": 1,
-                    "availableReplicas": 1,
-                }
-            },
-            SYNC_NAMESPACE,
-        )
         self.ready.set()
         self.say(f"agent for {self.runtime.name} running on {self.runtime.webhook_url} (ready)")
 

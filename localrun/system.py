@@ -82,11 +82,16 @@ class LocalSystem:
                 if task.done():
                     task.result()  # surface a crash of the operator or an agent runner
                     raise RuntimeError(f"{task.get_name()} ended early")
+            agents = {agent.runtime.name: agent for agent in self.agents}
             for runtime in self.runtimes:
                 kyma = self.operator.kyma.kymas.get(KCP_NAMESPACE, runtime.kyma) or {}
                 ready = (kyma.get("status") or {}).get("state") == "Ready"
                 trusted = runtime.runtime_id in listener.keys.runtimes()
-                if ready and trusted and runtime.kyma in pending:
+                # The Kyma's agent condition follows the Deployment (pods Ready by kwok), which says
+                # nothing about the process running here: wait for its own readiness too.
+                agent = agents.get(runtime.name)
+                running = agent is not None and agent.ready.is_set()
+                if ready and trusted and running and runtime.kyma in pending:
                     pending.discard(runtime.kyma)
                     self.say(
                         f"Kyma {KCP_NAMESPACE}/{runtime.kyma} is Ready; the listener trusts its agent's key"

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"skr-watcher: {error}", file=sys.stderr)
         return 2
-    logs.configure(config.log_level, sys.stderr)
+    logs.configure(config.log_level, sys.stderr, config.log_format)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(_serve(config))

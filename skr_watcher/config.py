@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kyma_wire.events import CONTRACT_VERSION, DEFAULT_HEARTBEAT_INTERVAL_SECONDS, MAX_BATCH_EVENTS
+from kyma_wire.logs import LogFormat
 from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
@@ -126,6 +127,8 @@ class AgentConfig(BaseModel):
         default="INFO", validation_alias="LOG_LEVEL"
     )
     """DEBUG, INFO, WARNING or ERROR."""
+    log_format: LogFormat = Field(default="text", validation_alias="LOG_FORMAT")
+    """text (one readable line per record) or json (one JSON object per line, for log pipelines)."""
 
     @field_validator(
         "heartbeat_interval",

@@ -6,35 +6,25 @@ shared ``uvicorn.error`` logger, so every such line appeared twice in ``make run
 logs one INFO line per POST to KCP (``HTTP Request: POST ... "HTTP/1.1 200 OK"``): at 500 events/s
 that is 500 lines a second of CPU spent formatting what the metrics already count. The agent logs
 its own start and stop lines (with both addresses) instead; the libraries keep WARNING and above.
+``LOG_FORMAT=json`` writes every line as a JSON object (``kyma_wire.logs``) for log pipelines.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TextIO
 
-FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+from kyma_wire import logs as shared
+from kyma_wire.logs import LogFormat
+
+FORMAT = shared.TEXT_FORMAT
 QUIET_LIBRARIES = ("uvicorn", "uvicorn.error", "uvicorn.access", "httpx", "httpcore")
 """Loggers held at WARNING whatever the agent's level (their INFO lines repeat per server/request)."""
 
 
-def configure(level: str, stream: TextIO) -> None:
+def configure(level: str, stream: TextIO, log_format: LogFormat = "text") -> None:
     """One stream handler on the root logger at ``level``; the libraries above at WARNING at least.
 
     The libraries' own handlers are removed (uvicorn's default configuration would give its loggers
     a second handler: every line twice), so everything goes through the root handler once.
     """
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter(FORMAT))
-    root.addHandler(handler)
-    root.setLevel(level)
-    threshold = max(logging.WARNING, logging.getLevelName(level))
-    for name in QUIET_LIBRARIES:  # through the one root handler, whatever configured them before
-        library = logging.getLogger(name)
-        library.setLevel(threshold)
-        library.propagate = True
-        for handler in list(library.handlers):
-            library.removeHandler(handler)
+    shared.configure(level, stream, log_format, quiet=QUIET_LIBRARIES)

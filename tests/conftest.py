@@ -2,6 +2,9 @@
 
 The control plane starts lazily, only when an integration test asks for it, so unit-only runs stay
 fast. Tests isolate themselves with unique namespaces/names instead of restarting API servers.
+Those API servers are inert (nothing acts on what tests write). Tests that need workloads to roll
+out, garbage collection or namespace deletion ask for ``living``: a separate API server with
+kube-controller-manager, kube-scheduler and kwok nodes, also started once per session and only then.
 """
 
 from __future__ import annotations
@@ -46,6 +49,18 @@ def skr(control_plane: ControlPlane) -> APIServer:
 @pytest.fixture(scope="session")
 def skr_b(control_plane: ControlPlane) -> APIServer:
     return control_plane["skr-b"]
+
+
+@pytest.fixture(scope="session")
+def living_plane() -> Iterator[ControlPlane]:
+    with ControlPlane(["living"], living=True) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def living(living_plane: ControlPlane) -> APIServer:
+    """A living cluster: Deployments roll out onto kwok nodes, GC and namespace deletion work."""
+    return living_plane["living"]
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import uvloop
 from kyma_operator.app import StartupError, build_operator, kcp_client
 from kyma_operator.config import ConfigError, OperatorConfig, load_config
 from kyma_operator.runtime.manager import LeaderElectionLost, ManagerFailed
+from kyma_wire import logs
 
 log = logging.getLogger("kyma_operator")
 
@@ -38,9 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kyma-operator: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.configure(config.log_level, sys.stderr, config.log_format)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(serve(config))

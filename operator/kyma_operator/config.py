@@ -27,6 +27,7 @@ from pydantic.fields import FieldInfo
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
+from kyma_wire.logs import LogFormat
 
 ENV_PREFIX = "KLM_"
 
@@ -70,6 +71,9 @@ class OperatorConfig(BaseModel):
     """Port of ``/metrics``; unset: metrics are served on the health port."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """DEBUG, INFO, WARNING or ERROR."""
+    log_format: LogFormat = "text"
+    """text (one readable line per record) or json (one JSON object per line: ts, level, logger, msg;
+    for log pipelines)."""
 
     # listener
     listener_enabled: bool = True

@@ -4,98 +4,35 @@ Each API server gets its own etcd prefix, serving certificate, client CA and adm
 KCP and several SKRs run side by side from one etcd. Everything binds to 127.0.0.1 on free ports.
 Children are started in their own process group with a parent-death signal, and ``ControlPlane``
 stops them on exit, on exceptions and on Ctrl-C; a killed parent does not leave them running.
+
+An API server alone stores objects and nothing acts on them: a Deployment never gets a ReplicaSet,
+an owner's deletion leaves its dependents, a deleted namespace stays Terminating. That is what most
+tests want (fast, nothing moves behind their back). A *living* cluster (``living=`` names, see
+``living.py``) adds kube-controller-manager, kube-scheduler and kwok with a few simulated nodes to
+an API server, so workloads roll out and become Ready, garbage collection and namespace deletion
+work; it costs a few seconds and ~150 MiB more per cluster, so only the tests and the local run
+that need it ask for it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from tests.controlplane import pki
-from tests.controlplane.binaries import Binaries, find_or_build
+from tests.controlplane import living, pki
+from tests.controlplane.binaries import Binaries, LivingBinaries, find_or_build, find_or_build_living
+from tests.controlplane.process import ControlPlaneError, Process, free_port
 
-_PR_SET_PDEATHSIG = 1
-
-
-class ControlPlaneError(RuntimeError):
-    """A component did not start or become ready; the message includes its log tail."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@dataclass
-class _Process:
-    name: str
-    argv: list[str]
-    log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        log = self.log_path.open("wb")
-        try:
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            log.close()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def check_alive(self) -> None:
-        if self.popen is not None and self.popen.poll() is not None:
-            raise ControlPlaneError(
-                f"{self.name} exited with code {self.popen.returncode}; log tail:\n{self.log_tail()}"
-            )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            self.popen.wait(timeout)
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.popen is None else self.popen.pid
+__all__ = ["APIServer", "ControlPlane", "ControlPlaneError", "free_port", "rss_bytes", "running"]
 
 
 @dataclass
@@ -108,7 +45,9 @@ class APIServer:
     kubeconfig: bytes
     kubeconfig_path: Path
     admin: pki.KeyPair
-    process: _Process = field(repr=False)
+    process: Process = field(repr=False)
+    components: dict[str, Process] = field(default_factory=dict, repr=False)
+    """Processes beside the API server in a living cluster, by program name."""
 
     @property
     def url(self) -> str:
@@ -117,6 +56,15 @@ class APIServer:
     @property
     def pid(self) -> int | None:
         return self.process.pid
+
+    @property
+    def living(self) -> bool:
+        return bool(self.components)
+
+    def pids(self) -> dict[str, int]:
+        """Every running process of this cluster by program name (kube-apiserver first)."""
+        processes = {"kube-apiserver": self.process, **self.components}
+        return {name: p.pid for name, p in processes.items() if p.pid is not None}
 
     def ssl_context(self) -> ssl.SSLContext:
         """An SSL context trusting this server and presenting the admin client certificate."""
@@ -136,12 +84,16 @@ class APIServer:
 
 
 class ControlPlane:
-    """One etcd plus one kube-apiserver per requested name.
+    """One etcd plus one kube-apiserver per requested name; the ``living`` ones come alive.
 
     Use as a context manager (or call ``start``/``stop``)::
 
         with ControlPlane(["kcp", "skr-a", "skr-b"]) as cp:
             cp["kcp"].kubeconfig_path
+
+    ``living``: ``True`` for all, or the names whose API server gets kube-controller-manager,
+    kube-scheduler and kwok with ``nodes`` simulated nodes; ``start`` returns once their controllers
+    run and every node is Ready and schedulable.
     """
 
     def __init__(
@@ -152,16 +104,28 @@ class ControlPlane:
         workdir: Path | None = None,
         extra_apiserver_args: dict[str, list[str]] | None = None,
         ready_timeout: float = 90.0,
+        living: bool | Collection[str] = False,
+        nodes: int = 3,
+        living_binaries: LivingBinaries | None = None,
     ) -> None:
         if not names or len(set(names)) != len(names):
             raise ValueError("need at least one API server name, all distinct")
         self._names = list(names)
+        self._living = set(self._names) if living is True else set(living or ())
+        unknown = self._living - set(self._names)
+        if unknown:
+            raise ValueError(f"living clusters must be among the names: {', '.join(sorted(unknown))}")
+        if self._living and nodes < 1:
+            raise ValueError("a living cluster needs at least one node")
+        self._nodes = nodes
         self._binaries = binaries
+        self._living_binaries = living_binaries
+        self._authorities: dict[str, pki.CertificateAuthority] = {}
         self._own_workdir = workdir is None
         self._workdir = workdir or Path(tempfile.mkdtemp(prefix="kyma-controlplane-"))
         self._extra = extra_apiserver_args or {}
         self._ready_timeout = ready_timeout
-        self._processes: list[_Process] = []
+        self._processes: list[Process] = []
         self.servers: dict[str, APIServer] = {}
         self.etcd_url = ""
 
@@ -181,6 +145,11 @@ class ControlPlane:
     def workdir(self) -> Path:
         return self._workdir
 
+    @property
+    def etcd_pid(self) -> int | None:
+        """The shared etcd's pid (it is always the first process started)."""
+        return self._processes[0].pid if self._processes else None
+
     def start(self) -> None:
         try:
             self._start()
@@ -197,8 +166,26 @@ class ControlPlane:
         for name, server in self.servers.items():
             context = server.ssl_context()
             self._wait(lambda s=server, c=context: s.is_ready(c), [etcd, server.process], name)
+        if not self._living:
+            return
+        tools = self._living_binaries or find_or_build_living()
+        started = [
+            living.start_components(
+                tools,
+                self.servers[name],
+                self._authorities[name],
+                self._workdir / name,
+                nodes=self._nodes,
+                processes=self._processes,
+            )
+            for name in self._names
+            if name in self._living
+        ]
+        for cluster in started:
+            processes = [etcd, cluster.server.process, *cluster.server.components.values()]
+            self._wait(cluster.ready, processes, f"living cluster {cluster.server.name}")
 
-    def _wait(self, ready: object, processes: list[_Process], what: str) -> None:
+    def _wait(self, ready: object, processes: list[Process], what: str) -> None:
         deadline = time.monotonic() + self._ready_timeout
         delay = 0.05
         while True:
@@ -207,19 +194,24 @@ class ControlPlane:
             if callable(ready) and ready():
                 return
             if time.monotonic() > deadline:
-                tail = processes[-1].log_tail()
+                # one process waited for: its log; a living cluster: each component's last lines
+                tail = (
+                    processes[-1].log_tail()
+                    if len(processes) <= 2
+                    else "\n".join(f"--- {p.name}:\n{p.log_tail(10)}" for p in processes[1:])
+                )
                 raise ControlPlaneError(
                     f"{what} not ready within {self._ready_timeout:.0f}s; log tail:\n{tail}"
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 
-    def _start_etcd(self, binaries: Binaries) -> _Process:
+    def _start_etcd(self, binaries: Binaries) -> Process:
         client_port, peer_port = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client_port}"
         data = self._workdir / "etcd"
         data.mkdir(parents=True, exist_ok=True)
-        process = _Process(
+        process = Process(
             "etcd",
             [
                 str(binaries.etcd),
@@ -249,6 +241,7 @@ class ControlPlane:
         directory = self._workdir / name
         directory.mkdir(parents=True, exist_ok=True)
         ca = pki.CertificateAuthority(f"{name}-ca")
+        self._authorities[name] = ca
         serving = ca.issue(
             "kube-apiserver",
             dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
@@ -288,7 +281,7 @@ class ControlPlane:
             "--v=1",
             *self._extra.get(name, []),
         ]
-        process = _Process(f"kube-apiserver {name}", argv, directory / "kube-apiserver.log")
+        process = Process(f"kube-apiserver {name}", argv, directory / "kube-apiserver.log")
         process.start()
         self._processes.append(process)
         return APIServer(name, port, ca.cert_pem, kubeconfig, kubeconfig_path, admin, process)

@@ -5,8 +5,8 @@ Why: the local run shows the module path end to end, like it shows the Kyma path
 component version by the ``modules`` library, its ModuleTemplate and ModuleReleaseMeta in KCP, the
 module enabled in the first runtime's Kyma, the Kyma controller creating its Manifest and the
 Manifest controller pulling and installing it; with ``--once`` a module object is then deleted in
-the runtime and restored by the agent's event. The module is small and needs no running workload
-(no kube-controller-manager runs here): a ConfigMap and a ServiceAccount in the sync namespace.
+the runtime and restored by the agent's event. The module is small: a ConfigMap and a
+ServiceAccount in the sync namespace.
 """
 
 from __future__ import annotations

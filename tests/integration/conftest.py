@@ -2,8 +2,8 @@
 
 * ``kcp_crds``: the session's KCP API server with all our CRDs installed and Established (once per
   session; installing is idempotent, so tests that also call ``install_crds`` do no harm);
-* ``kcp_client`` / ``skr_client`` / ``skr_b_client``: the runtime's ``KubeClient`` for each API server,
-  one per test and closed after it;
+* ``kcp_client`` / ``skr_client`` / ``skr_b_client`` / ``living_client``: the runtime's ``KubeClient``
+  for each API server (``living``: the living cluster), one per test and closed after it;
 * ``kcp_namespace``: a fresh KCP namespace per test.
 """
 
@@ -51,6 +51,12 @@ async def skr_client(skr: APIServer) -> AsyncIterator[KubeClient]:
 @pytest.fixture
 async def skr_b_client(skr_b: APIServer) -> AsyncIterator[KubeClient]:
     async with _client(skr_b) as client:
+        yield client
+
+
+@pytest.fixture
+async def living_client(living: APIServer) -> AsyncIterator[KubeClient]:
+    async with _client(living) as client:
         yield client
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import kubernetes
 import pytest
 
+from tests.controlplane.binaries import LivingBinaries, find_or_build_living
 from tests.controlplane.cluster import APIServer, ControlPlane, ControlPlaneError
 
 
@@ -68,3 +71,19 @@ def test_a_failing_apiserver_is_reported_with_its_log_and_cleaned_up(control_pla
         plane.start()
     assert plane.servers["broken"].pid is not None
     assert not _alive(plane.servers["broken"].pid)
+
+
+def test_a_living_component_that_dies_is_reported_and_everything_is_stopped(
+    control_plane: ControlPlane,
+) -> None:
+    real = find_or_build_living()
+    broken = LivingBinaries(
+        real.kube_controller_manager, Path(shutil.which("false") or "/bin/false"), real.kwok
+    )
+    plane = ControlPlane(["dying"], living=True, nodes=1, living_binaries=broken, ready_timeout=30)
+    with pytest.raises(ControlPlaneError, match=r"kube-scheduler dying exited with code 1"):
+        plane.start()
+    pids = plane["dying"].pids()
+    assert set(pids) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+    assert not any(_alive(pid) for pid in pids.values())
+    assert not plane.workdir.exists()

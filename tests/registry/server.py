@@ -21,7 +21,7 @@ from types import TracebackType
 import yaml
 
 from tests.controlplane import pki
-from tests.controlplane.cluster import ControlPlaneError, _Process, free_port
+from tests.controlplane.process import ControlPlaneError, Process, free_port
 from tests.registry.binaries import RegistryBinaries, find_or_build
 
 
@@ -44,7 +44,7 @@ class LocalRegistry:
         self._binaries = binaries
         self._ready_timeout = ready_timeout
         self._tmp: Path | None = None
-        self._process: _Process | None = None
+        self._process: Process | None = None
         self._fixed_port = port
         self.port = 0
         self.ca_pem = b""
@@ -99,7 +99,7 @@ class LocalRegistry:
             http["tls"] = {"certificate": str(self._tmp / "tls.crt"), "key": str(self._tmp / "tls.key")}
             config["auth"] = {"htpasswd": {"realm": "kyma-test", "path": str(self._tmp / "htpasswd")}}
         (self._tmp / "config.yml").write_text(yaml.safe_dump(config))
-        self._process = _Process(
+        self._process = Process(
             "registry",
             [str(binaries.registry), "serve", str(self._tmp / "config.yml")],
             self._tmp / "registry.log",

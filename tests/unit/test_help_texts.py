@@ -28,6 +28,8 @@ def test_every_operator_flag_has_a_description_a_default_and_its_variable() -> N
         assert rest and "env KLM_" in rest, f"{action.option_strings}: no default/env ({text!r})"
     assert "Runtime events for one Kyma within this window" in _help(parser)
     assert "(default: 0.5; env KLM_EVENT_THROTTLE_WINDOW)" in _help(parser)
+    assert "or json (one JSON object per line" in _help(parser)
+    assert "(default: text; env KLM_LOG_FORMAT)" in _help(parser)
 
 
 def test_every_listener_flag_has_a_description_and_shows_its_default() -> None:
@@ -38,6 +40,7 @@ def test_every_listener_flag_has_a_description_and_shows_its_default() -> None:
     assert "port to listen on (default: 8082)" in text
     assert "(default: signature)" in text
     assert "(default: None)" not in text  # unset values say what happens instead
+    assert "one JSON object per line (ts, level, logger, msg) (default: text)" in text
 
 
 def test_the_agents_help_explains_every_variable_with_its_default() -> None:

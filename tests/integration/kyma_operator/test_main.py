@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -104,3 +105,26 @@ async def test_operator_without_kcp_address_refuses_to_start(kcp_namespace: str,
     output = (await process.stdout.read()).decode()
     assert code == 1
     assert f"Gateway {kcp_namespace}/klm-watcher not found: set --kcp-addr or create the Gateway" in output
+
+
+async def test_operator_with_log_format_json_writes_only_json_lines(
+    kcp_namespace: str, kcp_crds: APIServer
+) -> None:
+    process = await start(
+        [
+            f"--kubeconfig={kcp_crds.kubeconfig_path}",
+            f"--namespace={kcp_namespace}",
+            "--health-port=0",
+            "--log-format=json",
+        ]
+    )
+    code = await asyncio.wait_for(process.wait(), 30)
+    assert process.stdout is not None
+    lines = (await process.stdout.read()).decode().splitlines()
+    assert code == 1
+    records = [json.loads(line) for line in lines if line.strip()]  # every line is one JSON object
+    failure = records[-1]
+    assert (failure["level"], failure["logger"]) == ("error", "kyma_operator")
+    assert failure["msg"] == (
+        f"cannot start: Gateway {kcp_namespace}/klm-watcher not found: set --kcp-addr or create the Gateway"
+    )

@@ -87,3 +87,11 @@ def test_main_rejects_bad_configuration_with_exit_code_2(capsys: pytest.CaptureF
 
     assert main(["--listener-port", "-1"]) == 2
     assert "--listener-port / KLM_LISTENER_PORT" in capsys.readouterr().err
+
+
+def test_log_format_json_from_flag_or_environment_and_nothing_else() -> None:
+    assert load_config([], {}).log_format == "text"
+    assert load_config(["--log-format", "json"], {}).log_format == "json"
+    assert load_config([], {"KLM_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(ConfigError, match="--log-format / KLM_LOG_FORMAT"):
+        load_config(["--log-format", "xml"], {})

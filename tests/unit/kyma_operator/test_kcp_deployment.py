@@ -49,3 +49,7 @@ def test_the_listener_service_selects_the_operator_pods() -> None:
     assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
     account = _doc("rbac.yaml", "ServiceAccount")["metadata"]["name"]
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account
+
+
+def test_the_operator_logs_json_in_a_cluster() -> None:
+    assert load_config(_container()["args"], {}).log_format == "json"

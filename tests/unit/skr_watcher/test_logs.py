@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import selectors
@@ -125,3 +126,40 @@ def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
     assert not any("Started server process" in m for m in messages)
     assert sum("admissions on https://" in m for m in messages) == 1
     assert messages[-1] == "INFO skr_watcher.agent: stopped"
+
+
+def test_the_real_agent_logs_json_lines_with_log_format_json(tmp_path: Path) -> None:
+    files = agent_files(tmp_path)
+    env = files.env(
+        WEBHOOK_PORT=str(free_port()),
+        METRICS_PORT=str(free_port()),
+        LOG_FORMAT="json",
+        SHUTDOWN_TIMEOUT="0.2",
+        RESYNC_ON_START="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skr_watcher"],
+        cwd=REPO,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    with proc:
+        try:
+            output = _read_until(proc, b"admissions on https://", timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            rest, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in (output + rest).decode().splitlines() if line.strip()]
+    assert lines, "the agent logged nothing"
+    assert all({"ts", "level", "logger", "msg"} <= line.keys() for line in lines)
+    assert any("admissions on https://" in line["msg"] for line in lines)
+    assert (lines[-1]["level"], lines[-1]["logger"], lines[-1]["msg"]) == (
+        "info",
+        "skr_watcher.agent",
+        "stopped",
+    )

@@ -1,0 +1,1 @@
+"""kustomize, built from its Go module, for the suite's ``kustomize build manifests/kcp`` check."""
