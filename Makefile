@@ -1,6 +1,6 @@
 # Two entry points (see README): `make run` brings the system up locally, `make test` checks everything.
 # Both install what they need: a virtualenv from the pinned lock file and the Go-built control plane
-# binaries (cached in .cache/bin, so only the first run builds them).
+# binaries and helm (cached in .cache/bin, so only the first run builds them).
 
 PYTHON ?= python3.11
 RUN_ARGS ?=
@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml requirements.lock
 binaries: $(STAMP)
 	$(PY) -m tests.controlplane.binaries
 	$(PY) -m tests.registry.binaries
+	$(PY) -m tests.helm.binaries
 
 run: binaries
 	$(PY) -m localrun $(RUN_ARGS)
