@@ -88,7 +88,10 @@ def build(cache_dir: Path = DEFAULT_CACHE) -> Path:
     goenv = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -trimpath"}
     ldflags = f"-s -w -X {_VERSION_VAR}={pinned_version()}"
     subprocess.run(
-        [go, "build", f"-ldflags={ldflags}", "-o", str(partial), PACKAGE], cwd=MODULE_DIR, env=goenv, check=True
+        [go, "build", f"-ldflags={ldflags}", "-o", str(partial), PACKAGE],
+        cwd=MODULE_DIR,
+        env=goenv,
+        check=True,
     )
     partial.replace(target)
     stamp.write_text(wanted + "\n")
