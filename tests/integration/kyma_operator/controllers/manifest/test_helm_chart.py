@@ -123,8 +123,13 @@ async def test_chart_from_oci_installs_changes_values_upgrades_prunes_and_uninst
         return await configmap_data(s, "sample-extra") is None
 
     await eventually(extra_gone, "sample-extra pruned", within=20.0)
-    pruned = [p for r in s.running.manifest_reports[mark:] for p in r.pruned]
-    assert pruned == [f"ConfigMap {s.module_ns}/sample-extra"]
+
+    def pruned() -> list[str]:
+        return [p for r in s.running.manifest_reports[mark:] for p in r.pruned]
+
+    assert await eventually(pruned, "the report of the pruning reconcile") == [
+        f"ConfigMap {s.module_ns}/sample-extra"
+    ]
     manifest = await s.wait_state("Ready")
     assert ("ConfigMap", "sample-extra") not in {(e["kind"], e["name"]) for e in manifest["status"]["synced"]}
     deployment = await s.skr.get(DEPLOYMENTS, "sample-operator", s.module_ns)
