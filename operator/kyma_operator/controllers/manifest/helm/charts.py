@@ -37,10 +37,11 @@ import yaml
 from kyma_operator.api.manifest import ImageSpec, RefType
 from kyma_operator.controllers.manifest.blobcache import BlobCache, DigestError, digest_of, parse_digest
 from kyma_operator.controllers.manifest.source import SourceError
+from kyma_operator.modules import constants as c
 from kyma_operator.modules.registry import NotFoundError, RegistryClient, RegistryError
 from kyma_operator.runtime.clock import Clock, RealClock
 
-CHART_LAYER_MEDIA_TYPE: Final = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+CHART_LAYER_MEDIA_TYPE: Final = c.HELM_CHART_MEDIA_TYPE
 HELM_CONFIG_MEDIA_TYPE: Final = "application/vnd.cncf.helm.config.v1+json"
 LEGACY_CHART_LAYER_MEDIA_TYPE: Final = "application/tar+gzip"
 CHART_BLOB_MEDIA_TYPES: Final = frozenset(

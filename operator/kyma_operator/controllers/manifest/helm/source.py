@@ -51,12 +51,13 @@ from kyma_operator.controllers.manifest.helm.engine import HelmEngine, HelmError
 from kyma_operator.controllers.manifest.oci import RAW_MANIFEST_MEDIA_TYPES, OciSource
 from kyma_operator.controllers.manifest.render import RenderError, parse_documents
 from kyma_operator.controllers.manifest.source import RawManifest, SourceError, SourceNote, describe_source
+from kyma_operator.modules import constants as c
 from kyma_operator.modules.build import ModuleConfigError, read_yaml_blob
 from kyma_operator.runtime.clock import Clock
 
-HELM_CHART_RESOURCE: Final = "helm-chart"
-HELM_VALUES_RESOURCE: Final = "helm-values"
-HELM_VALUES_FILE: Final = "values.yaml"
+HELM_CHART_RESOURCE: Final = c.HELM_CHART
+HELM_VALUES_RESOURCE: Final = c.HELM_VALUES
+HELM_VALUES_FILE: Final = c.HELM_VALUES_FILE
 _RELEASE_NAME_MAX = 53
 
 

@@ -13,6 +13,10 @@ import pytest
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.helm.source import HelmSource
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS, ManifestReport
+from kyma_operator.modules.build import ModuleConfig
+from kyma_operator.modules.publish import publish_module
+from kyma_operator.modules.reference import RegistryBase
+from kyma_operator.modules.registry import RegistryClient
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS
 from tests.controlplane.cluster import APIServer
@@ -231,3 +235,50 @@ async def test_bad_charts_and_values_fail_naming_chart_version_and_helms_message
     await s.kcp.patch(MANIFESTS, "sample", fixed, s.ns)
     await s.wait_state("Ready")
     assert await configmap_data(s, "sample-config") == {"greeting": "changed", "namespace": s.module_ns}
+
+
+async def test_chart_module_from_its_ocm_component_with_the_components_values_layer(
+    setup: tuple[Setup, Charts],
+) -> None:
+    """What ``kyma module create`` with ``chart``/``chartValues`` publishes: the chart and a values
+    layer as local blobs of the module's component version; the Manifest's values override the layer."""
+    s, charts = setup
+    archive = charts.build("1.0.0")
+    config = ModuleConfig.from_mapping(
+        {
+            "name": "kyma-project.io/module/sample-chart",
+            "version": "1.0.0",
+            "chart": archive.name,
+            "chartValues": "values.yaml",
+        }
+    )
+    files = {
+        archive.name: archive.read_bytes(),
+        "values.yaml": b"greeting: from-component\nextraConfig: false\n",
+    }
+    registry = charts.registry
+    async with RegistryClient(registry.host, insecure=True) as client:
+        published = await publish_module(
+            client, RegistryBase(registry.host, f"modules/{s.ns}"), config, files
+        )
+    assert published.source.type == "helm-chart" and published.values is not None
+    source = {
+        **published.source.to_object(),
+        "releaseName": "sample",
+        "namespace": s.module_ns,
+        "values": {"replicaCount": 2},
+    }
+    body = chart_manifest("sample", s.ns, source)
+    body["spec"]["version"] = "1.0.0"
+    body["spec"]["config"] = published.values.to_object()
+    await s.kcp.create(MANIFESTS, body)
+    await s.make_available_when_created()
+    await s.wait_state("Ready", within=30.0)
+    assert await configmap_data(s, "sample-config") == {
+        "greeting": "from-component",
+        "namespace": s.module_ns,
+    }
+    assert await configmap_data(s, "sample-extra") is None  # switched off by the component's values
+    deployment = await s.skr.get(DEPLOYMENTS, "sample-operator", s.module_ns)
+    assert deployment["spec"]["replicas"] == 2  # the Manifest's values win over the component's
+    assert await s.exists(CRDS, f"{m.PLURAL}.{s.group}")
