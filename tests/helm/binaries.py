@@ -8,7 +8,8 @@ a second run builds nothing and a version bump rebuilds.
 
 Order of precedence: ``TEST_ASSET_HELM`` (envtest style), then a ``helm`` on the ``PATH``, then the
 cached build. Reusable by anything that needs Helm (tests, benchmarks, ``localrun``, rendering a
-chart of ours): ``find_or_build()`` returns the path; ``python -m tests.helm.binaries`` prints it.
+chart of ours): ``find_or_build()`` returns the path (``find()`` the same without building);
+``python -m tests.helm.binaries`` prints it.
 """
 
 from __future__ import annotations
@@ -69,6 +70,18 @@ def find_or_build(
         if on_path is not None:
             return Path(on_path)
     return build(cache_dir)
+
+
+def find(env: Mapping[str, str] | None = None, cache_dir: Path = DEFAULT_CACHE) -> Path | None:
+    """Like ``find_or_build`` but never builds: ``None`` when there is no helm yet (or a stale build)."""
+    env = os.environ if env is None else env
+    if env.get(ENV_VAR) or shutil.which("helm", path=env.get("PATH", "")):
+        return find_or_build(env, cache_dir)
+    target = cache_dir / "helm"
+    stamp = cache_dir / "helm.STAMP"
+    if target.exists() and stamp.exists() and stamp.read_text().strip() == _module_hash():
+        return target
+    return None
 
 
 def build(cache_dir: Path = DEFAULT_CACHE) -> Path:

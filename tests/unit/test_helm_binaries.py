@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helm.binaries import ENV_VAR, HelmBinaryError, find_or_build, pinned_version
+from tests.helm.binaries import ENV_VAR, HelmBinaryError, find, find_or_build, pinned_version
 
 
 def _executable(path: Path) -> Path:
@@ -38,3 +38,10 @@ def test_a_non_executable_given_binary_is_an_error(tmp_path: Path) -> None:
 
 def test_the_pinned_version_is_read_from_go_mod() -> None:
     assert pinned_version().startswith("v4.")
+
+
+def test_find_never_builds(tmp_path: Path) -> None:
+    assert find({"PATH": str(tmp_path / "empty")}, cache_dir=tmp_path / "cache") is None
+    assert not (tmp_path / "cache").exists()
+    on_path = _executable(tmp_path / "bin" / "helm")
+    assert find({"PATH": str(on_path.parent)}, cache_dir=tmp_path / "cache") == on_path

@@ -7,9 +7,10 @@ render it faithfully. Each call:
 * gets its own temporary directory (chart archive, value files, Helm's home, cache and config
   folders): no fixed path, nothing shared, so concurrent renders and operator replicas cannot see
   each other's files; the directory is removed afterwards;
-* runs without network: the chart archive is already local (pulled, verified and cached by the
-  caller), and the process gets an unreachable proxy for HTTP(S) and an empty kubeconfig, so a
-  chart or plugin that tries to reach out fails fast instead of hanging;
+* needs no network: the chart archive is already local (pulled, verified and cached by the
+  caller), ``helm template`` of a local archive makes no requests, and as a guard the process gets
+  an unreachable proxy for HTTP(S) (Go sends everything but loopback through it) and an empty
+  kubeconfig, so anything that tries to reach out fails fast instead of hanging;
 * is bounded: at most ``concurrency`` Helm processes at once, each killed after ``timeout`` seconds,
   and its output capped at ``max_output_bytes``;
 * passes ``--set`` values as one argument each (``--set=key=value``), so a value that looks like a
