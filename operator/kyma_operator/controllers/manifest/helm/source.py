@@ -69,6 +69,8 @@ class HelmSourceConfig(BaseModel):
     default_namespace: str = Field(min_length=1)
     """Release namespace when the source names none (the operator's sync namespace)."""
     render_cache_size: int = Field(default=256, ge=0)
+    render_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Upper bound of the rendered text the cache holds (a chart's render larger than this is not kept)."""
     resolve_interval: float = Field(default=300.0, ge=0)
     max_chart_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
 
@@ -81,10 +83,13 @@ class Rendered:
 
 
 class RenderCache:
-    """The last ``size`` renders by key; concurrent misses of one key render once."""
+    """The last ``size`` renders by key, at most ``max_bytes`` of rendered text in all (least
+    recently used go first); concurrent misses of one key render once."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.size = size
+        self.max_bytes = max_bytes
+        self.bytes = 0
         self._entries: OrderedDict[str, Rendered] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self.hits = 0
@@ -106,10 +111,12 @@ class RenderCache:
                     return found, True
                 self.misses += 1
                 rendered = await render()
-                if self.size:
+                if self.size and len(rendered.text) <= self.max_bytes:
                     self._entries[key] = rendered
-                    while len(self._entries) > self.size:
-                        self._entries.popitem(last=False)
+                    self.bytes += len(rendered.text)
+                    while len(self._entries) > self.size or self.bytes > self.max_bytes:
+                        _, dropped = self._entries.popitem(last=False)
+                        self.bytes -= len(dropped.text)
                 return rendered, False
         finally:
             if not lock.locked() and self._locks.get(key) is lock:
@@ -149,7 +156,7 @@ class HelmSource:
             max_chart_bytes=config.max_chart_bytes,
             clock=clock,
         )
-        self.renders = RenderCache(config.render_cache_size)
+        self.renders = RenderCache(config.render_cache_size, config.render_cache_bytes)
         self._counter: Counter | None = None
         if registry is not None:
             self._counter = Counter(
@@ -180,7 +187,7 @@ class HelmSource:
         async def render() -> Rendered:
             archive = await self.charts.archive(resolved, what)
             request = TemplateRequest(archive, release, namespace, layers, set_values)
-            return await self._render(request, chart, resolved.digest, what)
+            return await self._render(request, what)
 
         rendered, hit = await self.renders.get(key, render)
         if self._counter is not None:
@@ -192,17 +199,15 @@ class HelmSource:
     async def close(self) -> None:
         await self.charts.aclose()
 
-    async def _render(self, request: TemplateRequest, chart: ChartRef, digest: str, what: str) -> Rendered:
+    async def _render(self, request: TemplateRequest, what: str) -> Rendered:
         try:
             text = await self.engine.template(request)
         except HelmError as exc:
-            raise SourceError(
-                "HelmTemplateFailed", f"{what}: helm template of {chart.describe()} failed: {exc.message}"
-            ) from None
+            raise SourceError("HelmTemplateFailed", f"{what}: helm template failed: {exc.message}") from None
         try:
             objects = parse_documents(text)
         except RenderError as exc:
-            raise SourceError("InvalidChartOutput", f"{what}: {chart.describe()} rendered {exc}") from None
+            raise SourceError("InvalidChartOutput", f"{what}: the chart rendered {exc}") from None
         report = hooks.apply_hook_policy(objects)
         out = yaml.safe_dump_all(report.objects, sort_keys=False) if report.objects else ""
         ok, reason, message = report.condition()

@@ -107,3 +107,15 @@ def test_isolated_env_keeps_every_helm_folder_in_the_call_directory(tmp_path: ob
     for key in ("HOME", "HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME", "HELM_REPOSITORY_CACHE"):
         assert env[key].startswith(str(work)), key
     assert env["HTTPS_PROXY"] == env["HTTP_PROXY"] == "http://127.0.0.1:9"
+
+
+async def test_the_cache_holds_at_most_max_bytes_of_rendered_text() -> None:
+    cache = RenderCache(10, max_bytes=10)
+    await cache.get("a", lambda: _value("aaaa"))
+    await cache.get("b", lambda: _value("bbbb"))
+    await cache.get("c", lambda: _value("cccc"))  # 12 bytes: a goes
+    assert len(cache) == 2 and cache.bytes == 8
+    _, hit = await cache.get("a", lambda: _value("aaaa"))
+    assert not hit
+    await cache.get("big", lambda: _value("x" * 11))  # larger than the bound: not kept
+    assert cache.bytes <= 10 and (await cache.get("big", lambda: _value("x")))[1] is False
