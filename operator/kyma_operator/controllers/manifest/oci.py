@@ -156,7 +156,7 @@ class OciSource:
         misses = self.cache.misses
 
         async def pull() -> bytes:
-            return await self._pull(version, location, what, media_types)
+            return await self._pull(version, location, what, media_types, resource)
 
         try:
             blob = await self.cache.get(location.digest, pull)
@@ -177,13 +177,13 @@ class OciSource:
     # -- steps -----------------------------------------------------------------------------------
 
     async def _pull(
-        self, version: str | None, location: Location, what: str, media_types: frozenset[str]
+        self, version: str | None, location: Location, what: str, media_types: frozenset[str], resource: str
     ) -> bytes:
         client = await self._client(location.registry, what)
         self.pulls += 1
         try:
             if version:
-                await self._check_layer(client, location, version, what, media_types)
+                await self._check_layer(client, location, version, what, media_types, resource)
             return await client.pull_blob(
                 location.repository, location.digest, max_bytes=self.config.max_blob_bytes
             )
@@ -197,6 +197,7 @@ class OciSource:
         version: str,
         what: str,
         media_types: frozenset[str],
+        resource: str,
     ) -> None:
         image = await client.pull_manifest(location.repository, version)
         component = f"component version {location.component}:{version}"
@@ -214,10 +215,9 @@ class OciSource:
             )
         media_type = str(layer.get("mediaType") or "")
         if media_type not in media_types:
-            kind = "a raw manifest" if media_types is RAW_MANIFEST_MEDIA_TYPES else "a Helm chart"
             raise SourceError(
                 "WrongMediaType",
-                f"{what}: layer {location.digest} has media type {media_type!r}, not {kind} "
+                f"{what}: layer {location.digest} has media type {media_type!r}, not one of a {resource} "
                 f"({', '.join(sorted(media_types))})",
             )
 
@@ -257,7 +257,9 @@ class OciSource:
                 f"{what}: the signed component version {location.component}:{version} does not name "
                 f"{location.digest} as its {resource_name} (it names {reference})",
             )
-        blob = await self.cache.get(location.digest, lambda: self._pull(version, location, what, media_types))
+        blob = await self.cache.get(
+            location.digest, lambda: self._pull(version, location, what, media_types, resource_name)
+        )
         try:
             verify_blob(resource, blob)
         except SignatureError as exc:
