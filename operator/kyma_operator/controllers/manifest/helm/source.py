@@ -21,7 +21,9 @@ What the reconciler gets is ``RawManifest(text, sha256 of text, namespace, HelmH
 there the chart's objects take exactly the raw-manifest path. A values change re-renders (new
 key), and the apply writes only the objects whose content changed. Errors (chart not found, values
 failing the chart's ``values.schema.json``, a template error, a timeout) name the chart, its
-version and Helm's message, and nothing is applied.
+version and Helm's message, and nothing is applied. With a ``verification_key`` on the OCI source
+(install only signed component versions) only charts of OCM component versions are installed:
+their chart and values layer are verified like a raw manifest; a chart from a ``url`` is refused.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kyma_operator.api.manifest import ImageSpec, Manifest, RefType
 from kyma_operator.controllers.manifest.helm import hooks
 from kyma_operator.controllers.manifest.helm.charts import (
     CHART_BLOB_MEDIA_TYPES,
+    ChartKind,
     ChartRef,
     ChartStore,
     chart_ref,
@@ -173,6 +176,12 @@ class HelmSource:
             chart = chart_ref(source, manifest.spec.version)
         except ValueError as exc:
             raise SourceError("InvalidSource", f"{what}: {exc}") from None
+        if self.oci.verification_key is not None and chart.kind is not ChartKind.COMPONENT:
+            raise SourceError(
+                "SignatureUnverifiable",
+                f"{what}: this operator installs only signed OCM component versions "
+                "(--module-verification-key); a chart from a url has no OCM signature",
+            )
         release = source.release_name or chart.name
         namespace = source.namespace or self.config.default_namespace
         if len(release) > _RELEASE_NAME_MAX:

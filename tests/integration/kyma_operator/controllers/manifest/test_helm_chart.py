@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.helm.source import HelmSource
@@ -17,6 +19,7 @@ from kyma_operator.modules.build import ModuleConfig
 from kyma_operator.modules.publish import publish_module
 from kyma_operator.modules.reference import RegistryBase
 from kyma_operator.modules.registry import RegistryClient
+from kyma_operator.modules.signing import generate_key, public_key_pem
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS
 from tests.controlplane.cluster import APIServer
@@ -32,6 +35,8 @@ from tests.integration.kyma_operator.controllers.manifest.chart import (
 from tests.integration.kyma_operator.controllers.manifest.harness import Setup
 from tests.polling import eventually
 from tests.registry.server import LocalRegistry
+
+JSON = dict[str, Any]
 
 
 @pytest.fixture
@@ -237,12 +242,11 @@ async def test_bad_charts_and_values_fail_naming_chart_version_and_helms_message
     assert await configmap_data(s, "sample-config") == {"greeting": "changed", "namespace": s.module_ns}
 
 
-async def test_chart_module_from_its_ocm_component_with_the_components_values_layer(
-    setup: tuple[Setup, Charts],
-) -> None:
-    """What ``kyma module create`` with ``chart``/``chartValues`` publishes: the chart and a values
-    layer as local blobs of the module's component version; the Manifest's values override the layer."""
-    s, charts = setup
+async def publish_chart_module(
+    s: Setup, charts: Charts, signing_key: rsa.RSAPrivateKey | None = None
+) -> JSON:
+    """Publish the chart as ``kyma module create -r`` would (chart + values layer as local blobs of
+    the component version) and return the Manifest that installs it."""
     archive = charts.build("1.0.0")
     config = ModuleConfig.from_mapping(
         {
@@ -252,15 +256,11 @@ async def test_chart_module_from_its_ocm_component_with_the_components_values_la
             "chartValues": "values.yaml",
         }
     )
-    files = {
-        archive.name: archive.read_bytes(),
-        "values.yaml": b"greeting: from-component\nextraConfig: false\n",
-    }
-    registry = charts.registry
-    async with RegistryClient(registry.host, insecure=True) as client:
-        published = await publish_module(
-            client, RegistryBase(registry.host, f"modules/{s.ns}"), config, files
-        )
+    layer = b"greeting: from-component\nextraConfig: false\n"
+    files = {archive.name: archive.read_bytes(), "values.yaml": layer}
+    base = RegistryBase(charts.registry.host, f"modules/{s.ns}")
+    async with RegistryClient(base.registry, insecure=True) as client:
+        published = await publish_module(client, base, config, files, signing_key=signing_key)
     assert published.source.type == "helm-chart" and published.values is not None
     source = {
         **published.source.to_object(),
@@ -271,14 +271,64 @@ async def test_chart_module_from_its_ocm_component_with_the_components_values_la
     body = chart_manifest("sample", s.ns, source)
     body["spec"]["version"] = "1.0.0"
     body["spec"]["config"] = published.values.to_object()
-    await s.kcp.create(MANIFESTS, body)
-    await s.make_available_when_created()
-    await s.wait_state("Ready", within=30.0)
-    assert await configmap_data(s, "sample-config") == {
-        "greeting": "from-component",
-        "namespace": s.module_ns,
-    }
+    return body
+
+
+async def assert_component_values_installed(s: Setup) -> None:
+    expected = {"greeting": "from-component", "namespace": s.module_ns}
+    assert await configmap_data(s, "sample-config") == expected
     assert await configmap_data(s, "sample-extra") is None  # switched off by the component's values
     deployment = await s.skr.get(DEPLOYMENTS, "sample-operator", s.module_ns)
     assert deployment["spec"]["replicas"] == 2  # the Manifest's values win over the component's
     assert await s.exists(CRDS, f"{m.PLURAL}.{s.group}")
+
+
+async def test_chart_module_from_its_ocm_component_with_the_components_values_layer(
+    setup: tuple[Setup, Charts],
+) -> None:
+    """What ``kyma module create`` with ``chart``/``chartValues`` publishes: the chart and a values
+    layer as local blobs of the module's component version; the Manifest's values override the layer."""
+    s, charts = setup
+    await s.kcp.create(MANIFESTS, await publish_chart_module(s, charts))
+    await s.make_available_when_created()
+    await s.wait_state("Ready", within=30.0)
+    await assert_component_values_installed(s)
+
+
+async def test_only_signed_chart_modules_are_installed_with_a_verification_key(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    helm_cli: HelmCli,
+    helm_binary: Path,
+    tmp_path: Path,
+) -> None:
+    key = generate_key()
+    key_file = tmp_path / "verify.pem"
+    key_file.write_bytes(public_key_pem(key.public_key()))
+    async with chart_setup(
+        kcp_client,
+        kcp_namespace,
+        skr_client,
+        skr_crds,
+        oci_registry,
+        helm_cli,
+        helm_binary,
+        tmp_path,
+        module_verification_key=key_file,
+    ) as (s, charts):
+        # a chart from a url carries no OCM signature: refused, nothing fetched or installed
+        url = charts.push("1.0.0")
+        await s.kcp.create(
+            MANIFESTS, chart_manifest("from-url", s.ns, helm_source(url, namespace=s.module_ns))
+        )
+        await s.wait_state("Error", "from-url", saying="installs only signed OCM component versions")
+        # the same chart as a signed module: its chart and values blobs are verified, then installed
+        await s.kcp.create(MANIFESTS, await publish_chart_module(s, charts, signing_key=key))
+        await s.make_available_when_created()
+        await s.wait_state("Ready", within=30.0)
+        await assert_component_values_installed(s)
+        await s.kcp.delete(MANIFESTS, "from-url", s.ns)
+        await s.wait_gone("from-url")
