@@ -1,7 +1,8 @@
 # Two entry points (see README): `make run` brings the system up locally, `make test` checks everything.
 # Both install what they need: a virtualenv from the pinned lock file and the Go-built binaries (control
 # plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok; the OCI registry;
-# kustomize), cached in .cache/bin, so only the first run builds them (TEST_ASSET_* name prebuilt ones).
+# kustomize; helm, which the operator runs for chart modules), cached in .cache/bin, so only the first
+# run builds them (TEST_ASSET_* name prebuilt ones).
 
 PYTHON ?= python3.11
 RUN_ARGS ?=
@@ -22,6 +23,7 @@ binaries: $(STAMP)
 	$(PY) -m tests.controlplane.binaries
 	$(PY) -m tests.registry.binaries
 	$(PY) -m tests.kustomize.binaries
+	$(PY) -m tests.helm.binaries
 
 run: binaries
 	$(PY) -m localrun $(RUN_ARGS)

@@ -57,6 +57,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("failover_bench", "failover", ("--runs", "10"), ("--runs", "1")),
     Benchmark(
+        "helm_bench",
+        "helm",
+        ("--installs", "5", "--renders", "20", "--manifests", "100"),
+        ("--installs", "2", "--renders", "3", "--manifests", "20"),
+    ),
+    Benchmark(
         "e2e_latency",
         "e2e",
         ("--writes", "200", "--burst-writes", "40"),

@@ -25,6 +25,7 @@ from kyma_operator.runtime.resources import (
 )
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import APIServer
+from tests.helm.binaries import find as find_helm
 
 RUN_DIR = REPO_ROOT / ".local" / "run"
 KCP_MANIFESTS = REPO_ROOT / "manifests" / "kcp"
@@ -164,4 +165,5 @@ def operator_config(kcp: APIServer, runtimes: Sequence[Runtime], listener_port: 
         webhook_urls={runtime.kyma: runtime.webhook_url for runtime in runtimes},
         failure_base_delay=1.0,
         failure_max_delay=10.0,
+        helm_binary=find_helm(),  # `make run` builds it; unset: helm on the PATH
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.controlplane.cluster import APIServer, ControlPlane
+from tests.helm.fixtures import helm_binary, helm_cli  # noqa: F401 - fixtures
 from tests.registry.fixtures import module_name, oci_registry, oci_registry_auth  # noqa: F401 - fixtures
 
 CLUSTER_NAMES = ("kcp", "skr-a", "skr-b")

@@ -62,6 +62,7 @@ from kcp_listener.wiring import OperatorListener
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
 from kyma_operator.api import names
+from kyma_operator.api.manifest import RefType
 from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.catalog import Catalog
@@ -74,10 +75,12 @@ from kyma_operator.controllers.kyma.installers import (
 from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
+from kyma_operator.controllers.manifest.helm.engine import HelmEngine
+from kyma_operator.controllers.manifest.helm.source import HelmSource, HelmSourceConfig
 from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
-from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -132,6 +135,25 @@ def oci_source(config: OperatorConfig, client: KubeClient, manager: Manager) -> 
     )
 
 
+def helm_source(config: OperatorConfig, oci: OciSource, manager: Manager, clock: Clock | None) -> HelmSource:
+    """The ``helm-chart`` source from ``config``, sharing ``oci``'s registry settings and cache folder."""
+    engine = HelmEngine(
+        config.helm_binary or "helm", timeout=config.helm_timeout, concurrency=config.helm_concurrency
+    )
+    return HelmSource(
+        oci,
+        engine,
+        HelmSourceConfig(
+            cache_dir=oci.config.cache_dir / "charts",
+            default_namespace=config.sync_namespace,
+            render_cache_size=config.helm_render_cache_size,
+            resolve_interval=config.helm_chart_resolve_interval,
+        ),
+        clock=clock,
+        registry=manager.registry,
+    )
+
+
 def kcp_client(config: OperatorConfig) -> KubeClient:
     """The KCP client: from ``config.kubeconfig``, else the in-cluster service account."""
     if config.kubeconfig is not None:
@@ -181,11 +203,15 @@ class Operator:
     """The module registry source built from the configuration (not one passed in)."""
     api_requests: RuntimeApiRequests | None = None
     """Requests sent to runtime API servers (also the metric ``kyma_operator_runtime_api_requests``)."""
+    helm: HelmSource | None = None
+    """The ``helm-chart`` source built from the configuration (not one passed in)."""
 
     async def _close(self) -> None:
         await self.kyma.close()
         if self.manifest is not None:
             await self.manifest.close()
+        if self.helm is not None:
+            await self.helm.close()
         if self.oci is not None:
             await self.oci.close()
 
@@ -337,8 +363,11 @@ async def build_operator(
     manifest: ManifestController | None = None
     manifest_requests: ManifestRequestLog | Intake
     oci: OciSource | None = None
+    helm: HelmSource | None = None
     if config.manifest_controller_enabled and manifest_source is None:
-        manifest_source = oci = oci_source(config, client, manager)
+        oci = oci_source(config, client, manager)
+        helm = helm_source(config, oci, manager, clock)
+        manifest_source = SourceRouter(oci, {RefType.HELM_CHART.value: helm})
     if config.manifest_controller_enabled and manifest_source is not None:
         manifest = build_manifest_controller(
             client,
@@ -410,4 +439,5 @@ async def build_operator(
         manifest=manifest,
         oci=oci,
         api_requests=api_requests,
+        helm=helm,
     )

@@ -157,13 +157,27 @@ class OperatorConfig(BaseModel):
     """Name of a ``kubernetes.io/dockerconfigjson`` Secret in ``namespace`` with the module registry's
     credentials (upstream ``--oci-registry-cred-secret``)."""
     oci_insecure_registries: tuple[str, ...] = ()
-    """``host:port`` of module registries reached over plain HTTP (never implied)."""
+    """``host:port`` of module registries and chart repositories reached over plain HTTP (never implied)."""
     oci_ca_file: Path | None = None
     """Extra CA bundle (PEM) trusted for module registries."""
     module_cache_dir: Path | None = None
-    """Where pulled raw manifests are cached by digest; unset: ``kyma-operator-modules`` in the temp dir."""
+    """Where pulled raw manifests and chart archives are cached by digest; unset: ``kyma-operator-modules``
+    in the temp dir."""
     module_verification_key: Path | None = None
     """RSA public key (PEM): install only component versions whose OCM signature it verifies."""
+    helm_binary: Path | None = None
+    """The ``helm`` CLI (v3.8+ or v4) that renders ``helm-chart`` Manifests with ``helm template``;
+    unset: ``helm`` on the PATH."""
+    helm_timeout: Seconds = 30.0
+    """Seconds one ``helm template`` may run before it is killed (the Manifest then fails)."""
+    helm_concurrency: Annotated[int, Field(ge=1, le=16)] = 2
+    """``helm template`` processes running at once (each renders one chart)."""
+    helm_render_cache_size: Annotated[int, Field(ge=0)] = 256
+    """Chart renders kept in memory by chart digest, release and values, shared by all Manifests
+    (0: render on every reconcile)."""
+    helm_chart_resolve_interval: Annotated[float, Field(ge=0)] = 300.0
+    """Seconds a chart version's resolved archive digest is reused before the OCI registry or chart
+    repository index is asked again (a ``ref`` digest pins it for good)."""
 
     @field_validator("log_level", mode="before")
     @classmethod

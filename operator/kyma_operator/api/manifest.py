@@ -33,6 +33,7 @@ class ManifestConditionReason(StrEnum):
 class RefType(StrEnum):
     OCI_REF = "oci-ref"
     OCI_DIR = "oci-dir"
+    HELM_CHART = "helm-chart"
 
 
 # The only install layer lifecycle-manager renders.
@@ -40,13 +41,35 @@ RAW_MANIFEST_LAYER = "raw-manifest"
 
 
 class ImageSpec(KubeModel):
-    """An OCI layer reference (``spec.install.source``; deprecated as ``spec.config``)."""
+    """An install source (``spec.install.source``) or the values layer (``spec.config``).
+
+    ``oci-ref`` (and ``oci-dir``): a layer of an OCM component version, ``repo`` (ending in
+    ``/component-descriptors``), component ``name`` and layer digest ``ref``.
+
+    ``helm-chart`` (upstream's historical ``HelmChartSpec`` names ``url``, ``chartName``, ``type``):
+    the chart ``chartName`` at ``version`` from ``url``, an OCI registry (``oci://host/path``) or a
+    chart repository (``https://...``, its ``index.yaml``); ``ref`` optionally pins the chart
+    archive's digest. Without ``url``, the chart is the local blob ``ref`` of the OCM component
+    (``repo``, ``name``) like an ``oci-ref`` layer. ``values`` and ``set`` (Helm ``--set`` syntax)
+    override the chart's defaults; ``releaseName`` (default: ``chartName``) and ``namespace``
+    (default: the operator's sync namespace) are the release Helm renders for.
+    """
 
     repo: str | None = None
     name: str | None = None
     ref: str | None = None
     type: str | None = None
     cred_secret_selector: LabelSelector | None = None
+    url: str | None = None
+    chart_name: str | None = None
+    version: str | None = None
+    release_name: str | None = None
+    namespace: str | None = None
+    values: dict[str, Any] | None = None
+    set: dict[str, str] | None = None
+
+    def is_helm_chart(self) -> bool:
+        return self.type == RefType.HELM_CHART.value
 
 
 class InstallInfo(KubeModel):

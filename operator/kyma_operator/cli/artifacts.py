@@ -129,6 +129,8 @@ def create(
     """Build a module (OCM component version) from a module config; push it when --registry is given.
 
     The raw manifest and the default CR become local blobs, the manager image an ociArtifact resource.
+    Instead of a raw manifest the config may name a packaged Helm chart (chart: <file>.tgz from helm
+    package, optional chartValues: <values.yaml>); the operator renders it with Helm on install.
     Same inputs always give the same digests.
     """
 

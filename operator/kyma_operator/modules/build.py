@@ -6,6 +6,11 @@ component version (DESIGN §9.1): the raw manifest and the default CR as local b
 deterministic tars, ``directoryTree`` resources like modulectl's), the manager image as an
 ``ociArtifact`` resource, every resource with its digest so the whole version can be signed. Same
 input -> same bytes -> same digests. Input is validated first; nothing is written here.
+
+Beyond modulectl, a module's content can be a Helm chart instead of a raw manifest: ``chart`` (a
+packaged chart, ``helm package``'s ``.tgz``) becomes the local blob ``helm-chart`` (type
+``helmChart``, stored byte for byte) and ``chartValues`` (a YAML file) the optional ``helm-values``
+layer; the Manifest controller renders the chart with Helm at install time.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.archive import ArchiveError, is_tar, read_tar, tar_files
+from kyma_operator.modules.chart import ChartArchiveError, read_chart_archive
 from kyma_operator.modules.descriptor import (
     Access,
     Component,
@@ -84,7 +90,14 @@ class ModuleConfig(BaseModel):
 
     name: str = Field(description="OCM component name, e.g. kyma-project.io/module/template-operator")
     version: str
-    manifest: str = Field(description="path of the YAML with everything the module installs")
+    manifest: str | None = Field(
+        default=None, description="path of the YAML with everything the module installs"
+    )
+    # ours: a Helm chart as the module's content instead of ``manifest``, and its values layer
+    chart: str | None = Field(default=None, description="path of a packaged Helm chart (helm package)")
+    chart_values: str | None = Field(
+        default=None, alias="chartValues", description="path of a YAML file of values for the chart"
+    )
     default_cr: str | None = Field(default=None, alias="defaultCR")
     repository: str = ""
     documentation: str = ""
@@ -132,6 +145,14 @@ class ModuleConfig(BaseModel):
         if not re.match(r"^[a-z]{3,32}$", value):
             raise ValueError("must be 3-32 lower-case letters")
         return value
+
+    @model_validator(mode="after")
+    def _content(self) -> ModuleConfig:
+        if (self.manifest is None) == (self.chart is None):
+            raise ValueError("give exactly one of 'manifest' (a raw manifest) and 'chart' (a Helm chart)")
+        if self.chart_values is not None and self.chart is None:
+            raise ValueError("'chartValues' needs 'chart'")
+        return self
 
     @property
     def module_name(self) -> str:
@@ -208,11 +229,13 @@ def read_yaml_blob(data: bytes, file_name: str) -> bytes:
     raise ModuleConfigError(f"blob holds {sorted(files)}, not {file_name}")
 
 
-def _local_blob_resource(name: str, version: str, blob: Blob) -> Resource:
+def _local_blob_resource(
+    name: str, version: str, blob: Blob, resource_type: str = c.RESOURCE_TYPE_DIRECTORY
+) -> Resource:
     return Resource(
         name=name,
         version=version,
-        type=c.RESOURCE_TYPE_DIRECTORY,
+        type=resource_type,
         relation=c.RELATION_LOCAL,
         access=Access.model_validate(
             {
@@ -256,15 +279,20 @@ def build_component(
     image_digest: str | None = None,
 ) -> ComponentVersion:
     """The component version of ``config``; ``files`` holds the bytes of the files the config names."""
-    manifest = files[config.manifest]
-    parse_manifest_objects(manifest, source=config.manifest)
     blobs: dict[str, Blob] = {}
     resources: list[Resource] = []
     if config.manager_image:
         resources.append(image_resource(config.manager_image, config.version, image_digest))
-    raw = Blob(c.TAR_MEDIA_TYPE, tar_files({c.RAW_MANIFEST_FILE: manifest}))
-    blobs[raw.digest] = raw
-    resources.append(_local_blob_resource(c.RAW_MANIFEST, config.version, raw))
+    if config.manifest is not None:
+        manifest = files[config.manifest]
+        parse_manifest_objects(manifest, source=config.manifest)
+        raw = Blob(c.TAR_MEDIA_TYPE, tar_files({c.RAW_MANIFEST_FILE: manifest}))
+        blobs[raw.digest] = raw
+        resources.append(_local_blob_resource(c.RAW_MANIFEST, config.version, raw))
+    if config.chart is not None:
+        for name, blob, kind in _chart_blobs(config, files):
+            blobs[blob.digest] = blob
+            resources.append(_local_blob_resource(name, config.version, blob, kind))
     if config.default_cr:
         cr = files[config.default_cr]
         objects = parse_manifest_objects(cr, source=config.default_cr)
@@ -286,6 +314,27 @@ def build_component(
     return ComponentVersion(ComponentDescriptor(component=component), blobs)
 
 
+def _chart_blobs(config: ModuleConfig, files: Mapping[str, bytes]) -> list[tuple[str, Blob, str]]:
+    """The chart archive (checked, stored as is) and the optional values layer (a YAML mapping)."""
+    assert config.chart is not None
+    archive = files[config.chart]
+    try:
+        read_chart_archive(archive, source=config.chart)
+    except ChartArchiveError as exc:
+        raise ModuleConfigError(str(exc)) from exc
+    out = [(c.HELM_CHART, Blob(c.HELM_CHART_MEDIA_TYPE, archive), c.RESOURCE_TYPE_HELM_CHART)]
+    if config.chart_values is not None:
+        values = files[config.chart_values]
+        try:
+            parsed = yaml.safe_load(values)
+        except yaml.YAMLError as exc:
+            raise ModuleConfigError(f"{config.chart_values}: not valid YAML: {exc}") from exc
+        if parsed is not None and not isinstance(parsed, dict):
+            raise ModuleConfigError(f"{config.chart_values}: chart values must be a mapping")
+        out.append((c.HELM_VALUES, Blob(c.YAML_MEDIA_TYPE, values), c.RESOURCE_TYPE_HELM_VALUES))
+    return out
+
+
 def _security_labels(config: ModuleConfig) -> dict[str, str]:
     out = {}
     if config.security and config.security_scan_enabled is not False:
@@ -298,7 +347,13 @@ def _security_labels(config: ModuleConfig) -> dict[str, str]:
 def load_module_files(config: ModuleConfig, base_dir: Path) -> dict[str, bytes]:
     """Read the files the config names (relative to ``base_dir``), with one clear error per file."""
     files: dict[str, bytes] = {}
-    for field, name in (("manifest", config.manifest), ("defaultCR", config.default_cr)):
+    named = (
+        ("manifest", config.manifest),
+        ("chart", config.chart),
+        ("chartValues", config.chart_values),
+        ("defaultCR", config.default_cr),
+    )
+    for field, name in named:
         if not name:
             continue
         if name.startswith(("http://", "https://")):

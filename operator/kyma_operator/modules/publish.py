@@ -27,8 +27,8 @@ from kyma_operator.modules.signing import sign
 from kyma_operator.modules.template import (
     DEFAULT_NAMESPACE,
     InstallSource,
-    install_source,
     module_release_meta,
+    module_sources,
     module_template,
 )
 
@@ -42,7 +42,10 @@ class PublishedModule:
     template: dict[str, Any]
     release_meta: dict[str, Any]
     source: InstallSource
+    """``spec.install.source``: the raw manifest (``oci-ref``) or the chart (``helm-chart``)."""
     default_cr: dict[str, Any] | None
+    values: InstallSource | None = None
+    """A chart module's values layer (``spec.config``), if it has one."""
 
     @property
     def module_name(self) -> str:
@@ -79,13 +82,15 @@ async def publish_module(
     pushed = await push_component(client, base, component, progress=progress)
     cr = default_cr_object(config, files)
     template = module_template(config, pushed.descriptor, default_cr=cr, namespace=namespace)
+    sources = module_sources(pushed.descriptor)
     return PublishedModule(
         component=ComponentVersion(pushed.descriptor, component.blobs),
         push=pushed,
         template=template,
         release_meta=module_release_meta(config, namespace=namespace),
-        source=install_source(pushed.descriptor),
+        source=sources.install,
         default_cr=cr,
+        values=sources.values,
     )
 
 

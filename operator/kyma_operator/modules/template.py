@@ -10,10 +10,11 @@ project's CRD models (``kyma_operator.api``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kyma_operator.api import names
+from kyma_operator.api.manifest import RefType
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.modules import constants as c
@@ -128,6 +129,29 @@ class InstallSource:
         """The OCI repository holding the blob (``<path>/component-descriptors/<name>``)."""
         path = self.repo.split("/", 1)[1] if "/" in self.repo else ""
         return f"{path}/{self.name}" if path else self.name
+
+
+@dataclass(frozen=True)
+class ModuleSources:
+    """What a Manifest installs for a component version: the raw manifest (``oci-ref``) or the
+    Helm chart (``helm-chart``), and for charts the optional values layer (``spec.config``)."""
+
+    install: InstallSource
+    values: InstallSource | None = None
+
+    @property
+    def layer(self) -> str:
+        """``spec.install.name``: the resource installed."""
+        return c.HELM_CHART if self.install.type == RefType.HELM_CHART.value else c.RAW_MANIFEST
+
+
+def module_sources(descriptor: ComponentDescriptor) -> ModuleSources:
+    """The install source of a module's component version: its ``raw-manifest``, else its ``helm-chart``."""
+    if descriptor.resource(c.RAW_MANIFEST) is None and descriptor.resource(c.HELM_CHART) is not None:
+        chart = install_source(descriptor, c.HELM_CHART)
+        values = install_source(descriptor, c.HELM_VALUES) if descriptor.resource(c.HELM_VALUES) else None
+        return ModuleSources(replace(chart, type=RefType.HELM_CHART.value), values)
+    return ModuleSources(install_source(descriptor, c.RAW_MANIFEST))
 
 
 def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_MANIFEST) -> InstallSource:

@@ -14,12 +14,12 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
-from kyma_operator.api.manifest import RAW_MANIFEST_LAYER, ImageSpec, InstallInfo, Manifest, ManifestSpec
+from kyma_operator.api.manifest import ImageSpec, InstallInfo, Manifest, ManifestSpec
 from kyma_operator.api.meta import ObjectMeta, OwnerReference
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
 from kyma_operator.modules.descriptor import ComponentDescriptor
-from kyma_operator.modules.template import install_source
+from kyma_operator.modules.template import module_sources
 
 # Upstream's --sync-namespace default: where a module's default CR lives on the runtime.
 DEFAULT_SYNC_NAMESPACE = "kyma-system"
@@ -71,7 +71,7 @@ def desired_manifest(
         raise ManifestBuildError(f"{where}: spec.data (the default CR) must be an object")
     try:
         descriptor = ComponentDescriptor.parse(template.spec.descriptor)
-        source = install_source(descriptor, RAW_MANIFEST_LAYER)
+        sources = module_sources(descriptor)
     except ValueError as exc:
         raise ManifestBuildError(f"{where}: {exc}") from exc
     component = resolved.ocm_component_name
@@ -109,8 +109,23 @@ def desired_manifest(
     spec = ManifestSpec(
         remote=remote,
         install=InstallInfo(
-            name=RAW_MANIFEST_LAYER,
-            source=ImageSpec(repo=source.repo, name=source.name, ref=source.ref, type=source.type),
+            name=sources.layer,
+            source=ImageSpec(
+                repo=sources.install.repo,
+                name=sources.install.name,
+                ref=sources.install.ref,
+                type=sources.install.type,
+            ),
+        ),
+        config=(
+            ImageSpec(
+                repo=sources.values.repo,
+                name=sources.values.name,
+                ref=sources.values.ref,
+                type=sources.values.type,
+            )
+            if sources.values is not None
+            else None
         ),
         version=resolved.version,
         resource=resource,

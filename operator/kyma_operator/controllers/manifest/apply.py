@@ -155,24 +155,30 @@ class Applier:
         async with self._limit:
             return await work()
 
-    async def resolve(self, objects: Sequence[JSON]) -> list[tuple[JSON, Resource]]:
+    async def resolve(
+        self, objects: Sequence[JSON], default_namespace: str | None = None
+    ) -> list[tuple[JSON, Resource]]:
         """Normalise namespaces and look up every object's resource (CRDs must be established)."""
         resolved = []
         failures = []
         for obj in objects:
             try:
-                resolved.append((obj, CRDS if is_crd(obj) else await self.discovery.normalise(obj)))
+                resource = CRDS if is_crd(obj) else await self.discovery.normalise(obj, default_namespace)
+                resolved.append((obj, resource))
             except UnknownKind as exc:
                 failures.append((describe(obj), str(exc)))
         if failures:
             raise ApplyError(failures)
         return resolved
 
-    async def sync(self, objects: Sequence[JSON], *, fresh: bool = False) -> ApplyOutcome:
+    async def sync(
+        self, objects: Sequence[JSON], *, fresh: bool = False, default_namespace: str | None = None
+    ) -> ApplyOutcome:
         """Make the runtime hold ``objects`` (rendered); returns the live objects.
 
         ``fresh``: nothing was installed before (a first install), so objects are applied without
-        reading them first: one request per object.
+        reading them first: one request per object. ``default_namespace``: where namespaced objects
+        without a namespace go (``default`` if unset).
         """
         outcome = ApplyOutcome()
         self._fresh = fresh
@@ -182,7 +188,7 @@ class Applier:
         live_crds = await self._sync_group([(crd, CRDS) for crd in crds], outcome)
         await self._await_established(live_crds)
         rest = [obj for obj in objects if not is_crd(obj)]
-        resolved = await self.resolve(rest)
+        resolved = await self.resolve(rest, default_namespace)
         namespaces = [(o, r) for o, r in resolved if o["kind"] == NAMESPACE_KIND and not r.group]
         others = [(o, r) for o, r in resolved if not (o["kind"] == NAMESPACE_KIND and not r.group)]
         live: dict[str, JSON] = {}

@@ -75,13 +75,14 @@ class Discovery:
         self._kinds[api_version] = kinds
         return kinds
 
-    async def normalise(self, obj: JSON) -> Resource:
-        """Set or strip ``metadata.namespace`` of ``obj`` by scope; returns its resource."""
+    async def normalise(self, obj: JSON, default_namespace: str | None = None) -> Resource:
+        """Set or strip ``metadata.namespace`` of ``obj`` by scope (``default_namespace``, else
+        ``default``, for namespaced objects without one); returns its resource."""
         resource = await self.resource(str(obj["apiVersion"]), str(obj["kind"]))
         meta = obj["metadata"]
         if resource.namespaced:
             if not meta.get("namespace"):
-                meta["namespace"] = DEFAULT_NAMESPACE
+                meta["namespace"] = default_namespace or DEFAULT_NAMESPACE
         else:
             meta.pop("namespace", None)
         return resource

@@ -121,19 +121,10 @@ class OciSource:
 
     async def fetch(self, manifest: Manifest) -> RawManifest:
         what = describe_source(manifest)
-        location = locate(manifest.spec.install.source, what)
-        if self.verification_key is not None:
-            await self._verify(manifest, location, what)
-        misses = self.cache.misses
-
-        async def pull() -> bytes:
-            return await self._pull(manifest, location, what)
-
-        try:
-            blob = await self.cache.get(location.digest, pull)
-        except DigestError as exc:
-            raise SourceError("DigestMismatch", f"{what}: {exc}") from None
-        self._count("miss" if self.cache.misses > misses else "hit")
+        source = manifest.spec.install.source
+        blob, location = await self.fetch_layer(
+            source, manifest.spec.version, what, media_types=RAW_MANIFEST_MEDIA_TYPES, resource=c.RAW_MANIFEST
+        )
         try:
             text = read_yaml_blob(blob, c.RAW_MANIFEST_FILE).decode("utf-8")
         except ModuleConfigError as exc:
@@ -144,6 +135,40 @@ class OciSource:
             ) from None
         return RawManifest(text, location.digest)
 
+    async def fetch_layer(
+        self,
+        source: ImageSpec,
+        version: str | None,
+        what: str,
+        *,
+        media_types: frozenset[str],
+        resource: str,
+        types: tuple[str | None, ...] = (None, RefType.OCI_REF.value),
+    ) -> tuple[bytes, Location]:
+        """The verified content of the local blob ``source`` names (``repo``, ``name``, ``ref``) in
+        component version ``version``, from the disk cache or the registry. With a
+        ``verification_key`` the component version's signature must verify and its resource
+        ``resource`` must be this blob. A miss with a ``version`` checks that the blob is a layer of
+        that version with one of ``media_types``."""
+        location = locate(source, what, types)
+        if self.verification_key is not None:
+            await self._verify(version, location, what, resource, media_types)
+        misses = self.cache.misses
+
+        async def pull() -> bytes:
+            return await self._pull(version, location, what, media_types, resource)
+
+        try:
+            blob = await self.cache.get(location.digest, pull)
+        except DigestError as exc:
+            raise SourceError("DigestMismatch", f"{what}: {exc}") from None
+        self._count("miss" if self.cache.misses > misses else "hit")
+        return blob, location
+
+    async def client_for(self, registry: str, what: str) -> RegistryClient:
+        """A client of ``registry`` with the configured credentials, TLS and plain-HTTP settings."""
+        return await self._client(registry, what)
+
     async def close(self) -> None:
         clients, self._clients = self._clients, {}
         for client in clients.values():
@@ -151,19 +176,29 @@ class OciSource:
 
     # -- steps -----------------------------------------------------------------------------------
 
-    async def _pull(self, manifest: Manifest, location: Location, what: str) -> bytes:
+    async def _pull(
+        self, version: str | None, location: Location, what: str, media_types: frozenset[str], resource: str
+    ) -> bytes:
         client = await self._client(location.registry, what)
         self.pulls += 1
         try:
-            if manifest.spec.version:
-                await self._check_layer(client, location, manifest.spec.version, what)
+            if version:
+                await self._check_layer(client, location, version, what, media_types, resource)
             return await client.pull_blob(
                 location.repository, location.digest, max_bytes=self.config.max_blob_bytes
             )
         except RegistryError as exc:
             raise _source_error(exc, what) from None
 
-    async def _check_layer(self, client: RegistryClient, location: Location, version: str, what: str) -> None:
+    async def _check_layer(
+        self,
+        client: RegistryClient,
+        location: Location,
+        version: str,
+        what: str,
+        media_types: frozenset[str],
+        resource: str,
+    ) -> None:
         image = await client.pull_manifest(location.repository, version)
         component = f"component version {location.component}:{version}"
         try:
@@ -179,16 +214,22 @@ class OciSource:
                 f"{what}: {location.digest} is not a layer of {component}",
             )
         media_type = str(layer.get("mediaType") or "")
-        if media_type not in RAW_MANIFEST_MEDIA_TYPES:
+        if media_type not in media_types:
             raise SourceError(
                 "WrongMediaType",
-                f"{what}: layer {location.digest} has media type {media_type!r}, not a raw manifest "
-                f"({', '.join(sorted(RAW_MANIFEST_MEDIA_TYPES))})",
+                f"{what}: layer {location.digest} has media type {media_type!r}, not one of a {resource} "
+                f"({', '.join(sorted(media_types))})",
             )
 
-    async def _verify(self, manifest: Manifest, location: Location, what: str) -> None:
-        version = manifest.spec.version or ""
-        key = (location.registry, location.repository, version, location.digest)
+    async def _verify(
+        self,
+        version: str | None,
+        location: Location,
+        what: str,
+        resource_name: str,
+        media_types: frozenset[str],
+    ) -> None:
+        key = (location.registry, location.repository, version or "", location.digest)
         if key in self._verified:
             return
         if not version:
@@ -208,15 +249,17 @@ class OciSource:
             verify(descriptor, self.verification_key)
         except SignatureError as exc:
             raise SourceError("SignatureInvalid", f"{what}: signature check failed: {exc}") from None
-        resource = descriptor.resource(c.RAW_MANIFEST)
+        resource = descriptor.resource(resource_name)
         reference = resource.access.field("localReference") if resource and resource.access else None
         if resource is None or reference != location.digest:
             raise SourceError(
                 "SignatureInvalid",
                 f"{what}: the signed component version {location.component}:{version} does not name "
-                f"{location.digest} as its raw-manifest (it names {reference})",
+                f"{location.digest} as its {resource_name} (it names {reference})",
             )
-        blob = await self.cache.get(location.digest, lambda: self._pull(manifest, location, what))
+        blob = await self.cache.get(
+            location.digest, lambda: self._pull(version, location, what, media_types, resource_name)
+        )
         try:
             verify_blob(resource, blob)
         except SignatureError as exc:
@@ -273,12 +316,15 @@ class OciSource:
             self._cache_counter.labels(result).inc()
 
 
-def locate(source: ImageSpec, what: str) -> Location:
-    """Where the blob of an ``oci-ref`` source is; ``SourceError`` for a malformed source."""
-    if source.type not in (None, RefType.OCI_REF.value):
+def locate(
+    source: ImageSpec, what: str, types: tuple[str | None, ...] = (None, RefType.OCI_REF.value)
+) -> Location:
+    """Where the local blob ``source`` names is (``repo``, ``name``, ``ref``); ``SourceError`` for a
+    malformed source or a type not in ``types``."""
+    if source.type not in types:
         raise SourceError("UnsupportedSource", f"{what}: source type {source.type!r} is not supported")
     if not source.repo or not source.name or not source.ref:
-        raise SourceError("InvalidSource", f"{what}: spec.install.source needs repo, name and ref")
+        raise SourceError("InvalidSource", f"{what}: the source needs repo, name and ref")
     try:
         parse_digest(source.ref)
     except DigestError as exc:

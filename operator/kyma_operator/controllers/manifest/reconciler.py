@@ -284,6 +284,7 @@ class ManifestReconciler:
         except RenderError as exc:
             return await self._fail(manifest, report, f"{what}: raw manifest {raw.digest}: {exc}")
         resources = (True, f"{len(objects)} objects rendered from {what}")
+        extra = [st.note_condition(note, self._now()) for note in raw.notes]
         applier = Applier(
             skr,
             discovery,
@@ -293,13 +294,13 @@ class ManifestReconciler:
             clock=self.clock,
         )
         synced = list(manifest.status.synced) if manifest.status else []
-        ref = manifest.spec.install.source.ref or ""
+        ref = raw.digest
         same_ref = manifest.annotations.get(names.SYNC_OCI_REF_ANNOTATION) == ref
         try:
             # a first install (nothing synced, no version recorded) skips the read before each apply;
             # a stale cache cannot make a known Manifest look fresh (the annotation comes first)
             fresh = not synced and names.SYNC_OCI_REF_ANNOTATION not in manifest.annotations
-            applied = await applier.sync(objects, fresh=fresh)
+            applied = await applier.sync(objects, fresh=fresh, default_namespace=raw.default_namespace)
         except ApplyError as exc:
             target = _union(synced, [synced_id(o) for o in objects if o["metadata"].get("name")])
             return await self._fail(manifest, report, f"{what}: apply failed: {exc}", synced=target)
@@ -313,7 +314,9 @@ class ManifestReconciler:
                 f"{what}: resource syncTarget diff detected but in same oci layer, "
                 f"prevent sync resource to be deleted: {listed}"
             )
-            outcome = st.Outcome(State.WARNING, message, resources=resources, synced=_union(synced, target))
+            outcome = st.Outcome(
+                State.WARNING, message, resources=resources, synced=_union(synced, target), extra=extra
+            )
             await self._write_status(manifest, outcome, report)
             report.set(State.WARNING.value, message)
             return Result(requeue_after=self.config.warning_interval)
@@ -326,14 +329,19 @@ class ManifestReconciler:
                 left = {c.id() for c in candidates if _describe_entry(c) in remaining}
                 keep = [*target, *(c for c in candidates if c.id() in left)]
                 message = f"waiting for the removal of {', '.join(remaining[:5])}"
-                outcome = st.Outcome(State.PROCESSING, message, resources=resources, synced=keep)
+                outcome = st.Outcome(State.PROCESSING, message, resources=resources, synced=keep, extra=extra)
                 await self._write_status(manifest, outcome, report)
                 report.set(State.PROCESSING.value, message)
                 return Result(requeue_after=self.config.processing_interval)
         module_cr = await self._ensure_default_cr(manifest, skr, discovery)
         if module_cr is not None and not module_cr[0]:
             outcome = st.Outcome(
-                State.ERROR, module_cr[1], resources=resources, module_cr=module_cr, synced=target
+                State.ERROR,
+                module_cr[1],
+                resources=resources,
+                module_cr=module_cr,
+                synced=target,
+                extra=extra,
             )
             await self._write_status(manifest, outcome, report)
             report.set(State.ERROR.value, module_cr[1])
@@ -351,6 +359,7 @@ class ManifestReconciler:
             installation=(readiness.state is State.READY, readiness.message),
             module_cr=module_cr,
             synced=target,
+            extra=extra,
         )
         await self._write_status(manifest, outcome, report)
         report.set(readiness.state.value, readiness.message)

@@ -21,6 +21,7 @@ from kyma_operator.api.manifest import (
     SyncedResource,
 )
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
+from kyma_operator.controllers.manifest.source import SourceNote
 
 
 @dataclass
@@ -54,6 +55,17 @@ def _condition(
         status=ConditionStatus.TRUE if ok else ConditionStatus.FALSE,
         reason=reason.value,
         message=message,
+        last_transition_time=now,
+    )
+
+
+def note_condition(note: SourceNote, now: datetime.datetime) -> Condition:
+    """The condition a source asked for (e.g. ``HelmHooks``)."""
+    return Condition(
+        type=note.type,
+        status=ConditionStatus.TRUE if note.ok else ConditionStatus.FALSE,
+        reason=note.reason,
+        message=note.message,
         last_transition_time=now,
     )
 

@@ -137,3 +137,33 @@ def test_kyma_without_uid_is_refused() -> None:
     k.metadata.uid = None
     with pytest.raises(ValueError, match="no uid"):
         desired_manifest(k, resolved(descriptor()))
+
+
+def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
+    desc = descriptor("helm-chart")
+    values_digest = "sha256:" + "b" * 64
+    desc["component"]["resources"].append(
+        {
+            "name": "helm-values",
+            "type": "helmValues",
+            "version": "1.0.1",
+            "relation": "local",
+            "access": {
+                "type": "localBlob",
+                "localReference": values_digest,
+                "mediaType": "application/x-yaml",
+            },
+        }
+    )
+    manifest = desired_manifest(kyma(), resolved(desc))
+    source = manifest.spec.install.source
+    assert manifest.spec.install.name == "helm-chart"
+    assert (source.repo, source.name, source.ref, source.type) == (
+        "127.0.0.1:5000/kyma/component-descriptors",
+        COMPONENT,
+        DIGEST,
+        "helm-chart",
+    )
+    config = manifest.spec.config
+    assert config is not None
+    assert (config.name, config.ref, config.type) == (COMPONENT, values_digest, "oci-ref")
