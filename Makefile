@@ -6,12 +6,13 @@
 
 PYTHON ?= python3.11
 RUN_ARGS ?=
+DEMO_ARGS ?=
 BENCH_ARGS ?=
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit integration binaries bench clean
+.PHONY: run demo test lint typecheck unit integration binaries bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,11 @@ binaries: $(STAMP)
 
 run: binaries
 	$(PY) -m localrun $(RUN_ARGS)
+
+# The module walk-through of the README scripted and timed, with a 30 s listener outage
+# (DEMO_ARGS="--demo-outage 5" for a short one); exits 1 if a step failed.
+demo: binaries
+	$(PY) -m localrun --demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

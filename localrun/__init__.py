@@ -22,13 +22,17 @@ What runs:
 An edit of a runtime's Kyma (``KUBECONFIG=.local/run/skr-1.kubeconfig kubectl edit kyma -n
 kyma-system default``) then shows up as a routed event and a targeted reconcile. ``--once`` brings
 everything up, makes such an edit itself, waits for the targeted reconcile and stops again.
-``--module`` also runs a local OCI registry and installs a sample module into the first runtime
-(``tests/controlplane/localmodule.py``); with ``--once`` a module object is then deleted and
-restored by its event.
+``--module`` also runs a local OCI registry and publishes a sample module to it with the real
+``kyma module create/template/deploy`` commands (``module.py``: two versions in two channels, their
+ModuleTemplates and ModuleReleaseMeta in KCP) and prints a copy-paste session (list, enable, delete a
+module object and see it back, switch channel, disable); with ``--once`` the module is enabled and a
+module object is deleted and restored by its event. ``--demo`` runs that session scripted and timed
+(``demo.py``) with an outage of the agents' path to the listener (``outage.py``) in the middle.
 
 
 Modules: ``kcp`` (KCP set-up: manifests, runtimes' access Secrets and Kymas, the operator's
 configuration), ``agent`` (one runtime's agent process, started like a kubelet would), ``system``
-(operator + agents over a started control plane, the live output, ``--once``), ``output`` (the
-time-stamped console lines), ``__main__`` (flags, the control plane, exit codes).
+(operator + agents over a started control plane, the live output, ``--once``), ``module`` (the sample
+module and its publication), ``demo`` (``--demo``), ``outage`` (the relay the demo cuts), ``output``
+(the time-stamped console lines), ``__main__`` (flags, the control plane, exit codes).
 """

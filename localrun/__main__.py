@@ -34,9 +34,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="start everything, edit a runtime Kyma, wait for its targeted reconcile, stop (a smoke check)",
     )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the module walk-through scripted and timed (implies --module): enable, drift repair, "
+        "channel switch, a listener outage with edits during it, disable; a latency table at the end, "
+        "exit code 1 if a step failed",
+    )
+    parser.add_argument(
+        "--demo-outage",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long --demo cuts the agents' path to the listener (default 30)",
+    )
     args = parser.parse_args(argv)
     if args.skrs < 1:
         parser.error("--skrs must be at least 1")
+    if args.demo_outage < 0:
+        parser.error("--demo-outage must not be negative")
+    if args.demo and args.once:
+        parser.error("--demo and --once exclude each other")
+    module = args.module or args.demo
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     say = make_say()
     skr_names = [f"skr-{i + 1}" for i in range(args.skrs)]
@@ -62,10 +81,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             say("e.g.: KUBECONFIG=.local/run/kcp.kubeconfig kubectl get kymas -A  (any Kubernetes client)")
             with contextlib.ExitStack() as stack:
-                registry = stack.enter_context(LocalRegistry()) if args.module else None
+                registry = stack.enter_context(LocalRegistry()) if module else None
                 if registry is not None:
                     say(f"local OCI registry (plain HTTP) on {registry.host}")
-                code = asyncio.run(run_local(plane, skr_names, once=args.once, say=say, registry=registry))
+                code = asyncio.run(
+                    run_local(
+                        plane,
+                        skr_names,
+                        once=args.once,
+                        say=say,
+                        registry=registry,
+                        demo_outage=args.demo_outage if args.demo else None,
+                    )
+                )
             say(f"stopped everything after {time.monotonic() - started:.1f}s")
             return code
     except KeyboardInterrupt:

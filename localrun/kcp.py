@@ -148,6 +148,10 @@ async def register_runtime(kcp: KubeClient, runtime: Runtime) -> None:
     )
 
 
+AGENT_ENV = {"KCP_SCHEME": "http", "HEARTBEAT_INTERVAL": "10s", "SHUTDOWN_TIMEOUT": "2s"}
+"""The agents' environment in the local run (plain HTTP: they reach the listener directly)."""
+
+
 def operator_config(kcp: APIServer, runtimes: Sequence[Runtime], listener_port: int) -> OperatorConfig:
     return OperatorConfig(
         kubeconfig=kcp.kubeconfig_path,
@@ -159,7 +163,7 @@ def operator_config(kcp: APIServer, runtimes: Sequence[Runtime], listener_port: 
         listener_port_overwrite=listener_port,  # agents reach the listener directly, no gateway
         sync_namespace=SYNC_NAMESPACE,
         additional_dns_names=("127.0.0.1",),  # API servers call the agents by IP (webhook URL mode)
-        agent_env={"KCP_SCHEME": "http", "HEARTBEAT_INTERVAL": "10s", "SHUTDOWN_TIMEOUT": "2s"},
+        agent_env=dict(AGENT_ENV),
         agent_readiness_poll=1.0,
         heartbeat_max_silence=35.0,
         webhook_urls={runtime.kyma: runtime.webhook_url for runtime in runtimes},

@@ -21,6 +21,7 @@ from kyma_operator.runtime.manager import LeaderElectionLost, ManagerFailed
 from kyma_operator.runtime.request import Request
 from localrun.agent import LocalAgent
 from localrun.kcp import (
+    AGENT_ENV,
     KCP_NAMESPACE,
     KYMAS,
     RUN_DIR,
@@ -30,10 +31,18 @@ from localrun.kcp import (
     operator_config,
     register_runtime,
 )
+from localrun.module import (
+    MODULE,
+    demonstrate_drift,
+    enable_module,
+    publish_sample_module,
+    session_text,
+    wait_manifest_ready,
+)
+from localrun.outage import ListenerRelay
 from localrun.output import Say
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import ControlPlane, free_port
-from tests.controlplane.localmodule import demonstrate_drift, install_sample_module
 from tests.registry.server import LocalRegistry
 
 # -- the whole system --------------------------------------------------------------------------
@@ -243,7 +252,9 @@ async def run_local(
     once: bool,
     say: Say,
     registry: LocalRegistry | None = None,
+    demo_outage: float | None = None,
 ) -> int:
+    """Run until Ctrl-C; ``once``: the smoke check; ``demo_outage``: the scripted demo (with a registry)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -253,9 +264,24 @@ async def run_local(
         overrides = {
             "oci_insecure_registries": (registry.host,),
             "module_cache_dir": RUN_DIR / "module-cache",
+            # a catalog change reaches the (few) local runtimes at once, not spread over 5 minutes
+            "module_upgrade_rollout_max_delay": 0.0,
+        }
+    relay: ListenerRelay | None = None
+    if demo_outage is not None:
+        # agents send through a relay the demo can cut; retries capped at 5 s so that the time an
+        # edit needs after the outage shows the system, not a long backoff sleep of the agent
+        relay = ListenerRelay(free_port(), 0)
+        overrides |= {
+            "listener_port_overwrite": relay.port,
+            "agent_env": {**AGENT_ENV, "RETRY_MAX_DELAY": "5s"},
         }
     try:
         async with local_system(plane, skr_names, say, config_overrides=overrides) as system:
+            if relay is not None:
+                relay.target_port = system.listener_port
+                await relay.restore()
+                say(f"demo: agents reach the listener through a relay on 127.0.0.1:{relay.port}")
             ready = asyncio.create_task(system.wait_ready())
             stopped = asyncio.create_task(stop.wait())
             await asyncio.wait({ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -265,27 +291,30 @@ async def run_local(
                 return 0
             stopped.cancel()
             ready.result()
-            module = None
             if registry is not None:
-                module = await install_sample_module(
-                    registry,
-                    system.kcp,
-                    system.runtimes[0].client,
-                    system.runtimes[0].kyma,
-                    kcp_namespace=KCP_NAMESPACE,
-                    sync_namespace=SYNC_NAMESPACE,
-                    say=say,
-                )
+                await publish_sample_module(registry, plane["kcp"].kubeconfig_path, say)
+            if relay is not None and demo_outage is not None:
+                return await _run_demo(system, relay, demo_outage)
             if once:
+                manifest = None
+                if registry is not None:
+                    await enable_module(system.runtimes[0].client)
+                    say(f"--once: enabled module {MODULE} in the runtime's Kyma {SYNC_NAMESPACE}/default")
+                    manifest = await wait_manifest_ready(system.kcp, system.runtimes[0].kyma, say)
                 code = await _demonstrate(system)
-                if code == 0 and module is not None:
-                    await demonstrate_drift(system.runtimes[0].client, module, say)
+                if code == 0 and manifest is not None:
+                    await demonstrate_drift(system.runtimes[0].client, manifest, say)
                 return code
-            kubeconfig = (RUN_DIR / f"{system.runtimes[0].name}.kubeconfig").relative_to(REPO_ROOT)
-            say(
-                f"running; try: KUBECONFIG={kubeconfig} kubectl -n {SYNC_NAMESPACE} patch kyma default "
-                """--type merge -p '{"spec":{"channel":"fast"}}'"""
-            )
+            runtime = system.runtimes[0]
+            skr_kubeconfig = RUN_DIR / f"{runtime.name}.kubeconfig"
+            if registry is not None:
+                print(session_text(runtime.name, RUN_DIR / "kcp.kubeconfig", skr_kubeconfig), flush=True)
+            else:
+                say(
+                    f"running; try: KUBECONFIG={skr_kubeconfig.relative_to(REPO_ROOT)} kubectl -n "
+                    f"{SYNC_NAMESPACE} patch kyma default "
+                    """--type merge -p '{"spec":{"channel":"fast"}}'"""
+                )
             say("press Ctrl-C to stop")
             crashed = asyncio.create_task(system.operator_stopped())
             stopped = asyncio.create_task(stop.wait())
@@ -302,8 +331,20 @@ async def run_local(
         say(f"FAILED: {type(exc).__name__}: {exc}")
         return 1
     finally:
+        if relay is not None:
+            await relay.cut()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+
+
+async def _run_demo(system: LocalSystem, relay: ListenerRelay, outage: float) -> int:
+    from localrun.demo import Demo
+
+    demo = Demo(system, relay, outage, system.say)
+    code = await demo.run()
+    print("\n" + demo.table(), flush=True)
+    system.say("demo: " + ("all steps OK" if code == 0 else "FAILED (see the table)") + "; stopping")
+    return code
 
 
 async def _demonstrate(system: LocalSystem) -> int:
