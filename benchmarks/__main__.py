@@ -5,8 +5,9 @@ figures to stdout; the recorded results with their commands and the machine they
 ``benchmarks/results/<name>.md`` (copied there by hand after a quiet run). This runner only runs
 them in a fixed order, each in its own process, with the settings the results files name
 (``--quick``: short settings that prove every benchmark still works, in a few minutes; the figures
-are then only indicative), and ends with a table of what passed. Exit status: non-zero if any
-benchmark failed.
+are then only indicative), ends with a table of what passed and rewrites ``benchmarks/RESULTS.md``
+(``report.py``: every DESIGN target beside the recorded figure and upstream's; ``--report`` only
+does that). Exit status: non-zero if any benchmark failed.
 
 Benchmarks need the Go-built control plane binaries (``make binaries``); the listener benchmark
 needs ``wrk`` (Debian package) and is reported as skipped without it.
@@ -22,6 +23,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.report import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,6 +59,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--duration", "2", "--rate", "200", "--rounds", "1", "--events", "500", "--burst", "500"),
     ),
     Benchmark("failover_bench", "failover", ("--runs", "10"), ("--runs", "1")),
+    Benchmark(
+        "manifest_bench",
+        "manifest",
+        ("--installs", "6", "--drifts", "100"),
+        ("--installs", "2", "--drifts", "5", "--objects", "10"),
+    ),
+    Benchmark(
+        "module_bench",
+        "module",
+        ("--enables", "100", "--status-changes", "100"),
+        ("--enables", "5", "--status-changes", "5", "--idle-rounds", "2"),
+    ),
     Benchmark(
         "helm_bench",
         "helm",
@@ -97,7 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run only these benchmarks (default: all, in the listed order)",
     )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and their arguments")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="only rewrite benchmarks/RESULTS.md from the recorded results files (runs nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        print(f"wrote {write_report().relative_to(REPO)}")
+        return 0
     selected = [b for b in BENCHMARKS if not args.only or b.name in args.only]
     if args.list:
         for bench in selected:
@@ -109,6 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n| benchmark | outcome | seconds | results file |\n|---|---|---|---|")
     for bench, outcome, seconds in outcomes:
         print(f"| {bench.name} | {outcome} | {seconds:.0f} | benchmarks/results/{bench.results}.md |")
+    print(
+        f"wrote {write_report().relative_to(REPO)} from benchmarks/results/*.md (copy a run's figures "
+        "there to record them)"
+    )
     return 1 if any(outcome.startswith("failed") for _, outcome, _ in outcomes) else 0
 
 
