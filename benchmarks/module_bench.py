@@ -366,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
     with (
-        ControlPlane(["kcp", "skr-1"]) as plane,
+        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
         LocalRegistry() as registry,
         tempfile.TemporaryDirectory(prefix="module-bench-") as cache,
     ):
