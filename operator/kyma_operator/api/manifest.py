@@ -108,6 +108,8 @@ class ManifestStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
     synced: list[SyncedResource] = Field(default_factory=list)
     last_operation: LastOperation | None = None
+    observed_generation: int | None = None
+    """Ours: the ``metadata.generation`` this status was determined from (upstream has none)."""
 
 
 class Manifest(KubeObject):
@@ -136,3 +138,11 @@ class Manifest(KubeObject):
 
     def state(self) -> State | None:
         return self.status.state if self.status is not None else None
+
+    def status_is_current(self) -> bool:
+        """False when the status was written for an older spec (ours: ``observedGeneration``); a
+        status without it (upstream's) counts as current."""
+        if self.status is None or self.status.observed_generation is None:
+            return True
+        generation = self.metadata.generation
+        return generation is None or self.status.observed_generation >= generation

@@ -191,3 +191,9 @@ def module_state(kyma: dict[str, Any], module: str) -> tuple[State | None, str |
     if status is None:
         return None, None
     return status.state, status.message
+
+
+def module_channel(kyma: dict[str, Any], module: str) -> str | None:
+    """The channel the module's status entry reports (the one its installed version came from)."""
+    status = Kyma.from_object(kyma).status.module(module)
+    return status.channel if status is not None else None

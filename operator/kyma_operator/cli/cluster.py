@@ -202,7 +202,7 @@ def enable(
             )
             typer.echo(f"module {module} {'enabled' if result.changed else 'already enabled (unchanged)'}")
             if wait:
-                await _wait(client, module, namespace, kyma, timeout, quiet, removed=False)
+                await _wait(client, module, namespace, kyma, timeout, quiet, removed=False, channel=channel)
 
     run(body())
 
@@ -231,9 +231,19 @@ def disable(
 
 
 async def _wait(
-    client: KubeClient, module: str, namespace: str, kyma: str, limit: float, quiet: bool, *, removed: bool
+    client: KubeClient,
+    module: str,
+    namespace: str,
+    kyma: str,
+    limit: float,
+    quiet: bool,
+    *,
+    removed: bool,
+    channel: str | None = None,
 ) -> None:
-    """Poll the runtime Kyma's status.modules[] (with a deadline) until the module is done."""
+    """Poll the runtime Kyma's status.modules[] (with a deadline) until the module is done: removed,
+    or Ready on ``channel`` when one was asked for (a switch is not done while the entry still
+    reports the previous channel's version as Ready)."""
     from kyma_operator.cli import catalog
 
     console: Console = stderr()
@@ -263,7 +273,8 @@ async def _wait(
             if removed and state is None:
                 typer.echo(f"module {module} removed")
                 return
-            if not removed and state is State.READY:
+            on_channel = channel is None or catalog.module_channel(obj, module) == channel
+            if not removed and state is State.READY and on_channel:
                 typer.echo(f"module {module} is Ready")
                 return
             if state is State.ERROR:

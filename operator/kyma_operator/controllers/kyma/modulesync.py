@@ -96,9 +96,12 @@ def _resource_tracking(manifest: Manifest, template: ModuleTemplate) -> Tracking
 
 
 def manifest_state(manifest: Manifest) -> State:
-    """The module state a Manifest stands for: its own, Processing until it reports one."""
+    """The module state a Manifest stands for: its own, Processing until it reports one for its
+    current spec (a Ready written for the previous version is not Ready for the new one)."""
     state = manifest.state() or State.PROCESSING
-    return State.PROCESSING if state is State.EMPTY else state
+    if state is State.EMPTY or not manifest.status_is_current():
+        return State.PROCESSING
+    return state
 
 
 def entry_for(resolved: Resolved, manifest: Manifest) -> ModuleStatus:

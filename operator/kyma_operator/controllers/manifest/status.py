@@ -122,6 +122,9 @@ def next_status(manifest: Manifest, outcome: Outcome, now: datetime.datetime) ->
         changed = True
     if current.last_operation is None or current.last_operation.operation != outcome.operation:
         changed = True
+    generation = manifest.metadata.generation
+    if generation is not None and current.observed_generation != generation:
+        changed = True
     if not changed:
         return None
     return current.model_copy(
@@ -129,6 +132,7 @@ def next_status(manifest: Manifest, outcome: Outcome, now: datetime.datetime) ->
             "state": outcome.state,
             "conditions": conditions,
             "synced": synced,
+            "observed_generation": generation if generation is not None else current.observed_generation,
             "last_operation": LastOperation(operation=outcome.operation, last_update_time=now),
         }
     )
