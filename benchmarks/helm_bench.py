@@ -193,6 +193,8 @@ async def run(plane: ControlPlane, registry: LocalRegistry, work: Path, args: ar
         "oci_insecure_registries": (registry.host,),
         "module_cache_dir": work / "modules",
         "helm_binary": binary,
+        # Manifests are created by this benchmark: the Kyma's module half would delete them
+        "kyma_modules": False,
     }
     async with local_system(
         plane, ["skr-1"], lambda _: None, verbose=False, config_overrides=overrides
@@ -247,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
     with (
-        ControlPlane(["kcp", "skr-1"]) as plane,
+        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
         LocalRegistry() as registry,
         tempfile.TemporaryDirectory(prefix="helm-bench-") as work,
     ):
