@@ -28,12 +28,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.localenv import bench_environment
 from benchmarks.manifest_bench import wait_for
 from benchmarks.stats import latency_row as line
 from kyma_operator.api.manifest import Manifest
@@ -44,10 +44,9 @@ from kyma_operator.controllers.manifest.reconciler import MANIFESTS
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, NAMESPACES
-from localrun.kcp import KCP_NAMESPACE, SKR_CRD_PLURALS
+from localrun.kcp import KCP_NAMESPACE
 from localrun.system import local_system
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.crds import apply_crds
 from tests.helm.binaries import find_or_build
 from tests.helm.charts import CHART, PLURAL, HelmCli, write_chart
 from tests.integration.kyma_operator.controllers.manifest.chart import chart_manifest, helm_source
@@ -248,14 +247,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
-    with (
-        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
-        LocalRegistry() as registry,
-        tempfile.TemporaryDirectory(prefix="helm-bench-") as work,
-    ):
-        apply_crds(plane["kcp"].kubeconfig_path)
-        apply_crds(plane["skr-1"].kubeconfig_path, plurals=SKR_CRD_PLURALS)
-        asyncio.run(run(plane, registry, Path(work), args))
+    with bench_environment("helm-bench-") as (plane, registry, work):
+        asyncio.run(run(plane, registry, work, args))
     print(f"\ntotal {time.monotonic() - started:.0f} s")
 
 

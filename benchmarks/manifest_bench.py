@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,16 +32,16 @@ from typing import Any
 
 import yaml
 
+from benchmarks.localenv import bench_environment
 from benchmarks.stats import latency_row
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS, ManifestReconciler, ManifestReport
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, NAMESPACES
-from localrun.kcp import KCP_NAMESPACE, SKR_CRD_PLURALS
+from localrun.kcp import KCP_NAMESPACE
 from localrun.system import LocalSystem, local_system
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.crds import apply_crds
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.published import Published, RegistryModules
 from tests.registry.server import LocalRegistry
@@ -215,15 +214,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
-    # The runtime is living: its agent Deployment becomes Ready through kwok (nothing patches status).
-    with (
-        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
-        LocalRegistry() as registry,
-        tempfile.TemporaryDirectory(prefix="manifest-bench-") as cache,
-    ):
-        apply_crds(plane["kcp"].kubeconfig_path)
-        apply_crds(plane["skr-1"].kubeconfig_path, plurals=SKR_CRD_PLURALS)
-        asyncio.run(run(plane, registry, Path(cache), args))
+    with bench_environment("manifest-bench-") as (plane, registry, work):
+        asyncio.run(run(plane, registry, work, args))
     print(f"\ntotal {time.monotonic() - started:.0f} s")
 
 

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from benchmarks.localenv import bench_environment
 from benchmarks.stats import latency_row
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
@@ -45,10 +45,9 @@ from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import NAMESPACES
-from localrun.kcp import KCP_NAMESPACE, SKR_CRD_PLURALS, SYNC_NAMESPACE
+from localrun.kcp import KCP_NAMESPACE, SYNC_NAMESPACE
 from localrun.system import LocalSystem, local_system
 from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.crds import apply_crds
 from tests.registry.modules import publish_module
 from tests.registry.server import LocalRegistry
 
@@ -365,14 +364,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
-    with (
-        ControlPlane(["kcp", "skr-1"], living=["skr-1"]) as plane,
-        LocalRegistry() as registry,
-        tempfile.TemporaryDirectory(prefix="module-bench-") as cache,
-    ):
-        apply_crds(plane["kcp"].kubeconfig_path)
-        apply_crds(plane["skr-1"].kubeconfig_path, plurals=SKR_CRD_PLURALS)
-        asyncio.run(run(plane, registry, Path(cache), args))
+    with bench_environment("module-bench-") as (plane, registry, work):
+        asyncio.run(run(plane, registry, work, args))
     print(f"\ntotal {time.monotonic() - started:.0f} s")
 
 
