@@ -122,8 +122,9 @@ def resolve(
     """
 
     def fail(state: State, message: str, *, keep: bool = False, blocked: bool = False) -> Unresolved:
-        # Without a previous entry there is nothing to keep: upstream reports Error then.
-        if keep and previous is None:
+        # Without a previous installation there is nothing to keep: upstream reports Error then (an
+        # earlier entry that never resolved to a template, e.g. this same Error, is no installation).
+        if keep and (previous is None or previous.template is None):
             state, keep = State.ERROR, False
         return Unresolved(module, channel, state, message, keep, blocked)
 

@@ -125,7 +125,7 @@ class KymaControllerConfig(BaseModel):
     failure_base_delay: float = Field(default=5.0, gt=0)
     failure_max_delay: float = Field(default=30.0, gt=0)
     """Backoff of failed reconciles (upstream ``--failure-base-delay`` / ``--failure-max-delay``)."""
-    event_settle_delays: tuple[float, ...] = (0.03, 0.2, 1.0)
+    event_settle_delays: tuple[float, ...] = (0.03, 0.5)
     """Re-reads when a runtime event arrived but the runtime Kyma looks unchanged (the event
     overtook its write; see the module docstring): a write lands within milliseconds, so the first
     re-read is early and the later ones cover a slow API server."""

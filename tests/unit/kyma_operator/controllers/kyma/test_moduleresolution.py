@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kyma_operator.api.kyma import Kyma, ModuleStatus
+from kyma_operator.api.kyma import Kyma, ModuleStatus, PartialMeta, TrackingObject
 from kyma_operator.api.meta import Condition, LabelSelector, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
@@ -49,7 +49,13 @@ def template(version: str, **labels: str) -> ModuleTemplate:
 
 
 def previous(version: str) -> ModuleStatus:
-    return ModuleStatus(name="mod", state=State.READY, version=version, channel="regular")
+    return ModuleStatus(
+        name="mod",
+        state=State.READY,
+        version=version,
+        channel="regular",
+        template=TrackingObject(metadata=PartialMeta(name=f"mod-{version}", namespace=NS)),
+    )
 
 
 def test_fnv32_is_go_fnv1_32() -> None:
@@ -224,3 +230,11 @@ def test_restricted_modules_need_listing_and_a_matching_selector(
     assert isinstance(result, Resolved) is allowed
     if not allowed:
         assert isinstance(result, Unresolved) and "restricted" in result.message
+
+
+def test_a_module_that_never_resolved_stays_an_error() -> None:
+    """Upstream keeps (as Warning) the entry of an installed module whose release meta went away; an
+    entry that is itself the Error of a module never installed is not an installation to keep."""
+    earlier = ModuleStatus(name="mod", state=State.ERROR, channel="regular", message="no ModuleReleaseMeta")
+    result = resolve(kyma(), "mod", "regular", None, lambda _name: None, earlier)
+    assert isinstance(result, Unresolved) and (result.state, result.keep_previous) == (State.ERROR, False)
