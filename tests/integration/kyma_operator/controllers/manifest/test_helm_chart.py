@@ -5,6 +5,7 @@ the real runtime API server through the raw-manifest pipeline."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,11 @@ async def test_chart_from_a_repository_url_is_pulled_once_and_rendered_once_per_
     assert helm.engine.runs == runs + 1
     assert charts.repository.requests_for("/index.yaml") == 1
     assert charts.repository.requests_for("/sample-chart-1.0.0.tgz") == 1
-    # every later reconcile of the same input reuses the render
+    # every later reconcile of the same input reuses the render (counted from an idle controller: a
+    # reconcile already under way could fetch before the count and apply after the deletion)
+    manifest_controller = s.running.operator.manifest
+    assert manifest_controller is not None
+    await asyncio.wait_for(manifest_controller.controller.queue.wait_idle(), 20.0)
     hits = helm.renders.hits
     await s.skr.delete(CONFIGMAPS, "sample-extra", s.module_ns)
     await s.kcp.patch(MANIFESTS, "sample", {"metadata": {"labels": {"poke": "1"}}}, s.ns)
