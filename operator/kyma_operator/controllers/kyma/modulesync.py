@@ -323,12 +323,3 @@ def _unresolved_entry(resolution: Unresolved, previous: ModuleStatus | None) -> 
     return ModuleStatus(
         name=resolution.module, state=resolution.state, channel=resolution.channel, message=resolution.message
     )
-
-
-def module_names_in_status(kyma: dict[str, Any]) -> list[str]:
-    """Module names of a raw Kyma's ``status.modules`` (index function for catalog triggers)."""
-    status = kyma.get("status") or {}
-    modules = status.get("modules") if isinstance(status, dict) else None
-    if not isinstance(modules, list):
-        return []
-    return [str(m["name"]) for m in modules if isinstance(m, dict) and m.get("name")]
