@@ -1,0 +1,88 @@
+"""Which shard a Kyma belongs to and which replica holds a shard: the contract between the shard
+coordinator (Leases, ``runtime/sharding``), the controllers' per-request gate and the listener's
+hand-off of events to the holder (DESIGN.md §10).
+
+Why one small module: three parts of the operator must agree on the same answer without calling
+each other's internals. The shard of a Kyma is a stable hash of its **runtime id** (label
+``kyma-project.io/runtime-id``; the Kyma's name when the label is missing, as upstream names Kymas
+after their runtime) modulo the shard count. The runtime id is what an authenticated agent event
+carries, so any replica can tell the shard of an event without a Kyma cache; a Manifest belongs to
+its Kyma's shard (the operator writes the shard label on both).
+
+``SingleReplica`` is the default (no sharding flags): it holds every shard, so one operator process
+behaves exactly as before sharding existed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kyma_wire.names import OPERATOR_GROUP, RUNTIME_ID_LABEL
+
+SHARD_LABEL = f"{OPERATOR_GROUP}/shard"
+"""Label the operator sets on Kymas and Manifests: the shard number, decimal (informer selectors)."""
+
+DEFAULT_SHARDS = 16
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard of ``key`` (a runtime id): first 8 bytes of SHA-256, big-endian, modulo ``shards``.
+
+    Stable across processes, Python versions and restarts (unlike ``hash()``)."""
+    if shards < 1:
+        raise ValueError("shards must be at least 1")
+    digest = hashlib.sha256(key.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def kyma_shard_key(kyma: Mapping[str, Any]) -> str:
+    """The key a Kyma is sharded by: its runtime-id label, else its name."""
+    meta = kyma.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    runtime_id = labels.get(RUNTIME_ID_LABEL)
+    return str(runtime_id) if runtime_id else str(meta.get("name") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """An operator replica as others see it: its identity (Lease holder) and its internal address
+    (``https://host:port`` of the authenticated hand-off endpoint), published in its membership Lease."""
+
+    identity: str
+    address: str
+
+
+class ShardView(Protocol):
+    """What controllers and the listener ask about shards (answers from memory, no API call)."""
+
+    @property
+    def shards(self) -> int: ...
+
+    def holds(self, shard: int) -> bool:
+        """True only while this replica holds ``shard`` and may act on it (fenced by renew deadline)."""
+        ...
+
+    def holder(self, shard: int) -> Replica | None:
+        """The replica currently holding ``shard`` (self included), ``None`` if nobody does."""
+        ...
+
+
+class SingleReplica:
+    """The unsharded default: this process holds every shard."""
+
+    def __init__(self, shards: int = 1, identity: str = "self", address: str = "") -> None:
+        self._shards = shards
+        self._self = Replica(identity, address)
+
+    @property
+    def shards(self) -> int:
+        return self._shards
+
+    def holds(self, shard: int) -> bool:
+        return 0 <= shard < self._shards
+
+    def holder(self, shard: int) -> Replica | None:
+        return self._self if self.holds(shard) else None
