@@ -54,6 +54,7 @@ __all__ = [
     "LabelsChanged",
     "Predicate",
     "Reconciler",
+    "RequestGate",
     "RequestMapper",
     "ResourceVersionChanged",
     "StatusChanged",
@@ -69,6 +70,17 @@ class Reconciler(Protocol):
     """Makes the world match one object's desired state. Level-based: read current state."""
 
     async def reconcile(self, request: Request) -> Result: ...
+
+
+class RequestGate(Protocol):
+    """Decides per request whether this process may reconcile it (sharding: does it hold the shard?).
+
+    ``admit`` returns a ticket (the request is counted in flight until ``release(ticket)``) or
+    None: the request is dropped (forgotten, not retried; whoever may act on it has it queued)."""
+
+    def admit(self, request: Request) -> int | None: ...
+
+    def release(self, ticket: int) -> None: ...
 
 
 class TerminalError(Exception):
@@ -153,6 +165,9 @@ class Controller:
         """Seconds after which a request held back by the gate is tried again."""
         self.gated = 0
         """Reconciles not started because the gate was closed."""
+        self._request_gate: RequestGate | None = None
+        self.dropped = 0
+        """Requests dropped because the request gate did not admit them (shard held elsewhere)."""
 
     def set_metrics(self, metrics: RuntimeMetrics) -> None:
         """Report into ``metrics`` (the manager calls this for controllers it is given)."""
@@ -205,15 +220,20 @@ class Controller:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def run(self, gate: Callable[[], bool] | None = None) -> None:
+    async def run(
+        self, gate: Callable[[], bool] | None = None, request_gate: RequestGate | None = None
+    ) -> None:
         """Process requests until cancelled; then finish in-flight reconciles and stop.
 
         ``gate`` (the manager passes "still leading"): checked before every reconcile; while it is
         False no reconcile starts and taken requests are put back (``gate_retry`` seconds later).
+        ``request_gate`` (sharding): asked per request after ``gate``; a request it does not admit
+        is dropped.
         """
         if self._running:
             raise RuntimeError(f"controller {self.name} is already running")
         self._gate = gate
+        self._request_gate = request_gate
         self._running = True
         stopping = asyncio.Event()
         pumps = [
@@ -281,6 +301,18 @@ class Controller:
             self.queue.done(request)
             self.queue.add_after(request, self.gate_retry)
             return
+        ticket: int | None = None
+        request_gate = self._request_gate
+        if request_gate is not None:
+            ticket = request_gate.admit(request)
+            if ticket is None:
+                # Not this replica's shard: the holder has it queued (and re-enqueues everything
+                # of a shard when it acquires one), so forget it here.
+                self.dropped += 1
+                self.triggers.take(request)
+                self.queue.forget(request)
+                self.queue.done(request)
+                return
         metrics = self._metrics
         started = self.clock.now()
         if metrics is not None:
@@ -335,6 +367,8 @@ class Controller:
                     metrics.reconcile_success.inc()
         finally:
             self.triggers.deactivate(token)
+            if request_gate is not None and ticket is not None:
+                request_gate.release(ticket)
             self.queue.done(request)
             if metrics is not None:
                 metrics.active_workers.dec()

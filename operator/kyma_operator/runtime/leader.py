@@ -35,6 +35,7 @@ from typing import Any
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.leases import lease_spec, micro_time
 from kyma_operator.runtime.metrics import RuntimeMetrics
 from kyma_operator.runtime.resources import LEASES
 
@@ -73,8 +74,7 @@ class LeaderElectionConfig:
             raise ValueError("retry_period must be positive")
 
 
-def _micro_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+_micro_time = micro_time
 
 
 class LeaderElector:
@@ -240,13 +240,9 @@ class LeaderElector:
         return True
 
     def _spec(self, acquire_time: str, renew_time: str, transitions: int) -> dict[str, Any]:
-        return {
-            "holderIdentity": self.config.identity,
-            "leaseDurationSeconds": max(1, math.ceil(self.config.lease_duration)),
-            "acquireTime": acquire_time,
-            "renewTime": renew_time,
-            "leaseTransitions": transitions,
-        }
+        return lease_spec(
+            self.config.identity, self.config.lease_duration, acquire_time, renew_time, transitions
+        )
 
     def _observe(self, lease: dict[str, Any]) -> None:
         self._observed_spec = lease.get("spec") or {}

@@ -3,9 +3,15 @@
 A manager starts informers, waits until their caches are filled, takes part in leader election
 (if configured) and runs the controllers and leader-only runnables (such as the listener's HTTP
 server) only while it leads. It serves ``/healthz``, ``/readyz`` (ready = caches synced and leading,
-or no leader election) and Prometheus ``/metrics`` on 127.0.0.1, and shuts everything down in
+or no leader election; with sharding: synced and the shard readiness) and Prometheus ``/metrics``
+on 127.0.0.1, and shuts everything down in
 order: leader work first (in-flight reconciles finish), then the Lease is released, then informers
 and servers. Signal handlers are installed only by ``run_until_signal``.
+
+Sharding (``runtime/sharding``): controllers named in ``request_gates`` run on every replica, not
+only the leader, once the caches are synced; each of their requests passes its gate (the shard
+coordinator admits only shards this replica holds). Everything else (the Watcher controller, CA
+rotation, leader-only runnables) still runs on the leader only.
 """
 
 from __future__ import annotations
@@ -14,14 +20,14 @@ import asyncio
 import inspect
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from embedded_server import EmbeddedServer
 from kyma_operator.runtime.clock import Clock, RealClock
-from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.controller import Controller, RequestGate
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig, LeaderElector
@@ -63,6 +69,8 @@ class Manager:
         registry: CollectorRegistry | None = None,
         clock: Clock | None = None,
         graceful_shutdown_timeout: float = 30.0,
+        request_gates: Mapping[str, RequestGate] | None = None,
+        readiness: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
         self.name = name
@@ -80,6 +88,11 @@ class Manager:
         self._informers: list[Informer] = []
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[RunnableLike, bool]] = []
+        self.request_gates: dict[str, RequestGate] = dict(request_gates or {})
+        """Controllers (by name) that run on every replica, each request through its gate."""
+        self._readiness = readiness
+        """Replaces "leading" in readiness (sharding: holds a shard or is the only replica)."""
+        self._sharded_tasks: list[asyncio.Task[Any]] = []
         self.elector: LeaderElector | None = None
         if leader_election is not None:
             self.elector = LeaderElector(
@@ -140,7 +153,9 @@ class Manager:
 
     @property
     def ready(self) -> bool:
-        return self._running and not self._stopping and self.synced and self.is_leader
+        if not (self._running and not self._stopping and self.synced):
+            return False
+        return self._readiness() if self._readiness is not None else self.is_leader
 
     @property
     def healthy(self) -> bool:
@@ -166,6 +181,7 @@ class Manager:
                     self._spawn(self._background, _as_coroutine(runnable), f"runnable {runnable!r}")
             self.started.set()
             if await self._until_stopped(self._wait_synced()):
+                self._start_sharded_work()
                 if self.elector is not None:
                     self._elector_task = asyncio.create_task(self.elector.run(), name=f"{self.name}-elector")
                     self._elector_task.add_done_callback(self._on_elector_done)
@@ -251,11 +267,21 @@ class Manager:
         exc = task.exception()
         self._fail(exc if exc is not None else LeaderElectionLost(f"manager {self.name} lost its lease"))
 
+    def _start_sharded_work(self) -> None:
+        for controller in self._controllers:
+            gate = self.request_gates.get(controller.name)
+            if gate is not None:
+                log.info("manager %s: starting sharded controller %s", self.name, controller.name)
+                coro = controller.run(request_gate=gate)
+                self._spawn(self._sharded_tasks, coro, f"controller {controller.name}")
+
     def _start_leader_work(self) -> None:
         if self._stopping or self._leader_tasks:
             return
         log.info("manager %s: starting controllers", self.name)
         for controller in self._controllers:
+            if controller.name in self.request_gates:
+                continue
             gate = (lambda: self.is_leader) if self.elector is not None else None
             self._spawn(self._leader_tasks, controller.run(gate), f"controller {controller.name}")
         for runnable, leader_only in self._runnables:
@@ -267,7 +293,8 @@ class Manager:
             task.cancel()
 
     async def _teardown(self) -> None:
-        await _cancel_and_wait(self._leader_tasks, self.graceful_shutdown_timeout)
+        await _cancel_and_wait(self._sharded_tasks + self._leader_tasks, self.graceful_shutdown_timeout)
+        self._sharded_tasks = []
         self._leader_tasks = []
         if self._elector_task is not None:
             await _cancel_and_wait([self._elector_task], self.graceful_shutdown_timeout)
@@ -324,7 +351,8 @@ class Manager:
         synced = self.synced
         leader = self.is_leader
         state = "ok" if self.ready else "not ready"
-        return f"{state}: informers_synced={synced} leader={leader}\n"
+        shards = "" if self._readiness is None else f" shards={self._readiness()}"
+        return f"{state}: informers_synced={synced} leader={leader}{shards}\n"
 
 
 async def _respond(

@@ -27,6 +27,25 @@ SHARD_LABEL = f"{OPERATOR_GROUP}/shard"
 
 DEFAULT_SHARDS = 16
 
+INTERNAL_ADDRESS_ANNOTATION = f"{OPERATOR_GROUP}/internal-address"
+"""Annotation on a replica's membership Lease: its internal hand-off address (``Replica.address``)."""
+
+SHARD_LEASE_LABEL = f"{OPERATOR_GROUP}/shard-lease"
+"""Label on membership and shard Leases (value: the Lease name prefix), so one list reads them all."""
+
+
+def shard_label_value(shard: int) -> str:
+    """The ``SHARD_LABEL`` value of ``shard``."""
+    return str(shard)
+
+
+def parse_shard_label(value: object, shards: int) -> int | None:
+    """``SHARD_LABEL``'s shard number, or None when missing or not a shard of ``shards``."""
+    if not isinstance(value, str) or not value.isdigit():
+        return None
+    shard = int(value)
+    return shard if shard < shards else None
+
 
 def shard_of(key: str, shards: int) -> int:
     """The shard of ``key`` (a runtime id): first 8 bytes of SHA-256, big-endian, modulo ``shards``.

@@ -1,0 +1,589 @@
+"""Shard coordination across operator replicas with ``coordination.k8s.io/v1`` Leases only.
+
+Why: one operator process cannot keep up with thousands of Kymas (DESIGN.md §10). Kymas are split
+into S shards (``shardmap.shard_of``); each shard has one Lease, and only the replica holding it
+reconciles the shard's Kymas and Manifests. Replicas coordinate through the API server and nothing
+else:
+
+* **membership**: every replica renews its own Lease ``<prefix>-member-<replica id>`` every retry
+  period, annotated with its internal address (``shardmap.INTERNAL_ADDRESS_ANNOTATION``). A member
+  is live while its Lease keeps changing within its duration, on this process's monotonic clock
+  (``leases.LeaseObservations``, the technique of ``leader.py``);
+* **assignment**: every replica computes the same desired owner of every shard from the sorted live
+  member ids (:func:`assign`: rendezvous hashing with balanced quotas, so shares differ by at most
+  one and few shards move when a member joins or leaves);
+* **shard Leases** ``<prefix>-shard-<i>``: a replica acquires the desired shards that are free or
+  expired, renews the ones it holds, and hands over the ones no longer desired gracefully: it stops
+  admitting work for the shard at once, waits until the shard's in-flight reconciles are done
+  (``enter``/``leave``, fed by the controllers' request gates), then releases the Lease (empty
+  holder, 1 s duration) so the new owner takes it on its next round;
+* **fencing**: :meth:`ShardCoordinator.holds` is true only while the shard Lease's last successful
+  renewal (counted from when the request was sent, monotonic) is younger than ``renew_deadline``,
+  which is shorter than the ``lease_duration`` others wait before taking an unrenewed Lease over.
+  A replica that was paused (SIGSTOP, a stalled VM) therefore admits nothing after resuming until
+  it has renewed again, and its renewal fails if the Lease was taken over meanwhile;
+* **acquisition**: a replica joins (and so takes shards) only after its caches are synced; every
+  time it starts to hold a shard (acquired, or renewed again after a fenced gap) the
+  ``on_acquired`` callbacks run, which enqueue every Kyma and Manifest of the shard once as a full
+  reconcile, so nothing dropped while the shard moved is lost.
+
+A clean stop drains and releases every shard and deletes the membership Lease, so the others
+rebalance at once; kill -9 costs one Lease duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import re
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.leases import JSON, LeaseObservations, Observed, lease_spec, micro_time
+from kyma_operator.runtime.resources import LEASES
+from kyma_operator.runtime.shardmap import (
+    DEFAULT_SHARDS,
+    INTERNAL_ADDRESS_ANNOTATION,
+    SHARD_LEASE_LABEL,
+    Replica,
+)
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[int], None]
+
+_ID = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def default_replica_id() -> str:
+    """``POD_NAME``, else the host name (lower-cased): stable across restarts of the same pod."""
+    return (os.environ.get("POD_NAME") or socket.gethostname()).lower()
+
+
+@dataclass(frozen=True)
+class ShardingConfig:
+    """Where the Leases live and how long they last (the leader election's ratios)."""
+
+    namespace: str
+    replica_id: str
+    address: str = ""
+    shards: int = DEFAULT_SHARDS
+    lease_prefix: str = "klm"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    request_timeout: float = 5.0
+    drain_timeout: float = 60.0
+    """Longest wait for a shard's in-flight reconciles before it is released anyway (logged)."""
+
+    def __post_init__(self) -> None:
+        if not _ID.match(self.replica_id) or len(self.replica_id) > 200:
+            raise ValueError(f"replica id {self.replica_id!r} must be a lower-case DNS name")
+        if self.shards < 1:
+            raise ValueError("shards must be at least 1")
+        if not self.lease_duration > self.renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        if not self.renew_deadline > self.retry_period > 0:
+            raise ValueError("renew_deadline must be greater than retry_period (> 0)")
+
+    def member_lease(self, replica_id: str) -> str:
+        return f"{self.lease_prefix}-member-{replica_id}"
+
+    def shard_lease(self, shard: int) -> str:
+        return f"{self.lease_prefix}-shard-{shard}"
+
+
+def assign(shards: int, members: Sequence[str]) -> list[str | None]:
+    """Desired owner of each shard: deterministic from the member set, shares within one of each other.
+
+    Every (shard, member) pair gets a SHA-256 weight; pairs are taken heaviest first and a shard
+    goes to the first member with room left (quota ``shards // n``, plus one for the first
+    ``shards % n`` members to reach it). Like plain rendezvous hashing, a member joining or leaving
+    moves few shards; unlike it, the shares are balanced.
+    """
+    ids = sorted(set(members))
+    if not ids:
+        return [None] * shards
+    base, extra = divmod(shards, len(ids))
+    pairs = sorted(
+        (
+            (hashlib.sha256(f"{shard}/{member}".encode()).digest(), shard, member)
+            for shard in range(shards)
+            for member in ids
+        ),
+        reverse=True,
+    )
+    owner: list[str | None] = [None] * shards
+    count = dict.fromkeys(ids, 0)
+    extras_used = 0
+    for _, shard, member in pairs:
+        if owner[shard] is not None:
+            continue
+        have = count[member]
+        if have < base:
+            pass
+        elif have == base and extras_used < extra:
+            extras_used += 1
+        else:
+            continue
+        owner[shard] = member
+        count[member] = have + 1
+    return owner
+
+
+class ShardMetrics:
+    """Shards held, hand-offs by direction, live members (on the manager's registry)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        reg = registry if registry is not None else CollectorRegistry()
+        self.held = Gauge(
+            "kyma_operator_shards_held", "Shards this replica holds and may act on.", registry=reg
+        )
+        self.members = Gauge(
+            "kyma_operator_shard_members", "Live operator replicas as this replica sees them.", registry=reg
+        )
+        self.handoffs = Counter(
+            "kyma_operator_shard_handoffs",
+            "Shard Lease hand-offs of this replica: acquired, released (graceful) or lost (not renewed "
+            "in time, or taken over).",
+            ["direction"],
+            registry=reg,
+        )
+        self.draining = Gauge(
+            "kyma_operator_shards_draining",
+            "Shards this replica no longer admits work for and releases once their reconciles end.",
+            registry=reg,
+        )
+        self.dropped = Counter(
+            "kyma_operator_shard_requests_dropped",
+            "Requests dropped before reconcile because this replica does not hold their shard.",
+            ["controller"],
+            registry=reg,
+        )
+
+
+@dataclass(slots=True)
+class _Held:
+    renewed_at: float
+    """Monotonic time the last successful acquire/renew request was sent."""
+    resource_version: str
+    spec: JSON
+    draining_since: float | None = None
+    active: bool = False
+    """``on_acquired`` ran for the current unfenced period."""
+
+
+class ShardCoordinator:
+    """Holds this replica's fair share of shard Leases; implements ``shardmap.ShardView``."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        config: ShardingConfig,
+        *,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        caches_synced: Callable[[], bool] = lambda: True,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.clock = clock or RealClock()
+        self._wall = wall_clock
+        self._caches_synced = caches_synced
+        self.metrics = ShardMetrics(registry)
+        self._self = Replica(config.replica_id, config.address)
+        self._held: dict[int, _Held] = {}
+        self._in_flight = [0] * config.shards
+        self._observed = LeaseObservations()
+        self._member_renewed_at = -math.inf
+        self._member_rv = ""
+        self._members: list[Replica] = []
+        self._holders: dict[int, Replica] = {}
+        self._desired: list[str | None] = [None] * config.shards
+        self._on_acquired: list[Callback] = []
+        self._on_released: list[Callback] = []
+        self._drained = asyncio.Event()
+        self.rounds = 0
+        self.joined = False
+
+    # -- ShardView -----------------------------------------------------------------------------
+
+    @property
+    def shards(self) -> int:
+        return self.config.shards
+
+    @property
+    def identity(self) -> str:
+        return self.config.replica_id
+
+    def holds(self, shard: int) -> bool:
+        """Held, not draining, and renewed within ``renew_deadline`` (fencing) with caches synced."""
+        held = self._held.get(shard)
+        if held is None or held.draining_since is not None or not held.active:
+            return False
+        return self.clock.now() - held.renewed_at < self.config.renew_deadline
+
+    def holder(self, shard: int) -> Replica | None:
+        if self.holds(shard):
+            return self._self
+        if shard in self._held:
+            return None  # ours but fenced or draining: nobody may act on it right now
+        return self._holders.get(shard)
+
+    # -- for controllers, readiness and wiring ---------------------------------------------------
+
+    def held(self) -> frozenset[int]:
+        """Shards this replica may act on now."""
+        return frozenset(shard for shard in self._held if self.holds(shard))
+
+    def members(self) -> list[Replica]:
+        """Live replicas (sorted by id) as of the last round."""
+        return list(self._members)
+
+    def desired(self) -> list[str | None]:
+        return list(self._desired)
+
+    @property
+    def ready(self) -> bool:
+        """Holds at least one shard, or is the only live replica (readiness probe)."""
+        if self.held():
+            return True
+        return [m.identity for m in self._members] == [self.identity]
+
+    def enter(self, shard: int) -> bool:
+        """Admit one reconcile of ``shard`` (counted in flight) if this replica holds it."""
+        if not self.holds(shard):
+            return False
+        self._in_flight[shard] += 1
+        return True
+
+    def leave(self, shard: int) -> None:
+        """A reconcile admitted by ``enter`` has ended."""
+        self._in_flight[shard] = max(0, self._in_flight[shard] - 1)
+        if self._in_flight[shard] == 0:
+            self._drained.set()
+
+    def in_flight(self, shard: int) -> int:
+        return self._in_flight[shard]
+
+    def on_acquired(self, callback: Callback) -> None:
+        """Run ``callback(shard)`` whenever this replica starts to act on a shard."""
+        self._on_acquired.append(callback)
+
+    def on_released(self, callback: Callback) -> None:
+        """Run ``callback(shard)`` when a shard is released or lost."""
+        self._on_released.append(callback)
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Rounds every retry period until cancelled; then drain, release and leave."""
+        try:
+            while True:
+                if self._caches_synced():
+                    try:
+                        await self.tick()
+                    except Exception:  # one bad round must not end coordination
+                        log.exception("%s: shard coordination round failed", self.identity)
+                await self.clock.sleep(self.config.retry_period)
+        except asyncio.CancelledError:
+            await self.leave_all()
+            raise
+
+    async def tick(self) -> None:
+        """One round: renew membership, read every Lease, compute the share, acquire/renew/release."""
+        cfg = self.config
+        self.rounds += 1
+        await self._renew_membership()
+        started = self.clock.now()
+        listed = await asyncio.wait_for(
+            self.client.list(LEASES, cfg.namespace, label_selector=f"{SHARD_LEASE_LABEL}={cfg.lease_prefix}"),
+            cfg.request_timeout,
+        )
+        leases = {str(item["metadata"]["name"]): item for item in listed.items}
+        self._observed.forget_missing(set(leases))
+        observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
+        self._members = self._live_members(leases, observed, started)
+        self.metrics.members.set(len(self._members))
+        by_id = {m.identity: m for m in self._members}
+        self._desired = assign(cfg.shards, list(by_id))
+        self._holders = {}
+        for shard in range(cfg.shards):
+            seen = observed.get(cfg.shard_lease(shard))
+            if seen is not None and not seen.expired(started, cfg.lease_duration):
+                holder = by_id.get(seen.holder) or Replica(seen.holder, "")
+                self._holders[shard] = holder
+        await asyncio.gather(
+            *(self._shard_round(shard, observed.get(cfg.shard_lease(shard))) for shard in range(cfg.shards))
+        )
+        self.metrics.held.set(len(self.held()))
+        self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
+
+    async def leave_all(self) -> None:
+        """Stop admitting everything, wait for in-flight reconciles, release every shard, leave."""
+        now = self.clock.now()
+        for held in self._held.values():
+            if held.draining_since is None:
+                held.draining_since = now
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wait_drained(), self.config.drain_timeout)
+        await asyncio.gather(*(self._release(shard) for shard in list(self._held)), return_exceptions=True)
+        try:
+            await asyncio.wait_for(
+                self.client.delete(LEASES, self.config.member_lease(self.identity), self.config.namespace),
+                self.config.request_timeout,
+            )
+        except (KubeError, TimeoutError) as exc:
+            log.info("%s: could not delete membership lease: %s", self.identity, exc)
+        self.metrics.held.set(0)
+        log.info("%s: left the shard group", self.identity)
+
+    async def _wait_drained(self) -> None:
+        while any(self._in_flight[shard] for shard in self._held):
+            self._drained.clear()
+            await self._drained.wait()
+
+    # -- membership ----------------------------------------------------------------------------
+
+    async def _renew_membership(self) -> None:
+        cfg = self.config
+        name = cfg.member_lease(self.identity)
+        now_wall = micro_time(self._wall())
+        started = self.clock.now()
+        body: JSON = {
+            "metadata": {
+                "name": name,
+                "namespace": cfg.namespace,
+                "labels": {SHARD_LEASE_LABEL: cfg.lease_prefix},
+                "annotations": {INTERNAL_ADDRESS_ANNOTATION: cfg.address},
+            },
+            "spec": lease_spec(self.identity, cfg.lease_duration, now_wall, now_wall, 0),
+        }
+        try:
+            if self._member_rv:
+                body["metadata"]["resourceVersion"] = self._member_rv
+                try:
+                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                except (Conflict, NotFound):
+                    current = await asyncio.wait_for(
+                        self.client.get(LEASES, name, cfg.namespace), cfg.request_timeout
+                    )
+                    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+            else:
+                try:
+                    written = await asyncio.wait_for(self.client.create(LEASES, body), cfg.request_timeout)
+                except AlreadyExists:  # our own Lease from an earlier run
+                    current = await asyncio.wait_for(
+                        self.client.get(LEASES, name, cfg.namespace), cfg.request_timeout
+                    )
+                    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+        except (KubeError, TimeoutError) as exc:
+            self._member_rv = ""
+            log.info("%s: membership renewal failed: %s", self.identity, exc)
+            return
+        self._member_rv = str(written["metadata"]["resourceVersion"])
+        self._member_renewed_at = started
+        if not self.joined:
+            self.joined = True
+            log.info("%s: joined the shard group (%d shards)", self.identity, cfg.shards)
+
+    def _live_members(
+        self, leases: dict[str, JSON], observed: dict[str, Observed], now: float
+    ) -> list[Replica]:
+        cfg = self.config
+        prefix = f"{cfg.lease_prefix}-member-"
+        wall_now = self._wall()
+        live: dict[str, Replica] = {}
+        for name, lease in leases.items():
+            if not name.startswith(prefix):
+                continue
+            seen = observed[name]
+            identity = seen.holder
+            if not identity or identity == self.identity:
+                continue
+            if seen.expired(now, cfg.lease_duration) or _stale_on_first_sight(
+                seen, wall_now, cfg.lease_duration
+            ):
+                continue
+            address = str(
+                ((lease.get("metadata") or {}).get("annotations") or {}).get(INTERNAL_ADDRESS_ANNOTATION)
+                or ""
+            )
+            live[identity] = Replica(identity, address)
+        if self.clock.now() - self._member_renewed_at < cfg.renew_deadline:
+            live[self.identity] = self._self
+        return [live[k] for k in sorted(live)]
+
+    # -- shards --------------------------------------------------------------------------------
+
+    async def _shard_round(self, shard: int, seen: Observed | None) -> None:
+        cfg = self.config
+        mine = self._desired[shard] == self.identity
+        held = self._held.get(shard)
+        if held is not None:
+            if seen is None or seen.holder != self.identity:
+                self._lose(shard, "taken over" if seen is not None else "lease deleted")
+                return
+            if not mine and held.draining_since is None:
+                held.draining_since = self.clock.now()
+                log.info(
+                    "%s: handing shard %d over to %s (draining)", self.identity, shard, self._desired[shard]
+                )
+            if held.draining_since is not None:
+                overdue = self.clock.now() - held.draining_since >= cfg.drain_timeout
+                if self._in_flight[shard] == 0 or overdue:
+                    if overdue and self._in_flight[shard]:
+                        log.warning(
+                            "%s: shard %d still has %d reconciles after %.0fs: releasing anyway",
+                            self.identity,
+                            shard,
+                            self._in_flight[shard],
+                            cfg.drain_timeout,
+                        )
+                    await self._release(shard)
+                    return
+                if mine:  # desired again before the release: take it back
+                    held.draining_since = None
+            await self._write(shard, seen, renew=True)
+            return
+        if not mine:
+            return
+        if seen is None:
+            await self._write(shard, None, renew=False)
+        elif seen.expired(self.clock.now(), cfg.lease_duration):
+            await self._write(shard, seen, renew=False)
+
+    async def _write(self, shard: int, seen: Observed | None, *, renew: bool) -> None:
+        cfg = self.config
+        name = cfg.shard_lease(shard)
+        now_wall = micro_time(self._wall())
+        started = self.clock.now()
+        held = self._held.get(shard)
+        was_fenced = held is not None and not self.holds(shard) and held.draining_since is None
+        try:
+            if seen is None:
+                body: JSON = {
+                    "metadata": {
+                        "name": name,
+                        "namespace": cfg.namespace,
+                        "labels": {SHARD_LEASE_LABEL: cfg.lease_prefix},
+                    },
+                    "spec": lease_spec(self.identity, cfg.lease_duration, now_wall, now_wall, 0),
+                }
+                written = await asyncio.wait_for(self.client.create(LEASES, body), cfg.request_timeout)
+            else:
+                transitions = int(seen.spec.get("leaseTransitions") or 0)
+                acquire = str(seen.spec.get("acquireTime") or now_wall) if renew else now_wall
+                body = {
+                    "metadata": {
+                        "name": name,
+                        "namespace": cfg.namespace,
+                        "labels": {SHARD_LEASE_LABEL: cfg.lease_prefix},
+                        "resourceVersion": seen.resource_version,
+                    },
+                    "spec": lease_spec(
+                        self.identity,
+                        cfg.lease_duration,
+                        acquire,
+                        now_wall,
+                        transitions if renew else transitions + 1,
+                    ),
+                }
+                written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+        except (AlreadyExists, Conflict):
+            if renew:
+                log.info("%s: shard %d lease changed under us; re-reading next round", self.identity, shard)
+            return
+        except (KubeError, TimeoutError) as exc:
+            log.info("%s: shard %d lease write failed: %s", self.identity, shard, exc)
+            if held is not None and self.clock.now() - held.renewed_at >= cfg.lease_duration:
+                self._lose(shard, "not renewed within the lease duration")
+            return
+        rv = str(written["metadata"]["resourceVersion"])
+        spec = written.get("spec") or {}
+        self._observed.observe(written, started)
+        if held is None:
+            held = _Held(renewed_at=started, resource_version=rv, spec=spec)
+            self._held[shard] = held
+            self.metrics.handoffs.labels("acquired").inc()
+            log.info("%s: acquired shard %d", self.identity, shard)
+        else:
+            held.renewed_at = started
+            held.resource_version = rv
+            held.spec = spec
+            if was_fenced and held.active:
+                log.info("%s: shard %d renewed again after a fenced gap", self.identity, shard)
+                held.active = False
+        if not held.active and held.draining_since is None:
+            held.active = True
+            self._holders[shard] = self._self
+            self._notify(self._on_acquired, shard)
+
+    async def _release(self, shard: int) -> None:
+        cfg = self.config
+        held = self._held.pop(shard, None)
+        if held is None:
+            return
+        now_wall = micro_time(self._wall())
+        spec = dict(held.spec)
+        spec.update(
+            {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now_wall, "renewTime": now_wall}
+        )
+        body: JSON = {
+            "metadata": {
+                "name": cfg.shard_lease(shard),
+                "namespace": cfg.namespace,
+                "labels": {SHARD_LEASE_LABEL: cfg.lease_prefix},
+                "resourceVersion": held.resource_version,
+            },
+            "spec": spec,
+        }
+        try:
+            await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+            log.info("%s: released shard %d", self.identity, shard)
+        except (KubeError, TimeoutError) as exc:
+            # Not released: it expires after its duration (we stopped acting on it already).
+            log.info("%s: could not release shard %d: %s", self.identity, shard, exc)
+        self._holders.pop(shard, None)
+        self.metrics.handoffs.labels("released").inc()
+        self._notify(self._on_released, shard)
+
+    def _lose(self, shard: int, why: str) -> None:
+        self._held.pop(shard, None)
+        self._holders.pop(shard, None)
+        self.metrics.handoffs.labels("lost").inc()
+        log.warning("%s: lost shard %d (%s)", self.identity, shard, why)
+        self._notify(self._on_released, shard)
+
+    def _notify(self, callbacks: list[Callback], shard: int) -> None:
+        for callback in callbacks:
+            try:
+                callback(shard)
+            except Exception:  # a callback bug must not break coordination
+                log.exception("%s: shard callback failed for shard %d", self.identity, shard)
+
+
+def _stale_on_first_sight(seen: Observed, wall_now: datetime, duration: float) -> bool:
+    """A membership Lease whose wall-clock renewTime is older than two durations: a dead replica's
+    leftover (seen for the first time by a process that just started). Only used for membership
+    (the share), never for shard Leases (safety), so clock skew cannot cause double work."""
+    raw = str(seen.spec.get("renewTime") or "")
+    try:
+        renewed = datetime.strptime(raw, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return False
+    return wall_now - renewed > timedelta(seconds=2 * seen.duration(duration))
