@@ -50,11 +50,12 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
@@ -81,6 +82,7 @@ from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
+from kyma_operator.controllers.sharding import Sharding, sharding_config
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -103,6 +105,9 @@ from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
+from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
+from kyma_operator.runtime.shardmap import ShardView, SingleReplica
+from kyma_operator.runtime.trace import TraceFile, TracingReconciler
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +210,10 @@ class Operator:
     """Requests sent to runtime API servers (also the metric ``kyma_operator_runtime_api_requests``)."""
     helm: HelmSource | None = None
     """The ``helm-chart`` source built from the configuration (not one passed in)."""
+    shards: ShardView = field(default_factory=SingleReplica)
+    """Which shards this replica holds and who holds the others (the listener's hand-off asks it)."""
+    coordinator: ShardCoordinator | None = None
+    """The shard coordinator with ``--sharding`` (None: ``shards`` is ``SingleReplica``)."""
 
     async def _close(self) -> None:
         await self.kyma.close()
@@ -298,6 +307,22 @@ async def build_operator(
         if config.leader_elect
         else None
     )
+    kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
+    manifests = manifest_informer(client, ns, clock=clock)
+    registry = CollectorRegistry()
+    sharding = (
+        Sharding.build(
+            client,
+            sharding_config(config),
+            kymas,
+            manifests,
+            clock=clock,
+            registry=registry,
+            synced=lambda: manager.synced,
+        )
+        if config.sharding
+        else None
+    )
     manager = Manager(
         client,
         name=names.OPERATOR_NAME,
@@ -307,10 +332,11 @@ async def build_operator(
         metrics_port=config.metrics_port,
         host=config.probe_host,
         clock=clock,
+        registry=registry,
+        request_gates=sharding.gates if sharding is not None else None,
+        readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
     )
-    kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
     api_requests = RuntimeApiRequests(manager.registry)
-    manifests = manifest_informer(client, ns, clock=clock)
     catalog = Catalog(
         template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)
     )
@@ -397,6 +423,16 @@ async def build_operator(
         manifest_requests = manifest.intake
     else:
         manifest_requests = ManifestRequestLog(manager.registry)
+    trace = (
+        TraceFile(config.reconcile_trace_file, config.replica_id or default_replica_id())
+        if config.reconcile_trace_file is not None
+        else None
+    )
+    if sharding is not None:
+        sharding.attach(manager, client, kyma.controller, manifest.controller if manifest else None)
+    for controller in (kyma.controller, manifest.controller if manifest else None):
+        if trace is not None and controller is not None:
+            controller.reconciler = TracingReconciler(controller.reconciler, trace, controller.name)
     listener: OperatorListener | None = None
     if config.listener_enabled:
         listener_config = ListenerConfig(
@@ -440,4 +476,6 @@ async def build_operator(
         oci=oci,
         api_requests=api_requests,
         helm=helm,
+        shards=sharding.coordinator if sharding is not None else SingleReplica(),
+        coordinator=sharding.coordinator if sharding is not None else None,
     )

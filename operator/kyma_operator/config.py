@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
+from kyma_operator.runtime.shardmap import DEFAULT_SHARDS
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 from kyma_wire.logs import LogFormat
 
@@ -63,6 +64,23 @@ class OperatorConfig(BaseModel):
     must be shorter than the lease duration."""
     leader_elect_retry_period: Seconds = 1.5
     """Seconds between renewals (leader) and acquisition attempts (standby)."""
+
+    # sharding (docs/sharding.md)
+    sharding: bool = False
+    """Split the Kymas into ``--shards`` shards over every running replica (one Lease per shard plus
+    one membership Lease per replica; shard Leases use the leader election's timings); the leader
+    still runs the Watcher controller and cluster-wide work. Off: the leader reconciles every Kyma."""
+    shards: Annotated[int, Field(ge=1, le=1024)] = DEFAULT_SHARDS
+    """Number of shards (with ``--sharding``; every replica must use the same number)."""
+    replica_id: str | None = None
+    """This replica's id in its membership and shard Leases (a lower-case DNS name, unique per
+    replica); unset: ``POD_NAME``, else the host name."""
+    internal_address: str | None = None
+    """Address other replicas hand events for this replica's shards to, published in its membership
+    Lease; unset: ``https://$POD_IP:8083`` (``127.0.0.1`` without ``POD_IP``)."""
+    reconcile_trace_file: Path | None = None
+    """Debugging: append ``start|end <controller> <object> <replica> <monotonic ns>`` per reconcile
+    to this file (tests check that no Kyma is reconciled by two replicas at once)."""
     probe_host: str = "127.0.0.1"
     """Address the health, readiness and metrics endpoints bind to."""
     health_port: Port = 8081

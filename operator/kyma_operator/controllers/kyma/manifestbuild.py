@@ -20,6 +20,7 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
 from kyma_operator.modules.descriptor import ComponentDescriptor
 from kyma_operator.modules.template import module_sources
+from kyma_operator.runtime.shardmap import SHARD_LABEL
 
 # Upstream's --sync-namespace default: where a module's default CR lives on the runtime.
 DEFAULT_SYNC_NAMESPACE = "kyma-system"
@@ -81,6 +82,9 @@ def desired_manifest(
         names.MODULE_NAME_LABEL: resolved.module,
         names.MANAGED_BY_LABEL: names.OPERATOR_NAME,
     }
+    shard = kyma.labels.get(SHARD_LABEL)
+    if shard:  # its Kyma's shard (sharding on): informers can filter Manifests by shard too
+        labels[SHARD_LABEL] = shard
     if mandatory:
         labels[names.MANDATORY_MODULE_LABEL] = names.ENABLE_LABEL_VALUE
     else:

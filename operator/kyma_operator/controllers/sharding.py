@@ -1,0 +1,201 @@
+"""The controllers' side of sharding: which shard a request belongs to, the per-request gate, the
+shard label on Kymas, and the full re-enqueue of a shard this replica starts to hold.
+
+Why here and not in ``runtime/``: the runtime knows Leases and requests, not Kymas. A Kyma request
+belongs to the shard of its Kyma (``shardmap.kyma_shard_key``: its runtime id, read from the Kyma
+cache); a Manifest request to its Kyma's shard (via the ``kyma-name`` label, then the Manifest's
+own ``SHARD_LABEL``). The gate admits a request only while the coordinator holds its shard (and
+counts it in flight, so a hand-over waits for it); anything else is dropped, since the holder has
+it, or will enqueue everything of the shard when it acquires it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from kyma_operator.api import names
+from kyma_operator.api.resources import KYMAS
+from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
+from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
+from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
+from kyma_operator.runtime.errors import KubeError
+from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.manager import Manager
+from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig, default_replica_id
+from kyma_operator.runtime.shardmap import (
+    SHARD_LABEL,
+    kyma_shard_key,
+    parse_shard_label,
+    shard_label_value,
+    shard_of,
+)
+
+log = logging.getLogger(__name__)
+
+INTERNAL_PORT = 8083
+"""Placeholder port of the internal hand-off endpoint in the default ``--internal-address``."""
+
+SHARD_ACQUIRED = "shard acquired"
+"""Trigger of the one full reconcile of every Kyma and Manifest of a shard this replica starts to hold
+(never the Kyma controller's modules-only fast path, which takes only Manifest-changed triggers)."""
+
+ShardFunc = Callable[[Request], int]
+
+
+def kyma_shard(kymas: Informer, shards: int) -> ShardFunc:
+    """The shard of a Kyma request: from the cached Kyma's runtime id, else its name."""
+
+    def shard(request: Request) -> int:
+        obj = kymas.get(request.namespace, request.name)
+        key = kyma_shard_key(obj) if obj is not None else request.name
+        return shard_of(key, shards)
+
+    return shard
+
+
+def manifest_shard(manifests: Informer, kymas: Informer, shards: int) -> ShardFunc:
+    """The shard of a Manifest request: its Kyma's (cached), else its shard label, else its Kyma name's."""
+
+    def shard(request: Request) -> int:
+        obj = manifests.get(request.namespace, request.name)
+        labels: dict[str, Any] = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        kyma_name = str(labels.get(names.KYMA_NAME_LABEL) or "")
+        kyma = kymas.get(request.namespace, kyma_name) if kyma_name else None
+        if kyma is not None:
+            return shard_of(kyma_shard_key(kyma), shards)
+        labelled = parse_shard_label(labels.get(SHARD_LABEL), shards)
+        if labelled is not None:
+            return labelled
+        return shard_of(kyma_name or request.name, shards)
+
+    return shard
+
+
+class ShardGate:
+    """``runtime.controller.RequestGate`` of one controller over the shard coordinator."""
+
+    def __init__(self, coordinator: ShardCoordinator, shard_for: ShardFunc, controller: str) -> None:
+        self.coordinator = coordinator
+        self.shard_for = shard_for
+        self._dropped: Counter = coordinator.metrics.dropped.labels(controller)
+
+    def admit(self, request: Request) -> int | None:
+        shard = self.shard_for(request)
+        if self.coordinator.enter(shard):
+            return shard
+        self._dropped.inc()
+        return None
+
+    def release(self, ticket: int) -> None:
+        self.coordinator.leave(ticket)
+
+
+def enqueue_shard(controller: Controller, informer: Informer, shard_for: ShardFunc) -> Callable[[int], None]:
+    """``on_acquired`` callback: every cached object of the shard once, reason ``SHARD_ACQUIRED``."""
+
+    def enqueue(shard: int) -> None:
+        count = 0
+        for obj in informer.list():
+            request = Request.for_object(obj)
+            if shard_for(request) == shard:
+                controller.enqueue(request, SHARD_ACQUIRED)
+                count += 1
+        log.info("shard %d: %d %s enqueued for a full reconcile", shard, count, controller.name)
+
+    return enqueue
+
+
+class ShardLabelling:
+    """Wraps the Kyma reconciler: first writes the Kyma's ``SHARD_LABEL`` when missing or wrong.
+
+    Runs behind the gate, so only the shard's holder writes it (once per Kyma; the label lets
+    informers filter by shard, and Manifests built later copy it)."""
+
+    def __init__(self, inner: Reconciler, client: KubeClient, kymas: Informer, shards: int) -> None:
+        self.inner = inner
+        self.client = client
+        self.kymas = kymas
+        self.shards = shards
+        self.writes = 0
+
+    async def reconcile(self, request: Request) -> Result:
+        obj = self.kymas.get(request.namespace, request.name)
+        meta = (obj or {}).get("metadata") or {}
+        if obj is not None and not meta.get("deletionTimestamp"):
+            want = shard_label_value(shard_of(kyma_shard_key(obj), self.shards))
+            if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
+                try:
+                    await self.client.patch(
+                        KYMAS, request.name, {"metadata": {"labels": {SHARD_LABEL: want}}}, request.namespace
+                    )
+                    self.writes += 1
+                except KubeError as exc:  # the label is an optimisation: reconcile anyway
+                    log.info("Kyma %s: could not set the shard label: %s", request, exc)
+        return await self.inner.reconcile(request)
+
+
+def sharding_config(config: OperatorConfig) -> ShardingConfig:
+    """The coordinator's settings from the operator's (shard Leases use the leader election's timings)."""
+    address = config.internal_address or f"https://{os.environ.get('POD_IP') or '127.0.0.1'}:{INTERNAL_PORT}"
+    return ShardingConfig(
+        namespace=config.namespace,
+        replica_id=config.replica_id or default_replica_id(),
+        address=address,
+        shards=config.shards,
+        lease_duration=config.leader_elect_lease_duration,
+        renew_deadline=config.leader_elect_renew_deadline,
+        retry_period=config.leader_elect_retry_period,
+    )
+
+
+@dataclass
+class Sharding:
+    """The coordinator and the Kyma and Manifest controllers' gates, built before the Manager."""
+
+    coordinator: ShardCoordinator
+    kyma_shard: ShardFunc
+    manifest_shard: ShardFunc
+    kymas: Informer
+    manifests: Informer
+    gates: dict[str, RequestGate] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        client: KubeClient,
+        config: ShardingConfig,
+        kymas: Informer,
+        manifests: Informer,
+        *,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        synced: Callable[[], bool] = lambda: True,
+    ) -> Sharding:
+        coordinator = ShardCoordinator(client, config, clock=clock, caches_synced=synced, registry=registry)
+        by_kyma = kyma_shard(kymas, config.shards)
+        by_manifest = manifest_shard(manifests, kymas, config.shards)
+        gates: dict[str, RequestGate] = {
+            KYMA_CONTROLLER: ShardGate(coordinator, by_kyma, KYMA_CONTROLLER),
+            MANIFEST_CONTROLLER: ShardGate(coordinator, by_manifest, MANIFEST_CONTROLLER),
+        }
+        return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates)
+
+    def attach(
+        self, manager: Manager, client: KubeClient, kyma: Controller, manifest: Controller | None
+    ) -> None:
+        """Run the coordinator on every replica; label Kymas; re-enqueue a shard's objects on acquiring it."""
+        manager.add_runnable(self.coordinator, leader_only=False)
+        kyma.reconciler = ShardLabelling(kyma.reconciler, client, self.kymas, self.coordinator.shards)
+        self.coordinator.on_acquired(enqueue_shard(kyma, self.kymas, self.kyma_shard))
+        if manifest is not None:
+            self.coordinator.on_acquired(enqueue_shard(manifest, self.manifests, self.manifest_shard))

@@ -1,0 +1,48 @@
+"""A reconcile trace for tests and debugging: one line per reconcile start and end, appended to a file.
+
+Why: "no Kyma is ever reconciled by two replicas at once" must be checked across processes. Each
+process wraps its reconcilers in :class:`TracingReconciler` and appends
+``start|end <controller> <namespace/name> <replica> <monotonic ns>`` lines to one shared file with
+``O_APPEND`` (each line is one ``write``, so lines of different processes never interleave);
+``CLOCK_MONOTONIC`` is system-wide on Linux, so intervals of processes on one machine compare.
+Off unless ``--reconcile-trace-file`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from kyma_operator.runtime.controller import Reconciler
+from kyma_operator.runtime.request import Request, Result
+
+
+class TraceFile:
+    """The shared trace file (opened once, append-only)."""
+
+    def __init__(self, path: Path, replica: str) -> None:
+        self.replica = replica
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, event: str, controller: str, request: Request) -> None:
+        os.write(self._fd, f"{event} {controller} {request} {self.replica} {time.monotonic_ns()}\n".encode())
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class TracingReconciler:
+    """Wraps ``inner``: a ``start`` line before and an ``end`` line after every reconcile."""
+
+    def __init__(self, inner: Reconciler, trace: TraceFile, controller: str) -> None:
+        self.inner = inner
+        self.trace = trace
+        self.controller = controller
+
+    async def reconcile(self, request: Request) -> Result:
+        self.trace.write("start", self.controller, request)
+        try:
+            return await self.inner.reconcile(request)
+        finally:
+            self.trace.write("end", self.controller, request)
