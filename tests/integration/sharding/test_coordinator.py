@@ -1,0 +1,174 @@
+"""ShardCoordinator on the real KCP API server, rounds driven by hand on a fake clock.
+
+Three coordinators in one process share the API server (their Leases are real) and one
+``FakeClock``, so Lease expiry and the fence (renew deadline < lease duration) are exercised
+without waiting: a "dead" replica is one whose rounds stop; a "paused" one is one whose rounds
+stop and then resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kyma_operator.runtime.clock import FakeClock
+from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import LEASES
+from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
+
+SHARDS = 16
+DURATION, DEADLINE, RETRY = 4.0, 3.0, 1.0
+
+
+def coordinator(client: KubeClient, namespace: str, replica: str, clock: FakeClock) -> ShardCoordinator:
+    config = ShardingConfig(
+        namespace=namespace,
+        replica_id=replica,
+        address=f"https://{replica}.internal:8083",
+        shards=SHARDS,
+        lease_duration=DURATION,
+        renew_deadline=DEADLINE,
+        retry_period=RETRY,
+    )
+    return ShardCoordinator(client, config, clock=clock)
+
+
+async def rounds(coordinators: Iterable[ShardCoordinator], count: int, clock: FakeClock) -> None:
+    group = list(coordinators)
+    for _ in range(count):
+        for c in group:
+            await c.tick()
+        clock.advance(RETRY)
+
+
+def acquired_log(c: ShardCoordinator) -> list[int]:
+    seen: list[int] = []
+    c.on_acquired(seen.append)
+    return seen
+
+
+async def lease_holder(client: KubeClient, namespace: str, shard: int) -> str:
+    lease = await client.get(LEASES, f"klm-shard-{shard}", namespace)
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def assert_disjoint_cover(group: list[ShardCoordinator]) -> None:
+    held = [c.held() for c in group]
+    for i, a in enumerate(held):
+        for b in held[i + 1 :]:
+            assert not a & b
+    assert frozenset().union(*held) == frozenset(range(SHARDS))
+
+
+async def test_three_replicas_split_the_shards_evenly_and_agree_on_holders(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    group = [coordinator(kcp_client, kcp_namespace, f"r{i}", clock) for i in range(3)]
+    logs = [acquired_log(c) for c in group]
+    await rounds(group, 4, clock)
+    assert_disjoint_cover(group)
+    assert sorted(len(c.held()) for c in group) == [5, 5, 6]
+    for c, log in zip(group, logs, strict=True):
+        assert [m.identity for m in c.members()] == ["r0", "r1", "r2"]
+        assert c.ready
+        for shard in c.held():
+            assert await lease_holder(kcp_client, kcp_namespace, shard) == c.identity
+            # every replica names the holder, with the address from its membership Lease
+            for other in group:
+                holder = other.holder(shard)
+                assert holder is not None and holder.identity == c.identity
+                assert holder.address == f"https://{c.identity}.internal:8083"
+        # the first replica held everything before the others joined, and gave most of it back
+        assert set(c.held()) <= set(log)
+
+
+async def test_fence_a_replica_that_missed_its_renewals_acts_on_nothing_until_it_renews(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", clock)
+    log = acquired_log(a)
+    await rounds([a], 2, clock)
+    assert a.held() == frozenset(range(SHARDS)) and sorted(log) == list(range(SHARDS))
+    clock.advance(DEADLINE)  # no round for the renew deadline: paused
+    assert a.held() == frozenset() and not a.holds(0) and not a.enter(0)
+    assert a.holder(0) is None
+    log.clear()
+    await a.tick()  # nobody took over: the renewal succeeds and work resumes ...
+    assert a.held() == frozenset(range(SHARDS))
+    assert sorted(log) == list(range(SHARDS))  # ... with every shard re-enqueued in full
+
+
+async def test_dead_replica_shards_are_taken_over_after_the_lease_duration_and_it_loses_them_on_resume(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    group = [coordinator(kcp_client, kcp_namespace, f"r{i}", clock) for i in range(3)]
+    await rounds(group, 4, clock)
+    dead = group[2]
+    dead_shards = dead.held()
+    survivors = group[:2]
+    logs = [acquired_log(c) for c in survivors]
+    # survivors keep going; within the renew deadline the silent one still counts as holder
+    await rounds(survivors, 2, clock)
+    assert not (survivors[0].held() | survivors[1].held()) & dead_shards
+    await rounds(survivors, 4, clock)  # past the lease duration: taken over
+    assert dead.held() == frozenset()  # fenced on its own clock long before
+    assert_disjoint_cover(survivors)
+    assert sorted(len(c.held()) for c in survivors) == [8, 8]
+    assert dead_shards <= set(logs[0]) | set(logs[1])
+    for shard in dead_shards:
+        assert await lease_holder(kcp_client, kcp_namespace, shard) in ("r0", "r1")
+    # the paused one resumes: its stale view loses every shard, it never acts on one
+    await dead.tick()
+    assert dead.held() == frozenset()
+    assert dead.metrics.handoffs.labels("lost")._value.get() == len(dead_shards)
+    # and it rejoins: the next rounds rebalance to 5/5/6 again
+    await rounds(group, 4, clock)
+    assert_disjoint_cover(group)
+    assert sorted(len(c.held()) for c in group) == [5, 5, 6]
+
+
+async def test_hand_over_waits_for_in_flight_reconciles_then_the_taker_acquires(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", clock)
+    await rounds([a], 2, clock)
+    busy = {shard: a.enter(shard) for shard in range(SHARDS)}
+    assert all(busy.values())
+    b = coordinator(kcp_client, kcp_namespace, "b", clock)
+    b_log = acquired_log(b)
+    await rounds([b, a, b], 1, clock)  # b joins; a sees b and starts draining b's share
+    moving = frozenset(s for s, owner in enumerate(a.desired()) if owner == "b")
+    assert len(moving) == SHARDS // 2
+    assert not a.held() & moving  # stopped admitting at once
+    assert not b.held()  # still held (draining) by a: b waits
+    for shard in moving:
+        assert not a.enter(shard)
+        assert await lease_holder(kcp_client, kcp_namespace, shard) == "a"
+    for shard in moving:
+        a.leave(shard)
+    await rounds([a, b], 1, clock)  # a releases, b acquires at once (empty holder)
+    assert b.held() == moving and sorted(b_log) == sorted(moving)
+    assert a.held() == frozenset(range(SHARDS)) - moving
+    assert a.metrics.handoffs.labels("released")._value.get() == len(moving)
+
+
+async def test_clean_stop_releases_everything_and_leaves(kcp_client: KubeClient, kcp_namespace: str) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", clock)
+    b = coordinator(kcp_client, kcp_namespace, "b", clock)
+    await rounds([a, b], 3, clock)
+    b_log = acquired_log(b)
+    await a.leave_all()
+    try:
+        await kcp_client.get(LEASES, "klm-member-a", kcp_namespace)
+        raise AssertionError("membership Lease still there")
+    except NotFound:
+        pass
+    await rounds([b], 1, clock)  # no lease-duration wait: released Leases are free
+    assert b.held() == frozenset(range(SHARDS))
+    assert len(b_log) == SHARDS // 2
+    assert [m.identity for m in b.members()] == ["b"] and b.ready

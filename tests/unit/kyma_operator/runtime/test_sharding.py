@@ -1,0 +1,117 @@
+"""Shard assignment (pure) and the controller's per-request gate, on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from kyma_operator.runtime import Controller, FakeClock, Request, Result, settle
+from kyma_operator.runtime.sharding import ShardingConfig, assign
+from kyma_operator.runtime.shardmap import parse_shard_label, shard_label_value
+
+
+@pytest.mark.parametrize("members", [1, 2, 3, 4, 5, 7, 16, 20])
+@pytest.mark.parametrize("shards", [1, 16, 17, 64])
+def test_every_shard_has_one_owner_and_shares_differ_by_at_most_one(shards: int, members: int) -> None:
+    ids = [f"r{i}" for i in range(members)]
+    owners = assign(shards, ids)
+    assert all(owner in ids for owner in owners)
+    counts = Counter(owners)
+    share = [counts.get(m, 0) for m in ids]
+    assert sum(share) == shards
+    assert max(share) - min(share) <= 1
+
+
+def test_assignment_depends_only_on_the_member_set() -> None:
+    assert assign(16, ["b", "a", "c"]) == assign(16, ["c", "b", "a", "a"])
+
+
+def test_a_member_leaving_moves_little_besides_its_own_shards() -> None:
+    """Rendezvous order: of the shards the survivors held, most stay where they were."""
+    before = assign(64, ["r0", "r1", "r2", "r3"])
+    after = assign(64, ["r0", "r1", "r2"])
+    kept = sum(1 for b, a in zip(before, after, strict=True) if b != "r3" and a == b)
+    survivors_had = sum(1 for b in before if b != "r3")
+    assert kept >= survivors_had * 0.75
+    assert all(owner != "r3" for owner in after)
+
+
+def test_no_members_no_owners() -> None:
+    assert assign(4, []) == [None, None, None, None]
+
+
+def test_config_rejects_unsafe_timings_and_bad_ids() -> None:
+    with pytest.raises(ValueError, match="renew_deadline"):
+        ShardingConfig(namespace="ns", replica_id="r1", lease_duration=3, renew_deadline=3)
+    with pytest.raises(ValueError, match="DNS"):
+        ShardingConfig(namespace="ns", replica_id="R_1")
+    cfg = ShardingConfig(namespace="ns", replica_id="r1", lease_prefix="klm")
+    assert (cfg.member_lease("r1"), cfg.shard_lease(3)) == ("klm-member-r1", "klm-shard-3")
+
+
+def test_shard_label_round_trip() -> None:
+    assert parse_shard_label(shard_label_value(5), 16) == 5
+    assert parse_shard_label("16", 16) is None
+    assert parse_shard_label("x", 16) is None
+    assert parse_shard_label(None, 16) is None
+
+
+class EvenGate:
+    """Admits requests named with an even number; counts what is in flight."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.admitted: list[Request] = []
+
+    def admit(self, request: Request) -> int | None:
+        shard = int(request.name) % 2
+        if shard:
+            return None
+        self.in_flight += 1
+        self.admitted.append(request)
+        return shard
+
+    def release(self, ticket: int) -> None:
+        self.in_flight -= 1
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[Request] = []
+        self.release = asyncio.Event()
+        self.gate: EvenGate | None = None
+        self.in_flight_seen: list[int] = []
+
+    async def reconcile(self, request: Request) -> Result:
+        self.calls.append(request)
+        assert self.gate is not None
+        self.in_flight_seen.append(self.gate.in_flight)
+        await self.release.wait()
+        return Result(requeue_after=60)
+
+
+async def test_gate_drops_requests_of_shards_not_held_and_counts_admitted_ones_in_flight() -> None:
+    clock = FakeClock()
+    reconciler = Recorder()
+    gate = EvenGate()
+    reconciler.gate = gate
+    controller = Controller("kyma", reconciler, workers=4, clock=clock)
+    for i in range(6):
+        controller.enqueue(Request("ns", str(i)), "test")
+    task = asyncio.create_task(controller.run(request_gate=gate))
+    await settle(50)
+    assert sorted(r.name for r in reconciler.calls) == ["0", "2", "4"]
+    assert gate.in_flight == 3 and reconciler.in_flight_seen == [1, 2, 3]
+    assert controller.dropped == 3
+    assert len(controller.triggers) == 0  # reasons of dropped requests are not kept
+    reconciler.release.set()
+    await settle(50)
+    assert gate.in_flight == 0
+    # dropped requests are forgotten: nothing of theirs comes back, admitted ones wait for their requeue
+    clock.advance(61)
+    await settle(50)
+    assert sorted(r.name for r in reconciler.calls) == ["0", "0", "2", "2", "4", "4"]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
