@@ -433,6 +433,9 @@ async def build_operator(
     for controller in (kyma.controller, manifest.controller if manifest else None):
         if trace is not None and controller is not None:
             controller.reconciler = TracingReconciler(controller.reconciler, trace, controller.name)
+    if trace is not None and sharding is not None:
+        sharding.coordinator.on_acquired(lambda shard: trace.write("acquired", "shard", shard))
+        sharding.coordinator.on_released(lambda shard: trace.write("released", "shard", shard))
     listener: OperatorListener | None = None
     if config.listener_enabled:
         listener_config = ListenerConfig(

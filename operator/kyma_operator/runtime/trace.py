@@ -2,7 +2,8 @@
 
 Why: "no Kyma is ever reconciled by two replicas at once" must be checked across processes. Each
 process wraps its reconcilers in :class:`TracingReconciler` and appends
-``start|end <controller> <namespace/name> <replica> <monotonic ns>`` lines to one shared file with
+``start|end <controller> <namespace/name> <replica> <monotonic ns>`` lines (and, with sharding,
+``acquired|released shard <n> <replica> <ns>``) to one shared file with
 ``O_APPEND`` (each line is one ``write``, so lines of different processes never interleave);
 ``CLOCK_MONOTONIC`` is system-wide on Linux, so intervals of processes on one machine compare.
 Off unless ``--reconcile-trace-file`` is set.
@@ -25,8 +26,10 @@ class TraceFile:
         self.replica = replica
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def write(self, event: str, controller: str, request: Request) -> None:
-        os.write(self._fd, f"{event} {controller} {request} {self.replica} {time.monotonic_ns()}\n".encode())
+    def write(self, event: str, kind: str, subject: object) -> None:
+        """One line ``<event> <kind> <subject> <replica> <monotonic ns>`` (kind: a controller, or
+        ``shard`` for ``acquired``/``released`` lines of the shard coordinator)."""
+        os.write(self._fd, f"{event} {kind} {subject} {self.replica} {time.monotonic_ns()}\n".encode())
 
     def close(self) -> None:
         os.close(self._fd)

@@ -53,9 +53,12 @@ class OperatorProcess:
     _reader: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, kubeconfig: Path, namespace: str, *extra: str) -> OperatorProcess:
+    async def start(
+        cls, kubeconfig: Path, namespace: str, *extra: str, env_extra: dict[str, str] | None = None
+    ) -> OperatorProcess:
         health, metrics, listener = free_port(), free_port(), free_port()
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'operator'}"}
+        env.update(env_extra or {})
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
