@@ -53,3 +53,18 @@ def test_the_listener_service_selects_the_operator_pods() -> None:
 
 def test_the_operator_logs_json_in_a_cluster() -> None:
     assert load_config(_container()["args"], {}).log_format == "json"
+
+
+def test_three_sharded_replicas_with_a_disruption_budget_of_one() -> None:
+    deployment = _doc("operator-deployment.yaml", "Deployment")
+    config = load_config(_container()["args"], {})
+    assert deployment["spec"]["replicas"] == 3
+    assert config.sharding and config.shards == 16
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in _container()["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_IP": "status.podIP"}
+    pdb = _doc("operator-pdb.yaml", "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    kustomization = yaml.safe_load((KCP_DIR / "kustomization.yaml").read_text())
+    assert "operator-pdb.yaml" in kustomization["resources"]
