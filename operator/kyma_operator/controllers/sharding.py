@@ -116,10 +116,13 @@ def enqueue_shard(controller: Controller, informer: Informer, shard_for: ShardFu
 
 
 class ShardLabelling:
-    """Wraps the Kyma reconciler: first writes the Kyma's ``SHARD_LABEL`` when missing or wrong.
+    """Wraps the Kyma reconciler: after each reconcile, writes the Kyma's ``SHARD_LABEL`` when it is
+    missing or wrong.
 
     Runs behind the gate, so only the shard's holder writes it (once per Kyma; the label lets
-    informers filter by shard, and Manifests built later copy it)."""
+    informers filter by shard, and Manifests built later copy it). After the reconcile, as a merge
+    patch: it never conflicts with the reconcile's own writes (which carry the cached
+    resourceVersion), and the label change enqueues the Kyma once more."""
 
     def __init__(self, inner: Reconciler, client: KubeClient, kymas: Informer, shards: int) -> None:
         self.inner = inner
@@ -129,19 +132,28 @@ class ShardLabelling:
         self.writes = 0
 
     async def reconcile(self, request: Request) -> Result:
+        try:
+            return await self.inner.reconcile(request)
+        finally:
+            await self._label(request)
+
+    async def _label(self, request: Request) -> None:
         obj = self.kymas.get(request.namespace, request.name)
-        meta = (obj or {}).get("metadata") or {}
-        if obj is not None and not meta.get("deletionTimestamp"):
-            want = shard_label_value(shard_of(kyma_shard_key(obj), self.shards))
-            if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
-                try:
-                    await self.client.patch(
-                        KYMAS, request.name, {"metadata": {"labels": {SHARD_LABEL: want}}}, request.namespace
-                    )
-                    self.writes += 1
-                except KubeError as exc:  # the label is an optimisation: reconcile anyway
-                    log.info("Kyma %s: could not set the shard label: %s", request, exc)
-        return await self.inner.reconcile(request)
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        want = shard_label_value(shard_of(kyma_shard_key(obj), self.shards))
+        if (meta.get("labels") or {}).get(SHARD_LABEL) == want:
+            return
+        try:
+            await self.client.patch(
+                KYMAS, request.name, {"metadata": {"labels": {SHARD_LABEL: want}}}, request.namespace
+            )
+            self.writes += 1
+        except KubeError as exc:  # the label is an optimisation: the next reconcile tries again
+            log.info("Kyma %s: could not set the shard label: %s", request, exc)
 
 
 def sharding_config(config: OperatorConfig) -> ShardingConfig:
