@@ -456,8 +456,9 @@ class ShardCoordinator:
                         )
                     await self._release(shard)
                     return
-                if mine:  # desired again before the release: take it back
-                    held.draining_since = None
+                if mine:  # desired again before the release: take it back (in full: requests
+                    held.draining_since = None  # dropped while draining are enqueued again)
+                    held.active = False
             await self._write(shard, seen, renew=True)
             return
         if not mine:

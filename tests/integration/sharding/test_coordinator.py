@@ -172,3 +172,22 @@ async def test_clean_stop_releases_everything_and_leaves(kcp_client: KubeClient,
     assert b.held() == frozenset(range(SHARDS))
     assert len(b_log) == SHARDS // 2
     assert [m.identity for m in b.members()] == ["b"] and b.ready
+
+
+async def test_a_draining_shard_desired_again_is_taken_back_and_re_enqueued(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", clock)
+    await rounds([a], 2, clock)
+    for shard in range(SHARDS):
+        assert a.enter(shard)
+    b = coordinator(kcp_client, kcp_namespace, "b", clock)
+    await rounds([b, a], 1, clock)
+    moving = frozenset(s for s, owner in enumerate(a.desired()) if owner == "b")
+    assert moving and not a.held() & moving
+    log = acquired_log(a)
+    await rounds([a], 6, clock)  # b is gone before anything was released: its membership expires
+    assert [m.identity for m in a.members()] == ["a"]
+    assert a.held() == frozenset(range(SHARDS))
+    assert sorted(log) == sorted(moving)  # requests dropped while draining come back in full
