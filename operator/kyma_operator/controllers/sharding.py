@@ -11,9 +11,10 @@ it, or will enqueue everything of the shard when it acquires it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from kyma_operator.api.resources import KYMAS
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
+from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
@@ -115,6 +117,33 @@ def enqueue_shard(controller: Controller, informer: Informer, shard_for: ShardFu
     return enqueue
 
 
+class ReleaseClients:
+    """``on_released`` callback: close the runtime clients of the shard's Kymas (memory and
+    connections follow the shards a replica holds; the new holder opens its own)."""
+
+    def __init__(self, caches: Sequence[SkrClientCache], kymas: Informer, shard_for: ShardFunc) -> None:
+        self.caches = list(caches)
+        self.kymas = kymas
+        self.shard_for = shard_for
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = 0
+
+    def __call__(self, shard: int) -> None:
+        requests = [Request.for_object(obj) for obj in self.kymas.list()]
+        mine = [r for r in requests if self.shard_for(r) == shard and any(r in c for c in self.caches)]
+        if not mine:
+            return
+        task = asyncio.get_running_loop().create_task(self._evict(mine))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _evict(self, requests: list[Request]) -> None:
+        for request in requests:
+            for cache in self.caches:
+                if await cache.evict(request, "shard-released"):
+                    self.closed += 1
+
+
 class ShardLabelling:
     """Wraps the Kyma reconciler: after each reconcile, writes the Kyma's ``SHARD_LABEL`` when it is
     missing or wrong.
@@ -203,11 +232,19 @@ class Sharding:
         return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates)
 
     def attach(
-        self, manager: Manager, client: KubeClient, kyma: Controller, manifest: Controller | None
+        self,
+        manager: Manager,
+        client: KubeClient,
+        kyma: Controller,
+        manifest: Controller | None,
+        runtime_clients: Sequence[SkrClientCache] = (),
     ) -> None:
-        """Run the coordinator on every replica; label Kymas; re-enqueue a shard's objects on acquiring it."""
+        """Run the coordinator on every replica; label Kymas; re-enqueue a shard's objects on
+        acquiring it; close its runtime clients on releasing it."""
         manager.add_runnable(self.coordinator, leader_only=False)
         kyma.reconciler = ShardLabelling(kyma.reconciler, client, self.kymas, self.coordinator.shards)
         self.coordinator.on_acquired(enqueue_shard(kyma, self.kymas, self.kyma_shard))
         if manifest is not None:
             self.coordinator.on_acquired(enqueue_shard(manifest, self.manifests, self.manifest_shard))
+        if runtime_clients:
+            self.coordinator.on_released(ReleaseClients(runtime_clients, self.kymas, self.kyma_shard))

@@ -14,73 +14,32 @@ from __future__ import annotations
 
 import signal
 import time
-from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import LEASES
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
 from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.operator_process import LEASE_FLAGS, OperatorProcess, _get
+from tests.integration.kyma_operator.operator_process import LEASE_FLAGS
+from tests.integration.sharding.fleet import (
+    SHARDS,
+    Fleet,
+    Line,
+    even,
+    holders,
+    leader,
+    overlaps,
+    read_trace,
+    shards_held,
+)
 from tests.polling import eventually
 
-SHARDS = 16
 KYMA_COUNT = 36
-FLAGS = (
-    "--sharding",
-    f"--shards={SHARDS}",
-    "--watcher-enabled=false",
-    "--failure-base-delay=3",
-    "--failure-max-delay=3",
-)
 REPLICAS = ("r0", "r1", "r2")
-
-
-@dataclass(frozen=True)
-class Line:
-    event: str
-    kind: str
-    subject: str
-    replica: str
-    at: int
-
-
-def read_trace(path: Path) -> list[Line]:
-    lines = []
-    for raw in path.read_text().splitlines():
-        event, kind, subject, replica, at = raw.split(" ")
-        lines.append(Line(event, kind, subject, replica, int(at)))
-    return lines
-
-
-def overlaps(lines: list[Line]) -> list[str]:
-    """Kymas with reconcile intervals of two replicas that overlap (an open interval runs to +inf)."""
-    intervals: dict[str, list[tuple[int, float, str]]] = defaultdict(list)
-    open_at: dict[tuple[str, str], int] = {}
-    for line in lines:
-        if line.kind != "kyma":
-            continue
-        key = (line.subject, line.replica)
-        if line.event == "start":
-            open_at[key] = line.at
-        elif key in open_at:
-            intervals[line.subject].append((open_at.pop(key), line.at, line.replica))
-    for (subject, replica), start in open_at.items():
-        intervals[subject].append((start, float("inf"), replica))
-    found = []
-    for subject, spans in intervals.items():
-        spans.sort()
-        for i, (s2, e2, r2) in enumerate(spans):
-            for s1, e1, r1 in spans[:i]:
-                if r1 != r2 and s2 < e1:
-                    found.append(f"{subject}: {r1} [{s1}, {e1}] and {r2} [{s2}, {e2}]")
-    return found
 
 
 def test_the_detector_sees_overlaps_and_open_intervals() -> None:
@@ -97,65 +56,6 @@ def test_the_detector_sees_overlaps_and_open_intervals() -> None:
     ]
     assert len(overlaps(trace)) == 2
     assert overlaps(trace[:3]) == []
-
-
-def shards_held(process: OperatorProcess) -> float:
-    status, text = _get(f"http://127.0.0.1:{process.metrics}/metrics")
-    for line in text.splitlines() if status == 200 else ():
-        if line.startswith("kyma_operator_shards_held "):
-            return float(line.split(" ")[1])
-    return -1.0
-
-
-async def holders(client: KubeClient, namespace: str) -> dict[int, str]:
-    """Shard -> holder of its Lease (shards without a holder are left out)."""
-    leases = await client.list(LEASES, namespace)
-    found = {}
-    for lease in leases.items:
-        name = lease["metadata"]["name"]
-        if name.startswith("klm-shard-") and lease["spec"].get("holderIdentity"):
-            found[int(name.rsplit("-", 1)[1])] = lease["spec"]["holderIdentity"]
-    return found
-
-
-def even(found: dict[int, str], replicas: tuple[str, ...]) -> bool:
-    if set(found) != set(range(SHARDS)) or set(found.values()) != set(replicas):
-        return False
-    counts = Counter(found.values()).values()
-    return max(counts) - min(counts) <= 1
-
-
-class Fleet:
-    def __init__(self, kubeconfig: Path, namespace: str, trace: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.namespace = namespace
-        self.trace = trace
-        self.processes: dict[str, OperatorProcess] = {}
-
-    async def start(self, replica: str) -> OperatorProcess:
-        process = await OperatorProcess.start(
-            self.kubeconfig,
-            self.namespace,
-            *FLAGS,
-            f"--replica-id={replica}",
-            f"--reconcile-trace-file={self.trace}",
-            env_extra={"POD_NAME": replica},
-        )
-        self.processes[replica] = process
-        return process
-
-    async def stop(self) -> None:
-        for process in self.processes.values():
-            process.signal(signal.SIGCONT)
-            process.signal(signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                await process.wait(20)
-            except TimeoutError:
-                await process.stop()
-
-    def output(self) -> str:
-        return "\n".join(f"--- {r}\n{p.text()[-3000:]}" for r, p in self.processes.items())
 
 
 @pytest.fixture
@@ -186,11 +86,6 @@ async def fleet(kcp_crds: APIServer, kcp_namespace: str, tmp_path: Path) -> Asyn
         yield fleet
     finally:
         await fleet.stop()
-
-
-async def leader(client: KubeClient, namespace: str) -> str:
-    lease = await client.get(LEASES, "klm-leadership-test", namespace)
-    return str(lease["spec"].get("holderIdentity") or "").split("_", 1)[0]
 
 
 async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_kyma_twice(
