@@ -216,6 +216,7 @@ class ShardCoordinator:
         self._on_released: list[Callback] = []
         self._drained = asyncio.Event()
         self.rounds = 0
+        self._wake_at = math.inf
         self.joined = False
 
     # -- ShardView -----------------------------------------------------------------------------
@@ -297,7 +298,7 @@ class ShardCoordinator:
                         await self.tick()
                     except Exception:  # one bad round must not end coordination
                         log.exception("%s: shard coordination round failed", self.identity)
-                await self.clock.sleep(self.config.retry_period)
+                await self.clock.sleep(self.next_round_in())
         except asyncio.CancelledError:
             await self.leave_all()
             raise
@@ -328,8 +329,31 @@ class ShardCoordinator:
         await asyncio.gather(
             *(self._shard_round(shard, observed.get(cfg.shard_lease(shard))) for shard in range(cfg.shards))
         )
+        self._wake_at = self._next_expiry(observed)
         self.metrics.held.set(len(self.held()))
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
+
+    def next_round_in(self) -> float:
+        """Seconds until the next round: the retry period, or sooner when a Lease that matters (a
+        member's, or a shard we want that another holds) expires before that (faster takeover)."""
+        retry = self.config.retry_period
+        return min(retry, max(0.05, self._wake_at + 0.05 - self.clock.now()))
+
+    def _next_expiry(self, observed: dict[str, Observed]) -> float:
+        cfg = self.config
+        now = self.clock.now()
+        wake = math.inf
+        for name, seen in observed.items():
+            if not seen.holder or seen.holder == self.identity:
+                continue
+            if name.startswith(f"{cfg.lease_prefix}-shard-"):
+                shard = int(name.rsplit("-", 1)[1])
+                if shard >= cfg.shards or self._desired[shard] != self.identity:
+                    continue
+            expiry = seen.changed_at + seen.duration(cfg.lease_duration)
+            if expiry > now:  # (an already expired one, e.g. a dead member's, needs no early round)
+                wake = min(wake, expiry)
+        return wake
 
     async def leave_all(self) -> None:
         """Stop admitting everything, wait for in-flight reconciles, release every shard, leave."""

@@ -191,3 +191,20 @@ async def test_a_draining_shard_desired_again_is_taken_back_and_re_enqueued(
     assert [m.identity for m in a.members()] == ["a"]
     assert a.held() == frozenset(range(SHARDS))
     assert sorted(log) == sorted(moving)  # requests dropped while draining come back in full
+
+
+async def test_the_next_round_comes_early_when_a_lease_that_matters_expires(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    group = [coordinator(kcp_client, kcp_namespace, f"r{i}", clock) for i in range(2)]
+    await rounds(group, 3, clock)
+    a = group[0]
+    await a.tick()  # sees r1's last renewal
+    assert a.next_round_in() == RETRY  # every other Lease was renewed just now: nothing sooner
+    clock.advance(DURATION - 0.5)  # r1 stopped renewing: its Leases expire in about 0.5 s
+    await a.tick()
+    assert 0.05 <= a.next_round_in() < RETRY
+    clock.advance(DURATION)  # long expired (a dead member's Lease stays): back to the retry period
+    await a.tick()
+    assert a.next_round_in() == RETRY
