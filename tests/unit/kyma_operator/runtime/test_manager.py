@@ -84,3 +84,62 @@ def test_bad_runnable_is_rejected_when_added(client: KubeClient) -> None:
     manager = Manager(client, name="bad", namespace="ns", health_port=None)
     with pytest.raises(TypeError):
         manager.add_runnable(42)  # type: ignore[arg-type]
+
+
+async def test_sharded_controllers_run_without_leading_and_readiness_follows_the_shards(
+    client: KubeClient,
+) -> None:
+    """The Lease is unreachable (never leading): the gated controller runs anyway, the other waits."""
+    from kyma_operator.runtime import Controller, LeaderElectionConfig, Request, Result
+
+    done: list[str] = []
+
+    class Record:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def reconcile(self, request: Request) -> Result:
+            done.append(f"{self.name}:{request.name}")
+            return Result()
+
+    class Gate:
+        def __init__(self) -> None:
+            self.released: list[int] = []
+
+        def admit(self, request: Request) -> int | None:
+            return 0 if request.name == "mine" else None
+
+        def release(self, ticket: int) -> None:
+            self.released.append(ticket)
+
+    holding = False
+    gate = Gate()
+    manager = Manager(
+        client,
+        name="m",
+        namespace="ns",
+        health_port=None,
+        leader_election=LeaderElectionConfig(
+            lease_name="l", lease_namespace="ns", lease_duration=4, renew_deadline=3, retry_period=1
+        ),
+        request_gates={"sharded": gate},
+        readiness=lambda: holding,
+    )
+    sharded = manager.add_controller(Controller("sharded", Record("sharded")))
+    leader_only = manager.add_controller(Controller("leader-only", Record("leader-only")))
+    for name in ("mine", "theirs"):
+        sharded.enqueue(Request("ns", name), "test")
+    leader_only.enqueue(Request("ns", "x"), "test")
+    task = asyncio.create_task(manager.run())
+    await manager.started.wait()
+    for _ in range(200):
+        if done:
+            break
+        await asyncio.sleep(0.01)
+    await settle()
+    assert done == ["sharded:mine"] and gate.released == [0] and sharded.dropped == 1
+    assert not manager.is_leader and not manager.ready
+    holding = True
+    assert manager.ready
+    await manager.shutdown()
+    await task
