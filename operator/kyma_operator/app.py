@@ -429,13 +429,7 @@ async def build_operator(
         else None
     )
     if sharding is not None:
-        sharding.attach(
-            manager,
-            client,
-            kyma.controller,
-            manifest.controller if manifest else None,
-            [kyma.skr_clients, *([manifest.skr_clients] if manifest else [])],
-        )
+        sharding.attach(manager, client, kyma, manifest)
     for controller in (kyma.controller, manifest.controller if manifest else None):
         if trace is not None and controller is not None:
             controller.reconciler = TracingReconciler(controller.reconciler, trace, controller.name)

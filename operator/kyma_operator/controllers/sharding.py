@@ -24,7 +24,9 @@ from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
+from kyma_operator.controllers.kyma.setup import KymaController
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
+from kyma_operator.controllers.manifest.setup import ManifestController
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
@@ -115,6 +117,20 @@ def enqueue_shard(controller: Controller, informer: Informer, shard_for: ShardFu
         log.info("shard %d: %d %s enqueued for a full reconcile", shard, count, controller.name)
 
     return enqueue
+
+
+def for_shard(
+    informer: Informer, shard_for: ShardFunc, action: Callable[[Request], None]
+) -> Callable[[int], None]:
+    """A shard callback running ``action`` for every cached object of the shard."""
+
+    def run(shard: int) -> None:
+        for obj in informer.list():
+            request = Request.for_object(obj)
+            if shard_for(request) == shard:
+                action(request)
+
+    return run
 
 
 class ReleaseClients:
@@ -232,19 +248,24 @@ class Sharding:
         return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates)
 
     def attach(
-        self,
-        manager: Manager,
-        client: KubeClient,
-        kyma: Controller,
-        manifest: Controller | None,
-        runtime_clients: Sequence[SkrClientCache] = (),
+        self, manager: Manager, client: KubeClient, kyma: KymaController, manifest: ManifestController | None
     ) -> None:
-        """Run the coordinator on every replica; label Kymas; re-enqueue a shard's objects on
-        acquiring it; close its runtime clients on releasing it."""
+        """Run the coordinator on every replica; label Kymas; on acquiring a shard re-enqueue its
+        objects; on releasing it close its runtime clients and drop its per-object metric series
+        (the new holder exports them: no double counting across replicas)."""
         manager.add_runnable(self.coordinator, leader_only=False)
-        kyma.reconciler = ShardLabelling(kyma.reconciler, client, self.kymas, self.coordinator.shards)
-        self.coordinator.on_acquired(enqueue_shard(kyma, self.kymas, self.kyma_shard))
+        kyma.controller.reconciler = ShardLabelling(
+            kyma.controller.reconciler, client, self.kymas, self.coordinator.shards
+        )
+        self.coordinator.on_acquired(enqueue_shard(kyma.controller, self.kymas, self.kyma_shard))
+        self.coordinator.on_released(for_shard(self.kymas, self.kyma_shard, kyma.reconciler.metrics.forget))
+        caches = [kyma.skr_clients]
         if manifest is not None:
-            self.coordinator.on_acquired(enqueue_shard(manifest, self.manifests, self.manifest_shard))
-        if runtime_clients:
-            self.coordinator.on_released(ReleaseClients(runtime_clients, self.kymas, self.kyma_shard))
+            self.coordinator.on_acquired(
+                enqueue_shard(manifest.controller, self.manifests, self.manifest_shard)
+            )
+            self.coordinator.on_released(
+                for_shard(self.manifests, self.manifest_shard, manifest.metrics.forget)
+            )
+            caches.append(manifest.skr_clients)
+        self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))

@@ -75,6 +75,16 @@ def shards_held(process: OperatorProcess) -> float:
     return -1.0
 
 
+def kymas_exported(process: OperatorProcess) -> list[str]:
+    """Kymas whose ``lifecycle_mgr_kyma_state`` series this process exports (current state = 1)."""
+    status, text = _get(f"http://127.0.0.1:{process.metrics}/metrics")
+    found = []
+    for line in text.splitlines() if status == 200 else ():
+        if line.startswith("lifecycle_mgr_kyma_state{") and line.endswith(" 1.0"):
+            found.append(line.split('kyma_name="', 1)[1].split('"', 1)[0])
+    return found
+
+
 async def holders(client: KubeClient, namespace: str) -> dict[int, str]:
     """Shard -> holder of its Lease (shards without a holder are left out)."""
     leases = await client.list(LEASES, namespace)
