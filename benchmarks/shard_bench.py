@@ -1,0 +1,150 @@
+"""Shard hand-offs between three real operator processes: cold start, kill -9, restart, SIGTERM.
+
+Run: ``.venv/bin/python -m benchmarks.shard_bench [--runs 3] [--kymas 60] [--lease 10 --renew 7
+--retry 1.5]``.
+
+Per run: one KCP API server (started once), ``--kymas`` Kymas without access Secrets (reconciles
+fail fast and are retried every 3 s), three ``python -m kyma_operator --sharding --shards 16``
+processes with the given Lease timings (default: the shipped ones) and one shared reconcile trace.
+Figures, from the outside (the shard Leases' holders):
+
+* cold start: processes started -> 16 shards held, spread evenly over the three;
+* kill -9 (a non-leader): -> its shards held by the two others; and -> every Kyma of those shards
+  has started a reconcile on its new holder;
+* restart of the killed one: -> even over three again;
+* SIGTERM (graceful: drain + release): -> its shards held by the others;
+* overlap: Kymas reconciled by two replicas at overlapping times over the whole run (target 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from kyma_operator.api.resources import KYMAS
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import NAMESPACES
+from kyma_operator.runtime.shardmap import shard_of
+from kyma_wire.names import RUNTIME_ID_LABEL
+from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.crds import apply_crds
+from tests.integration.sharding.fleet import SHARDS, Fleet, even, holders, leader, overlaps, read_trace
+
+REPLICAS = ("r0", "r1", "r2")
+
+
+async def _until(probe: Callable[[], Awaitable[bool]], seconds: float) -> float:
+    """Seconds until ``probe()`` is true (polled every 50 ms)."""
+    started = time.monotonic()
+    while not await probe():
+        if time.monotonic() - started > seconds:
+            raise TimeoutError("condition not reached")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+async def one_run(
+    client: KubeClient, kubeconfig: Path, namespace: str, kymas: int, timings: list[str]
+) -> dict[str, float]:
+    await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+    shard_by_kyma = {}
+    for i in range(kymas):
+        await client.create(
+            KYMAS,
+            {
+                "metadata": {
+                    "name": f"kyma-{i}",
+                    "namespace": namespace,
+                    "labels": {RUNTIME_ID_LABEL: f"rt-{i}"},
+                },
+                "spec": {"channel": "regular"},
+            },
+        )
+        shard_by_kyma[f"{namespace}/kyma-{i}"] = shard_of(f"rt-{i}", SHARDS)
+    with tempfile.TemporaryDirectory() as scratch:
+        fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *timings)
+
+        async def spread(over: tuple[str, ...]) -> bool:
+            return even(await holders(client, namespace), over)
+
+        figures: dict[str, float] = {}
+        try:
+            for replica in REPLICAS:
+                await fleet.start(replica)
+            figures["cold start"] = await _until(lambda: spread(REPLICAS), 120)
+            lead = await leader(client, namespace)
+            victim = next(r for r in REPLICAS if r != lead)
+            rest = tuple(r for r in REPLICAS if r != victim)
+            moved = {s for s, h in (await holders(client, namespace)).items() if h == victim}
+            killed = time.monotonic_ns()
+            await fleet.processes[victim].stop()
+            figures["kill -9 takeover"] = await _until(lambda: spread(rest), 60)
+            found = await holders(client, namespace)
+            want = {k for k, s in shard_by_kyma.items() if s in moved}
+
+            async def reconciled() -> bool:
+                started = {
+                    line.subject
+                    for line in read_trace(fleet.trace)
+                    if line.event == "start"
+                    and line.at > killed
+                    and line.replica == found[shard_by_kyma[line.subject]]
+                }
+                return want <= started
+
+            figures["kill -9 every moved Kyma reconciled"] = figures["kill -9 takeover"] + await _until(
+                reconciled, 60
+            )
+            await fleet.start(victim)
+            figures["restart rebalanced"] = await _until(lambda: spread(REPLICAS), 120)
+            fleet.processes[victim].signal(signal.SIGTERM)
+            figures["SIGTERM hand-over"] = await _until(lambda: spread(rest), 60)
+        finally:
+            await fleet.stop()
+        figures["overlapping reconciles"] = float(len(overlaps(read_trace(fleet.trace))))
+        return figures
+
+
+async def main_async(runs: int, kymas: int, timings: list[str]) -> None:
+    with ControlPlane(["kcp"]) as plane:
+        server = plane["kcp"]
+        apply_crds(server.kubeconfig_path)
+        kubeconfig = Path(server.kubeconfig_path)
+        async with KubeClient.from_kubeconfig_file(kubeconfig) as client:
+            results: list[dict[str, float]] = []
+            for i in range(runs):
+                figures = await one_run(client, kubeconfig, f"shard-bench-{i}", kymas, timings)
+                print(f"run {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()), flush=True)
+                results.append(figures)
+    print(f"\n{kymas} Kymas, 16 shards, 3 replicas, timings {' '.join(timings)}, {runs} runs")
+    print("| | p50 | max |\n|---|---|---|")
+    for key in results[0]:
+        values = [r[key] for r in results]
+        unit = "" if key == "overlapping reconciles" else " s"
+        print(f"| {key} | {statistics.median(values):.1f}{unit} | {max(values):.1f}{unit} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--kymas", type=int, default=60)
+    parser.add_argument("--lease", type=float, default=10.0)
+    parser.add_argument("--renew", type=float, default=7.0)
+    parser.add_argument("--retry", type=float, default=1.5)
+    args = parser.parse_args()
+    timings = [
+        f"--leader-elect-lease-duration={args.lease}",
+        f"--leader-elect-renew-deadline={args.renew}",
+        f"--leader-elect-retry-period={args.retry}",
+    ]
+    asyncio.run(main_async(args.runs, args.kymas, timings))
+
+
+if __name__ == "__main__":
+    main()
