@@ -296,6 +296,8 @@ class ShardCoordinator:
                 if self._caches_synced():
                     try:
                         await self.tick()
+                    except (KubeError, TimeoutError) as exc:  # API server away: fenced until back
+                        log.warning("%s: shard coordination round failed: %s", self.identity, exc)
                     except Exception:  # one bad round must not end coordination
                         log.exception("%s: shard coordination round failed", self.identity)
                 await self.clock.sleep(self.next_round_in())
