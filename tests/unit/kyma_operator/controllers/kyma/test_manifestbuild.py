@@ -167,3 +167,12 @@ def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
     config = manifest.spec.config
     assert config is not None
     assert (config.name, config.ref, config.type) == (COMPONENT, values_digest, "oci-ref")
+
+
+def test_a_sharded_kymas_manifest_carries_its_shard_label() -> None:
+    from kyma_operator.runtime.shardmap import SHARD_LABEL
+
+    sharded = kyma().model_copy(deep=True)
+    sharded.metadata.labels[SHARD_LABEL] = "7"
+    assert desired_manifest(sharded, resolved(descriptor())).labels[SHARD_LABEL] == "7"
+    assert SHARD_LABEL not in desired_manifest(kyma(), resolved(descriptor())).labels
