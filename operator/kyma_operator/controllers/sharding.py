@@ -251,14 +251,14 @@ class Sharding:
         self, manager: Manager, client: KubeClient, kyma: KymaController, manifest: ManifestController | None
     ) -> None:
         """Run the coordinator on every replica; label Kymas; on acquiring a shard re-enqueue its
-        objects; on releasing it close its runtime clients and drop its per-object metric series
-        (the new holder exports them: no double counting across replicas)."""
+        objects; on releasing it close its runtime clients and drop what the reconcilers remember of
+        its objects, metric series included (the new holder exports them: no double counting)."""
         manager.add_runnable(self.coordinator, leader_only=False)
         kyma.controller.reconciler = ShardLabelling(
             kyma.controller.reconciler, client, self.kymas, self.coordinator.shards
         )
         self.coordinator.on_acquired(enqueue_shard(kyma.controller, self.kymas, self.kyma_shard))
-        self.coordinator.on_released(for_shard(self.kymas, self.kyma_shard, kyma.reconciler.metrics.forget))
+        self.coordinator.on_released(for_shard(self.kymas, self.kyma_shard, kyma.reconciler.forget))
         caches = [kyma.skr_clients]
         if manifest is not None:
             self.coordinator.on_acquired(

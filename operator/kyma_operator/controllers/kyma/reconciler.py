@@ -235,6 +235,17 @@ class KymaReconciler:
         self._last_status: dict[Request, JSON] = {}
         """The KCP status as last written or found unchanged (copied into the runtime Kyma)."""
 
+    def forget(self, request: Request) -> None:
+        """Drop what this process remembers of a Kyma (gone, deleted, or its shard now held by
+        another replica) and its metric series; its runtime client is evicted separately."""
+        self.observed_health.forget(request)
+        self._remote_specs.pop(request, None)
+        self._fast.pop(request, None)
+        self._remote_objects.pop(request, None)
+        self._remote_written.pop(request, None)
+        self._last_status.pop(request, None)
+        self.metrics.forget(request)
+
     # -- entry point -----------------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result:
@@ -266,12 +277,7 @@ class KymaReconciler:
         obj = self.kymas.get(request.namespace, request.name)
         if obj is None:
             await self.skr_clients.evict(request, "kyma-gone")
-            self.observed_health.forget(request)
-            self._remote_specs.pop(request, None)
-            self._fast.pop(request, None)
-            self._remote_objects.pop(request, None)
-            self._remote_written.pop(request, None)
-            self.metrics.forget(request)
+            self.forget(request)
             report.set("gone", "no such Kyma (deleted, or not created yet)")
             return Result()
         try:
@@ -653,13 +659,7 @@ class KymaReconciler:
         if not local:
             skipped = await self._cleanup_runtime(kyma, request, skr)
         await self.skr_clients.evict(request, "kyma-deleted")
-        self.observed_health.forget(request)
-        self._remote_specs.pop(request, None)
-        self._fast.pop(request, None)
-        self._remote_objects.pop(request, None)
-        self._remote_written.pop(request, None)
-        self._last_status.pop(request, None)
-        self.metrics.forget(request)
+        self.forget(request)
         try:
             fresh = await self.client.get(KYMAS, kyma.name, kyma.namespace)
             meta = fresh.get("metadata") or {}
