@@ -310,17 +310,21 @@ async def build_operator(
     kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
     manifests = manifest_informer(client, ns, clock=clock)
     registry = CollectorRegistry()
+    try:
+        shard_config = sharding_config(config) if config.sharding else None
+    except ValueError as exc:  # e.g. a host name that is no valid replica id
+        raise StartupError(f"--sharding: {exc} (set --replica-id)") from exc
     sharding = (
         Sharding.build(
             client,
-            sharding_config(config),
+            shard_config,
             kymas,
             manifests,
             clock=clock,
             registry=registry,
             synced=lambda: manager.synced,
         )
-        if config.sharding
+        if shard_config is not None
         else None
     )
     manager = Manager(

@@ -72,7 +72,7 @@ class OperatorConfig(BaseModel):
     still runs the Watcher controller and cluster-wide work. Off: the leader reconciles every Kyma."""
     shards: Annotated[int, Field(ge=1, le=1024)] = DEFAULT_SHARDS
     """Number of shards (with ``--sharding``; every replica must use the same number)."""
-    replica_id: str | None = None
+    replica_id: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=200)
     """This replica's id in its membership and shard Leases (a lower-case DNS name, unique per
     replica); unset: ``POD_NAME``, else the host name."""
     internal_address: str | None = None

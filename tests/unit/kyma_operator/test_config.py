@@ -95,3 +95,18 @@ def test_log_format_json_from_flag_or_environment_and_nothing_else() -> None:
     assert load_config([], {"KLM_LOG_FORMAT": "json"}).log_format == "json"
     with pytest.raises(ConfigError, match="--log-format / KLM_LOG_FORMAT"):
         load_config(["--log-format", "xml"], {})
+
+
+def test_sharding_flags() -> None:
+    from kyma_operator.config import ConfigError, load_config
+
+    config = load_config(
+        ["--sharding", "--shards=8", "--replica-id=r1", "--internal-address=https://10.0.0.1:8083"], {}
+    )
+    assert (config.sharding, config.shards, config.replica_id) == (True, 8, "r1")
+    assert config.internal_address == "https://10.0.0.1:8083"
+    assert not load_config([], {}).sharding and load_config([], {}).shards == 16
+    with pytest.raises(ConfigError, match="--replica-id"):
+        load_config(["--replica-id=R_1"], {})
+    with pytest.raises(ConfigError, match="--shards"):
+        load_config(["--shards=0"], {})
