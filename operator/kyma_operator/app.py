@@ -16,7 +16,11 @@ controllers' intakes. Nothing is attached or mutated after construction.
    with the listener's routing;
 5. the listener (leader-only runnable; the Manager's readiness is "caches synced and leading"),
    routing Kyma events into the Kyma controller's ``Intake`` and Manifest events (a module object
-   changed in the runtime) into the Manifest controller's (into a counting log without it).
+   changed in the runtime) into the Manifest controller's (into a counting log without it);
+6. with ``--sharding`` (docs/sharding.md): the shard coordinator (built before the Manager, which
+   runs the Kyma and Manifest controllers on every replica behind its per-request gates and takes
+   its readiness), the shard label on Kymas and the full re-enqueue of an acquired shard; exposed
+   as ``Operator.shards`` (``SingleReplica`` without sharding) for the listener's hand-off.
 
 The event path from the runtime's API server to a reconcile, before issue 9 (hops):
 
