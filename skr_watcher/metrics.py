@@ -1,6 +1,6 @@
 """Prometheus metrics of one agent instance.
 
-Each ``AgentMetrics`` owns its ``CollectorRegistry`` (no module-level globals), so tests and
+Each ``AgentMetrics`` owns its ``Registry`` (no module-level globals), so tests and
 benchmarks can run several agents in one process and read exact values. Upstream's names are kept
 where the meaning matches (``watcher_admission_request_total``, ``watcher_admission_request_error_total``,
 ``watcher_kcp_requests_total``, ``watcher_failed_kcp_total{error_reason}``); the rest describe what
@@ -9,15 +9,15 @@ upstream cannot have: the queue, coalescing, drops, resyncs and heartbeats.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from skr_watcher.exposition import Counter, Gauge, Histogram, Registry
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _DELIVERY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
 class AgentMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+    def __init__(self, registry: Registry | None = None) -> None:
+        self.registry = registry if registry is not None else Registry()
         r = self.registry
         # admission side
         self.admission_requests = Counter(
@@ -106,4 +106,4 @@ class AgentMetrics:
         )
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        return self.registry.exposition()

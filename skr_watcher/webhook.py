@@ -17,11 +17,10 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST
-
 from kyma_wire.events import AgentEvent
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
+from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
@@ -201,7 +200,7 @@ _ADMISSION_HEADERS = (
 _POST_ONLY = (*_JSON_HEADERS, (b"allow", b"POST"))
 _GET_ONLY = (*_JSON_HEADERS, (b"allow", b"GET"))
 _TEXT_HEADERS = ((b"content-type", b"text/plain; charset=utf-8"),)
-_METRICS_HEADERS = ((b"content-type", CONTENT_TYPE_LATEST.encode()),)
+_METRICS_HEADERS = ((b"content-type", METRICS_CONTENT_TYPE.encode()),)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from kyma_operator.app import build_operator
 from kyma_operator.config import OperatorConfig
@@ -56,7 +55,20 @@ _PROMQL_WORDS = frozenset(
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 
 
-def series_names(registry: CollectorRegistry) -> set[str]:
+class _Family(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+
+
+class _Collects(Protocol):
+    """prometheus_client's ``CollectorRegistry`` (operator) or ``skr_watcher.exposition.Registry``."""
+
+    def collect(self) -> Iterable[_Family]: ...
+
+
+def series_names(registry: _Collects) -> set[str]:
     return {family.name + suffix for family in registry.collect() for suffix in _SUFFIXES[family.type]}
 
 
