@@ -15,23 +15,25 @@ import random
 
 import httpx
 
-from embedded_server import EmbeddedServer
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
 from skr_watcher.delivery import Delivery
+from skr_watcher.http_server import HttpServer, Limits
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
 from skr_watcher.retry import RetryBackoff
-from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
+from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
 
 log = logging.getLogger(__name__)
 
 
-# longer than the API server's idle timeout for webhook connections (Go's 90 s): the client closes
-# idle connections, not the server in the middle of a new request
-_KEEP_ALIVE = 120
+# Keep-alive longer than the API server's idle timeout for webhook connections (Go's 90 s): the
+# client closes idle connections, not the server in the middle of a new request. A request must
+# arrive within 30 s of its first byte (the API server gives up on a webhook after at most 30 s).
+_WEBHOOK_LIMITS = Limits(max_body_bytes=MAX_REVIEW_BYTES, request_timeout=30.0, keep_alive_timeout=120.0)
+_HEALTH_LIMITS = Limits(max_body_bytes=64 * 1024, request_timeout=30.0, keep_alive_timeout=120.0)
 
 
 class Agent:
@@ -111,20 +113,20 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a server fails), then shut down gracefully."""
         config = self.config
-        webhook = EmbeddedServer(
+        webhook = HttpServer(
             webhook_app(self.handler),
             host=config.bind_address,
             port=config.webhook_port,
             name="skr-watcher-webhook",
             ssl_context=self._server_ssl,
-            keep_alive=_KEEP_ALIVE,
+            limits=_WEBHOOK_LIMITS,
         )
-        health = EmbeddedServer(
+        health = HttpServer(
             health_app(self.metrics, lambda: self._ready),
             host=config.bind_address,
             port=config.metrics_port,
             name="skr-watcher-health",
-            keep_alive=_KEEP_ALIVE,
+            limits=_HEALTH_LIMITS,
         )
         await webhook.start()
         try:

@@ -1,11 +1,11 @@
 """The HTTP face of the agent: ``POST /validate/<manager>`` for the API server, plus health/metrics.
 
 The admission endpoint must answer within milliseconds whatever KCP does, so it only parses the
-review, runs change detection and hands a resulting event to the send queue (no awaits on I/O
-besides reading the body). Every review with a readable uid gets ``allowed: true``; only a body
-without any usable uid gets a 400 with a clear message (the API server then applies the webhook's
-``failurePolicy: Ignore``). Health and Prometheus endpoints are a separate plain-HTTP app, served on
-the metrics port.
+review, runs change detection and hands a resulting event to the send queue (no awaits at all: the
+server calls it with the complete body). Every review with a readable uid gets ``allowed: true``;
+only a body without any usable uid gets a 400 with a clear message (the API server then applies the
+webhook's ``failurePolicy: Ignore``). Health and Prometheus endpoints are a separate plain-HTTP
+handler, served on the metrics port.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from kyma_wire.events import AgentEvent
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
 from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from skr_watcher.http_server import Handler, Request, Response
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
@@ -100,128 +101,57 @@ class AdmissionHandler:
         return 200, allowed_response(request.uid, review.api_version)
 
 
-def webhook_app(handler: AdmissionHandler) -> ASGIApp:
-    """The admission app: ``POST /validate/<manager>``, as a plain ASGI callable.
+def webhook_app(handler: AdmissionHandler) -> Handler:
+    """The admission endpoint, ``POST /validate/<manager>``, for ``skr_watcher.http_server``.
 
     No web framework: the route is one path prefix and the handler parses the body itself, so a
-    framework would only add per-request objects (FastAPI/Starlette cost about a third of the
-    agent's admission time) and ~10 MB of imports to every customer node.
+    framework would only add per-request objects and ~10 MB of imports to every customer node. The
+    server enforces ``MAX_REVIEW_BYTES`` (with or without ``Content-Length``) and flags the request.
     """
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await _lifespan_unsupported(scope, receive, send)
-            return
-        path: str = scope["path"]
+    def app(request: Request) -> Response:
+        path = request.path
         if not path.startswith(_VALIDATE) or len(path) == len(_VALIDATE):
-            await _respond(send, 404, _NOT_FOUND, _JSON_HEADERS)
-            return
-        if scope["method"] != "POST":
-            await _respond(send, 405, _NOT_ALLOWED, _POST_ONLY)
-            return
-        manager = path[len(_VALIDATE) :]
-        length = _header(scope, b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_REVIEW_BYTES:
+            return _NOT_FOUND
+        if request.method != "POST":
+            return _POST_ONLY
+        if request.body_too_large:
             status, payload = handler.too_large()
         else:
-            try:
-                body = await _read_capped(receive, MAX_REVIEW_BYTES)
-            except _Disconnected:
-                return  # nobody to answer
-            if body is None:
-                status, payload = handler.too_large()
-            else:
-                status, payload = handler.handle(manager, body)
-        await _respond(send, status, payload, _ADMISSION_HEADERS)
+            status, payload = handler.handle(path[len(_VALIDATE) :], request.body)
+        return Response(status, payload, _ADMISSION_HEADERS)
 
     return app
 
 
-class _Disconnected(Exception):
-    """The client went away while sending its body."""
-
-
-async def _read_capped(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or None once it exceeds ``limit`` (the rest is not kept)."""
-    chunks: list[bytes] = []
-    size = 0
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected
-        chunk: bytes = message.get("body", b"")
-        more = message.get("more_body", False)
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def health_app(metrics: AgentMetrics, ready: Callable[[], bool]) -> ASGIApp:
+def health_app(metrics: AgentMetrics, ready: Callable[[], bool]) -> Handler:
     """``/healthz`` (process alive), ``/readyz`` (webhook serving), ``/metrics`` (Prometheus)."""
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await _lifespan_unsupported(scope, receive, send)
-            return
-        path = scope["path"]
+    def app(request: Request) -> Response:
+        path = request.path
         if path not in ("/healthz", "/readyz", "/metrics"):
-            await _respond(send, 404, _NOT_FOUND, _JSON_HEADERS)
-        elif scope["method"] not in ("GET", "HEAD"):
-            await _respond(send, 405, _NOT_ALLOWED, _GET_ONLY)
-        elif path == "/metrics":
-            await _respond(send, 200, metrics.exposition(), _METRICS_HEADERS)
-        elif path == "/readyz" and not ready():
-            await _respond(send, 503, b"not ready", _TEXT_HEADERS)
-        else:
-            await _respond(send, 200, b"ok", _TEXT_HEADERS)
+            return _NOT_FOUND
+        if request.method not in ("GET", "HEAD"):
+            return _GET_ONLY
+        if request.body_too_large:
+            return Response(413, b'{"error":"request body too large"}', _JSON_HEADERS)
+        if path == "/metrics":
+            return Response(200, metrics.exposition(), _METRICS_HEADERS)
+        if path == "/readyz" and not ready():
+            return Response(503, b"not ready", _TEXT_HEADERS)
+        return Response(200, b"ok", _TEXT_HEADERS)
 
     return app
 
 
-# --- ASGI plumbing -----------------------------------------------------------------------------------
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 _VALIDATE = "/validate/"
-_NOT_FOUND = b'{"error":"not found"}'
-_NOT_ALLOWED = b'{"error":"method not allowed"}'
 _JSON_HEADERS = ((b"content-type", b"application/json"),)
 _ADMISSION_HEADERS = (
     *_JSON_HEADERS,
     *((name.encode(), value.encode()) for name, value in _SECURITY_HEADERS.items()),
 )
-_POST_ONLY = (*_JSON_HEADERS, (b"allow", b"POST"))
-_GET_ONLY = (*_JSON_HEADERS, (b"allow", b"GET"))
+_NOT_FOUND = Response(404, b'{"error":"not found"}', _JSON_HEADERS)
+_POST_ONLY = Response(405, b'{"error":"method not allowed"}', (*_JSON_HEADERS, (b"allow", b"POST")))
+_GET_ONLY = Response(405, b'{"error":"method not allowed"}', (*_JSON_HEADERS, (b"allow", b"GET")))
 _TEXT_HEADERS = ((b"content-type", b"text/plain; charset=utf-8"),)
 _METRICS_HEADERS = ((b"content-type", METRICS_CONTENT_TYPE.encode()),)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: tuple[tuple[bytes, bytes], ...]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [*headers, (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _lifespan_unsupported(scope: Scope, receive: Receive, send: Send) -> None:
-    """The servers run with ``lifespan="off"``; anything else (websocket) is not served."""
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1000})

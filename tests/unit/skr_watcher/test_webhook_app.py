@@ -1,19 +1,34 @@
-"""The HTTP layer of the agent (in-process ASGI, no sockets): routes, size limits, health, metrics."""
+"""The agent's HTTP handlers behind the real server (sockets on 127.0.0.1): routes, size limit, health.
+
+The server's own limits and protocol handling are tested in ``test_http_server.py``; here the
+question is what the admission and health handlers answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 
 from kyma_wire.names import OPERATOR_NAME
+from skr_watcher import agent
+from skr_watcher.http_server import Handler, HttpServer, Limits
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
 
-def client(app: object) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://agent")  # type: ignore[arg-type]
+@asynccontextmanager
+async def client(handler: Handler, limits: Limits | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    server = HttpServer(handler, host="127.0.0.1", port=0, name="test", limits=limits or Limits())
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as http:
+            yield http
+    finally:
+        await server.stop()
 
 
 async def test_validate_route() -> None:
@@ -28,25 +43,31 @@ async def test_validate_route() -> None:
         assert [m for m, _ in sink.events] == [OPERATOR_NAME]
         assert (await http.get(f"/validate/{OPERATOR_NAME}")).status_code == 405
         assert (await http.post("/other")).status_code == 404
+        assert (await http.post("/validate/")).status_code == 404
+        malformed = await http.post(f"/validate/{OPERATOR_NAME}", content=b"{not json")
+        assert malformed.status_code == 400 and "malformed AdmissionReview" in malformed.json()["error"]
 
 
-async def test_oversized_bodies_are_refused_with_and_without_length() -> None:
+async def test_oversized_reviews_are_refused_with_and_without_length() -> None:
+    assert agent._WEBHOOK_LIMITS.max_body_bytes == MAX_REVIEW_BYTES  # what the agent serves with
     sink, metrics = RecordingSink(), AgentMetrics()
-    async with client(webhook_app(AdmissionHandler(sink, metrics, FakeClock()))) as http:
-        big = b"x" * (MAX_REVIEW_BYTES + 1)
-        assert (await http.post("/validate/lm", content=big)).status_code == 413
-
-        async def chunks() -> AsyncIterator[bytes]:
-            for _ in range(9):
-                yield b"x" * (1024 * 1024)
-
-        assert (await http.post("/validate/lm", content=chunks())).status_code == 413
-
-        async def small() -> AsyncIterator[bytes]:
-            yield body(review("CREATE", new=obj(), uid="chunked"))
-
-        response = await http.post("/validate/lm", content=small())
-        assert response.status_code == 200 and response.json()["response"]["uid"] == "chunked"
+    limit = 4096
+    app = webhook_app(AdmissionHandler(sink, metrics, FakeClock()))
+    async with client(app, Limits(max_body_bytes=limit)) as http:
+        for chunked in (False, True):
+            reader, writer = await asyncio.open_connection("127.0.0.1", int(http.base_url.port or 0))
+            if chunked:
+                writer.write(b"POST /validate/lm HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+                writer.write(b"%x\r\n%s\r\n" % (limit + 1, b"x" * (limit + 1)))
+            else:
+                writer.write(
+                    b"POST /validate/lm HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % (limit + 1)
+                )
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 413 ") and b"larger than" in answer
+        response = await http.post("/validate/lm", content=body(review("CREATE", new=obj(), uid="small")))
+        assert response.status_code == 200 and response.json()["response"]["uid"] == "small"
     assert (
         metrics.registry.get_sample_value("watcher_admission_request_error_total", {"reason": "too-large"})
         == 2
@@ -58,10 +79,14 @@ async def test_health_readiness_and_metrics() -> None:
     ready = False
     async with client(health_app(metrics, lambda: ready)) as http:
         assert (await http.get("/healthz")).status_code == 200
+        assert (await http.head("/healthz")).status_code == 200
         assert (await http.get("/readyz")).status_code == 503
         ready = True
         assert (await http.get("/readyz")).status_code == 200
-        text = (await http.get("/metrics")).text
+        assert (await http.post("/healthz")).status_code == 405
+        assert (await http.get("/nothing")).status_code == 404
+        scrape = await http.get("/metrics")
+        assert scrape.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
         for name in (
             "watcher_admission_request_total",
             "watcher_admission_request_error_total",
@@ -71,4 +96,4 @@ async def test_health_readiness_and_metrics() -> None:
             "watcher_kcp_request_duration_seconds",
             "watcher_last_successful_send_timestamp_seconds",
         ):
-            assert name in text, name
+            assert name in scrape.text, name

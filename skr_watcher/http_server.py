@@ -1,0 +1,476 @@
+"""The agent's HTTP/1.1 server: asyncio protocol + httptools parser, synchronous handlers.
+
+Why not uvicorn: the agent runs on every customer node, and uvicorn (with click, its config and
+logging machinery, the ASGI adapters) costs it ~3 MB of resident memory and a task plus several
+dicts per request. The agent's two endpoints never await anything while answering (an admission is
+parsed, decided and queued in place; health and metrics are read from memory), so a handler here is
+a plain function ``Request -> Response`` called from the protocol's ``data_received`` the moment a
+request is complete: no task, no ASGI messages. The HTTP parsing itself is httptools (llhttp, the
+parser uvicorn used for the agent before), never hand-written.
+
+What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1.1, keep-alive,
+``Content-Length`` bodies; Prometheus and kubelet probes):
+
+* keep-alive and pipelining (answers in order), ``Transfer-Encoding: chunked`` bodies,
+  ``Expect: 100-continue``, HEAD without a body, HTTP/1.0 closes unless asked to keep alive;
+* bounded input: request target + headers at most ``max_header_bytes`` and ``max_headers`` lines
+  (else 431), body at most ``max_body_bytes`` (else the handler's ``Request.body_too_large``
+  answer, normally 413, then the connection closes: the rest of the body is never read);
+  malformed requests get 400 and a close; at most ``max_connections`` connections at a time;
+* slow clients: a request must arrive completely within ``request_timeout`` of its first byte, an
+  idle keep-alive connection is closed after ``keep_alive_timeout``, a client that does not read
+  its answers is cut off after ``request_timeout``; TLS handshakes are bounded the same way;
+* graceful stop: stop accepting, close idle connections at once, let requests that are arriving
+  finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
+
+Not thread-safe: everything runs on the event loop that called ``start``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+from urllib.parse import unquote
+
+import httptools
+
+__all__ = ["Handler", "HttpServer", "Request", "Response"]
+
+log = logging.getLogger(__name__)
+
+Header = tuple[bytes, bytes]
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    headers: list[Header] = field(default_factory=list)
+    """Names lower-cased, in arrival order."""
+    body: bytes = b""
+    body_too_large: bool = False
+    """The body exceeded ``max_body_bytes``: it was not read; the answer closes the connection."""
+
+    def header(self, name: bytes) -> bytes | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes = b""
+    headers: Sequence[Header] = ()
+    """Without ``content-length`` (the server writes it)."""
+
+
+Handler = Callable[[Request], Response]
+
+_REASONS = {
+    100: b"Continue",
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    417: b"Expectation Failed",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    503: b"Service Unavailable",
+}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port`` (IPv6 if ``host`` has a colon).
+
+    Bound here, not by the event loop: ``port=0`` works and the error names the address. (The same
+    as ``embedded_server.bind``, which cannot be imported without uvicorn.)
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(error.errno, f"cannot bind {host}:{port}: {error.strerror}") from None
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
+
+
+class _Date:
+    """The ``Date`` header value, formatted at most once a second."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._value = b""
+
+    def now(self) -> bytes:
+        second = int(time.time())
+        if second != self._second:
+            self._second = second
+            self._value = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(second)).encode()
+        return self._value
+
+
+_DATE = _Date()
+
+
+def render(response: Response, *, head: bool, close: bool) -> bytes:
+    """The wire form of an HTTP/1.1 response (``head``: headers only)."""
+    status = response.status
+    parts = [
+        b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown")),
+        b"date: " + _DATE.now() + b"\r\n",
+    ]
+    for name, value in response.headers:
+        parts.append(name + b": " + value + b"\r\n")
+    parts.append(b"content-length: %d\r\n" % len(response.body))
+    if close:
+        parts.append(b"connection: close\r\n")
+    parts.append(b"\r\n")
+    if not head:
+        parts.append(response.body)
+    return b"".join(parts)
+
+
+class _RequestError(Exception):
+    """Stops parsing: answer ``status`` and close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 100
+    max_body_bytes: int = 1024 * 1024
+    request_timeout: float = 30.0
+    keep_alive_timeout: float = 120.0
+    max_connections: int = 1000
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parse, call the handler, write the answer, police the limits."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self._server = server
+        self._limits = server.limits
+        self._loop = asyncio.get_running_loop()
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closing = False
+        self._write_paused = False
+        # the request being received
+        self._receiving = False
+        self._url = b""
+        self._headers: list[Header] = []
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._too_large = False
+
+    # --- asyncio.Protocol -----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses, but are ones
+        self._transport = transport
+        server = self._server
+        if server.stopping or len(server.connections) >= self._limits.max_connections:
+            transport.close()
+            self._closing = True
+            return
+        server.connections.add(self)
+        self._arm(self._limits.keep_alive_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._cancel_timer()
+        self._server.connections.discard(self)
+        self._server.connection_closed()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserCallbackError as error:
+            cause = error.__context__
+            if isinstance(cause, _Stop):
+                return  # answered and closing: the rest of the data is not read
+            if isinstance(cause, _RequestError):
+                self._fail(cause.status, str(cause))
+            else:  # a bug in a callback: answer, log, close
+                log.error("HTTP request handling failed", exc_info=cause or error)
+                self._fail(500, "internal error")
+        except httptools.HttpParserUpgrade:
+            self._fail(400, "protocol upgrades are not supported")
+        except httptools.HttpParserError as error:
+            self._fail(400, f"malformed HTTP request: {error}")
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too (a half-open client gets no more answers)
+
+    def pause_writing(self) -> None:
+        """The client does not read its answers: read no more requests, give it a deadline."""
+        self._write_paused = True
+        if self._transport is not None:
+            self._transport.pause_reading()
+        self._arm(self._limits.request_timeout)
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._transport is not None and not self._closing:
+            self._transport.resume_reading()
+        self._arm(self._limits.request_timeout if self._receiving else self._limits.keep_alive_timeout)
+
+    # --- httptools callbacks ----------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._receiving = True
+        self._url = b""
+        self._headers = []
+        self._header_bytes = 0
+        self._body = []
+        self._body_size = 0
+        self._too_large = False
+        self._arm(self._limits.request_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._count_header_bytes(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header_bytes(len(name) + len(value) + 4)
+        if len(self._headers) >= self._limits.max_headers:
+            raise _RequestError(431, f"more than {self._limits.max_headers} header fields")
+        self._headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        if self._parser.should_upgrade():  # websocket, h2c, CONNECT: none is served here
+            raise _RequestError(400, "protocol upgrades are not supported")
+        length = self._header_value(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self._limits.max_body_bytes:
+            self._too_large = True
+            self._complete()  # answer now; the body is never read
+            return
+        expect = self._header_value(b"expect")
+        if expect is not None and self._transport is not None:
+            if expect.lower() != b"100-continue":
+                raise _RequestError(417, "unsupported expectation")
+            self._transport.write(_CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        if self._too_large:
+            return
+        self._body_size += len(body)
+        if self._body_size > self._limits.max_body_bytes:
+            self._too_large = True
+            self._body = []
+            self._complete()
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._receiving:
+            self._complete()
+
+    # --- internals -----------------------------------------------------------------------------------------
+
+    def _count_header_bytes(self, size: int) -> None:
+        self._header_bytes += size
+        if self._header_bytes > self._limits.max_header_bytes:
+            limit = self._limits.max_header_bytes
+            raise _RequestError(431, f"request target and headers larger than {limit} bytes")
+
+    def _header_value(self, name: bytes) -> bytes | None:
+        for key, value in self._headers:
+            if key == name:
+                return value
+        return None
+
+    def _complete(self) -> None:
+        """The request is here (or too large to read): answer it."""
+        self._receiving = False
+        raw_path = self._url.split(b"?", 1)[0].decode("latin-1")
+        method = self._parser.get_method().decode("ascii", "replace")
+        request = Request(
+            method=method,
+            path=unquote(raw_path) if "%" in raw_path else raw_path,
+            headers=self._headers,
+            body=self._body[0] if len(self._body) == 1 else b"".join(self._body),
+            body_too_large=self._too_large,
+        )
+        self._body = []
+        failed = False
+        try:
+            response = self._server.handler(request)
+        except Exception:
+            log.exception("handler failed for %s %s", method, request.path)
+            response = Response(500, b"internal error", ((b"content-type", b"text/plain"),))
+            failed = True
+        close = failed or self._too_large or self._server.stopping or not self._parser.should_keep_alive()
+        self._write(render(response, head=method == "HEAD", close=close))
+        if close:
+            self._close()
+            raise _Stop
+        self._arm(self._limits.keep_alive_timeout)
+
+    def _fail(self, status: int, message: str) -> None:
+        """Answer an unusable request with ``status`` and close."""
+        if status >= 500:
+            log.warning("closing an HTTP connection: %s", message)
+        response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
+        self._write(render(response, head=False, close=True))
+        self._close()
+
+    def _write(self, data: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _close(self) -> None:
+        self._closing = True
+        self._cancel_timer()
+        if self._transport is not None:
+            self._transport.close()  # after the buffered answer is written
+
+    @property
+    def receiving(self) -> bool:
+        """A request has started to arrive and is not answered yet."""
+        return self._receiving
+
+    def close_if_idle(self) -> None:
+        """Graceful stop: an idle connection closes now, one receiving a request after its answer."""
+        if not self._receiving and not self._closing:
+            self._close()
+
+    def abort(self) -> None:
+        self._closing = True
+        self._cancel_timer()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _arm(self, seconds: float) -> None:
+        self._cancel_timer()
+        if not self._closing:
+            self._timer = self._loop.call_later(seconds, self._timed_out)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self._closing:
+            return
+        if self._receiving and not self._write_paused:
+            self._fail(408, "request not received in time")
+        elif self._write_paused:
+            self.abort()  # it does not read: writing more would not help
+        else:
+            self._close()  # idle keep-alive connection
+
+
+class _Stop(Exception):
+    """Raised from a callback after the connection was closed: ignore the rest of the data."""
+
+
+class HttpServer:
+    """``await start()`` binds and serves; ``await stop()`` ends it gracefully (see the module)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str,
+        port: int,
+        name: str,
+        ssl_context: ssl.SSLContext | None = None,
+        limits: Limits = Limits(),
+        graceful_seconds: float = 2.0,
+    ) -> None:
+        self.handler = handler
+        self.host = host
+        self.requested_port = port
+        self.name = name
+        self.ssl_context = ssl_context
+        self.limits = limits
+        self.graceful_seconds = graceful_seconds
+        self.connections: set[_Connection] = set()
+        self.stopping = False
+        self.port: int | None = None
+        """The bound port (after ``start``)."""
+        self._server: asyncio.Server | None = None
+        self._stopped: asyncio.Event | None = None
+        self._drained: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def task(self) -> asyncio.Task[None]:
+        """Done when the server has stopped."""
+        if self._task is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self._task
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} is already started")
+        sock = bind(self.host, self.requested_port)
+        self.port = sock.getsockname()[1]
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: _Connection(self),
+                sock=sock,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=self.limits.request_timeout if self.ssl_context else None,
+            )
+        except BaseException:
+            sock.close()
+            raise
+        self._stopped = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._task = asyncio.create_task(self._until_stopped(self._stopped), name=self.name)
+
+    @staticmethod
+    async def _until_stopped(stopped: asyncio.Event) -> None:
+        await stopped.wait()
+
+    def connection_closed(self) -> None:
+        if self.stopping and not self.connections and self._drained is not None:
+            self._drained.set()
+
+    async def stop(self) -> None:
+        """Graceful stop within ``graceful_seconds``, then the remaining connections are aborted."""
+        server, stopped, drained = self._server, self._stopped, self._drained
+        if server is None or stopped is None or drained is None or stopped.is_set():
+            return
+        self.stopping = True
+        server.close()
+        for connection in list(self.connections):
+            connection.close_if_idle()
+        if self.connections:
+            try:
+                await asyncio.wait_for(drained.wait(), self.graceful_seconds)
+            except TimeoutError:
+                for connection in list(self.connections):
+                    connection.abort()
+        self.connections.clear()
+        await server.wait_closed()
+        stopped.set()
+        await self.task
