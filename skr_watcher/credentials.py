@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kyma_wire.keys import load_private_key
 from kyma_wire.profile import parse_key_id
 from skr_watcher.config import AgentConfig
 from skr_watcher.signer import FastEventSigner
+from skr_watcher.signing_key import load_signing_key
 
 _MIN_TLS = ssl.TLSVersion.TLSv1_2
 
@@ -101,7 +101,7 @@ def signer(config: AgentConfig, clock: Callable[[], float]) -> FastEventSigner |
         return None
     key_pem = _read(config.signing_key, "signing key (SIGNING_KEY)")
     try:
-        private_key = load_private_key(key_pem)
+        private_key = load_signing_key(key_pem)
     except (ValueError, TypeError) as error:
         raise CredentialError(
             f"signing key (SIGNING_KEY) {str(config.signing_key)!r} is not a PEM Ed25519 private key: {error}"

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from nacl.signing import SigningKey
 
 from kcp_listener.config import ListenerConfig
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, batch_path, heartbeat_path
@@ -68,7 +69,9 @@ class Rig:
             BASE_URL,
             ssl_context=None,
             signer=FastEventSigner(
-                self.listener.private_keys["rt-1"], make_key_id("rt-1", "v1"), clock=self.listener.clock
+                SigningKey(self.listener.private_keys["rt-1"].private_bytes_raw()),
+                make_key_id("rt-1", "v1"),
+                clock=self.listener.clock,
             ),
             transport=httpx.ASGITransport(app=app),
         )

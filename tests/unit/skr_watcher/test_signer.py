@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from nacl.signing import SigningKey
 
 from kcp_listener.verifier import SignatureVerifier
 from kyma_wire.names import OPERATOR_NAME
@@ -29,6 +30,11 @@ class Keys:
         return [self.key] if key_id == KEY_ID else []
 
 
+def nacl(key: Ed25519PrivateKey) -> SigningKey:
+    """The agent signs with PyNaCl; the tests make and check keys with cryptography."""
+    return SigningKey(key.private_bytes_raw())
+
+
 def signed(signer: FastEventSigner | EventSigner, url: str = URL, body: bytes = BODY) -> httpx.Request:
     request = httpx.Request("POST", url, content=body, headers={"content-type": "application/json"})
     signer.sign(request)
@@ -42,7 +48,7 @@ def key() -> Ed25519PrivateKey:
 
 @pytest.mark.parametrize("url", [URL, "https://127.0.0.1:9443/v2/m/heartbeat", "http://kcp/v2/m/event?x=1"])
 def test_both_verifiers_accept(key: Ed25519PrivateKey, url: str) -> None:
-    request = signed(FastEventSigner(key, KEY_ID, clock=lambda: NOW), url)
+    request = signed(FastEventSigner(nacl(key), KEY_ID, clock=lambda: NOW), url)
     for verifier in (
         SignatureVerifier(Keys(key.public_key()), clock=lambda: NOW + 1),
         LibrarySignatureVerifier(Keys(key.public_key()), clock=lambda: NOW + 1),
@@ -54,7 +60,7 @@ def test_both_verifiers_accept(key: Ed25519PrivateKey, url: str) -> None:
 
 
 def test_header_layout_matches_the_library_signer(key: Ed25519PrivateKey) -> None:
-    fast = signed(FastEventSigner(key, KEY_ID, clock=lambda: NOW))
+    fast = signed(FastEventSigner(nacl(key), KEY_ID, clock=lambda: NOW))
     library = signed(EventSigner(key, KEY_ID, clock=lambda: NOW))
     assert fast.headers["content-digest"] == library.headers["content-digest"]
 
@@ -66,7 +72,7 @@ def test_header_layout_matches_the_library_signer(key: Ed25519PrivateKey) -> Non
 
 
 def test_tampering_is_detected(key: Ed25519PrivateKey) -> None:
-    request = signed(FastEventSigner(key, KEY_ID, clock=lambda: NOW))
+    request = signed(FastEventSigner(nacl(key), KEY_ID, clock=lambda: NOW))
     verifier = SignatureVerifier(Keys(key.public_key()), clock=lambda: NOW)
     with pytest.raises(SignatureError, match="bad-digest"):
         verifier.verify("POST", URL, request.headers, BODY + b" ")
@@ -80,7 +86,7 @@ def test_tampering_is_detected(key: Ed25519PrivateKey) -> None:
 
 
 def test_re_signing_replaces_headers_and_uses_a_fresh_nonce(key: Ed25519PrivateKey) -> None:
-    signer = FastEventSigner(key, KEY_ID, clock=lambda: NOW)
+    signer = FastEventSigner(nacl(key), KEY_ID, clock=lambda: NOW)
     request = signed(signer)
     first = request.headers["signature-input"]
     signer.sign(request)
@@ -92,9 +98,9 @@ def test_re_signing_replaces_headers_and_uses_a_fresh_nonce(key: Ed25519PrivateK
 
 def test_invalid_use(key: Ed25519PrivateKey) -> None:
     with pytest.raises(ValueError):
-        FastEventSigner(key, "no-version")
+        FastEventSigner(nacl(key), "no-version")
     with pytest.raises(ValueError, match="Content-Type"):
-        FastEventSigner(key, KEY_ID).sign(httpx.Request("POST", URL, content=BODY))
+        FastEventSigner(nacl(key), KEY_ID).sign(httpx.Request("POST", URL, content=BODY))
 
 
 def test_sniffio_is_installed() -> None:
