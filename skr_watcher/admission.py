@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -202,7 +203,8 @@ def _event(
         return Outcome(Decision.INVALID, reason="missing-name")
     try:
         event = AgentEvent(
-            watched=ObjectKey(namespace=head.metadata.namespace or request.namespace, name=name),
+            # namespaces repeat across events: one string each (sys.intern), not one per queued event
+            watched=ObjectKey(namespace=sys.intern(head.metadata.namespace or request.namespace), name=name),
             watched_gvk=gvk,
             operation=operation,
             owner=_owner(head.metadata.annotations),
@@ -211,6 +213,14 @@ def _event(
     except ValidationError:
         return Outcome(Decision.INVALID, reason="invalid-object")
     return Outcome(Decision.CHANGED, event)
+
+
+_GVK_CACHE_SIZE = 256
+_gvks: dict[tuple[str, str, str], GroupVersionKind] = {}
+"""Validated GVKs by (group, version, kind). A runtime's agent watches a handful of kinds, and every
+queued event holding its own GroupVersionKind (~0.5 KB with its strings) added up to a sixth of
+the queue's memory; the model is frozen, so events share one instance per kind. Bounded: cleared
+when full (a runtime with more kinds only loses the sharing)."""
 
 
 def _gvk(head: _ObjectHead, fallback: RequestKind | None) -> GroupVersionKind | None:
@@ -222,10 +232,17 @@ def _gvk(head: _ObjectHead, fallback: RequestKind | None) -> GroupVersionKind | 
         group, version, kind = fallback.group, fallback.version, fallback.kind
     else:
         return None
-    try:
-        return GroupVersionKind(group=group, version=version, kind=kind)
-    except ValidationError:
-        return None
+    key = (group, version, kind)
+    gvk = _gvks.get(key)
+    if gvk is None:
+        try:
+            gvk = GroupVersionKind(group=group, version=version, kind=kind)
+        except ValidationError:
+            return None
+        if len(_gvks) >= _GVK_CACHE_SIZE:
+            _gvks.clear()
+        _gvks[key] = gvk
+    return gvk
 
 
 def _owner(annotations: dict[str, str] | None) -> ObjectKey | None:

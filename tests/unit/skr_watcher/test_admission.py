@@ -247,3 +247,21 @@ def test_allowed_response_echoes_uid_and_api_version() -> None:
         "response": {"uid": "abc", "allowed": True},
     }
     assert json.loads(allowed_response("abc", "something/else"))["apiVersion"] == "admission.k8s.io/v1"
+
+
+def test_events_of_one_kind_share_one_gvk_and_the_sharing_is_bounded() -> None:
+    from skr_watcher import admission
+
+    first = run(review("CREATE", new=obj("a"))).event
+    second = run(review("CREATE", new=obj("b", "other"))).event
+    assert first is not None and second is not None
+    assert first.watched_gvk is second.watched_gvk  # one instance per kind, not one per queued event
+    assert first.watched_gvk == GroupVersionKind(
+        group="operator.kyma-project.io", version="v1beta2", kind="Kyma"
+    )
+    for i in range(admission._GVK_CACHE_SIZE + 10):
+        event = run(review("CREATE", new=obj(kind=f"Kind{i}"))).event
+        assert event is not None and event.watched_gvk.kind == f"Kind{i}"
+        assert len(admission._gvks) <= admission._GVK_CACHE_SIZE
+    invalid = run(review("CREATE", new=obj(kind="K" * 64)))  # longer than a kind may be
+    assert invalid.decision is Decision.INVALID and invalid.reason == "missing-kind"
