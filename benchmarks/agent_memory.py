@@ -10,7 +10,7 @@ load; this script explains the start figure, to decide what to cut:
   and the top-level packages it imported;
 * the two Ed25519 options for the signer, each in a fresh interpreter that has already imported
   what the agent imports anyway (``ssl``, ``asyncio``): RSS added by the import plus one signature,
-  and the shared libraries the import mapped.
+  the shared libraries the import mapped, and CPU time per signature (best of 5 rounds).
 
 RSS of one idle process is stable to ~0.1 MB between runs; the machine's load does not change it.
 """
@@ -30,15 +30,18 @@ from pathlib import Path
 from benchmarks.agent_bench import Agent, Files, Variant, _rss_mb, poll
 
 _SIGNERS = {
-    "PyNaCl (libsodium)": "import nacl.signing\nnacl.signing.SigningKey(bytes(32)).sign(b'm')",
+    "PyNaCl (libsodium)": (
+        "import nacl.signing\nkey = nacl.signing.SigningKey(bytes(32))\n"
+        "sign = lambda m: key.sign(m).signature"
+    ),
     "cryptography (Rust + its OpenSSL)": (
         "from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey\n"
         "from cryptography.hazmat.primitives import serialization\n"
-        "Ed25519PrivateKey.from_private_bytes(bytes(32)).sign(b'm')"
+        "key = Ed25519PrivateKey.from_private_bytes(bytes(32))\nsign = key.sign"
     ),
 }
 _PROBE = """
-import json, ssl, asyncio
+import json, ssl, asyncio, time
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
@@ -46,8 +49,16 @@ def rss():
 before = rss()
 libs_before = {l.split()[-1] for l in open("/proc/self/maps") if ".so" in l}
 exec(CODE)
+sign(b"m" * 400)
+added = rss() - before
 libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if ".so" in l} - libs_before)
-print(json.dumps({"added_mb": rss() - before, "libs": [p.rsplit("/", 1)[-1] for p in libs]}))
+rounds = []
+for _ in range(5):
+    started = time.process_time()
+    for _ in range(2000):
+        sign(b"m" * 400)
+    rounds.append((time.process_time() - started) / 2000 * 1e6)
+print(json.dumps({"added_mb": added, "libs": [p.rsplit("/", 1)[-1] for p in libs], "us": min(rounds)}))
 """
 
 
@@ -75,6 +86,8 @@ class AgentMemory:
 class SignerCost:
     added_mb: float
     libs: list[str]
+    cpu_us: float
+    """CPU time per signature of a 400-byte signature base (best of 5 x 2,000)."""
 
 
 def agent_memory(files: Files, variant: Variant) -> AgentMemory:
@@ -103,7 +116,7 @@ def signer_cost(code: str) -> SignerCost:
         [sys.executable, "-c", _PROBE.replace("CODE", repr(code))], capture_output=True, text=True, check=True
     ).stdout
     data = json.loads(out)
-    return SignerCost(float(data["added_mb"]), list(data["libs"]))
+    return SignerCost(float(data["added_mb"]), list(data["libs"]), float(data["us"]))
 
 
 def _short(name: str) -> str:
@@ -134,11 +147,12 @@ def report(agents: list[AgentMemory], packages: dict[str, list[str]], signers: d
         lines.append(f"- {variant}: {len(found)} packages; not stdlib: {', '.join(third_party)}")
     lines += ["", "### Ed25519 signer options (fresh interpreter with ssl + asyncio already imported)", ""]
     lines += [
-        "| library | RSS added by import + one signature | shared libraries it maps |",
-        "| --- | --- | --- |",
+        "| library | RSS added by import + one signature | CPU per signature | shared libraries it maps |",
+        "| --- | --- | --- | --- |",
     ]
     for name, cost in signers.items():
-        lines.append(f"| {name} | {cost.added_mb:.1f} MB | {', '.join(cost.libs) or '-'} |")
+        libs = ", ".join(cost.libs) or "-"
+        lines.append(f"| {name} | {cost.added_mb:.1f} MB | {cost.cpu_us:.1f} us | {libs} |")
     return "\n".join(lines)
 
 
