@@ -8,8 +8,8 @@ known before serving, a bind error names the address), "started" as an event, a 
 a deadline, and the socket closed only after uvicorn has finished with it (closing it earlier made
 uvicorn's shutdown fail on fd -1).
 
-Used by ``skr_watcher.agent``, ``kcp_listener.server`` and ``kyma_operator.runtime.manager``; it
-imports only uvicorn, so the agent stays lean.
+Used by ``kcp_listener.server`` and ``kyma_operator.runtime.manager``. (The agent used it until
+issue 18; it now serves with ``skr_watcher.http_server``, without uvicorn, for memory.)
 """
 
 from __future__ import annotations
