@@ -174,9 +174,10 @@ class FastPath:
                         body = None
                     elif message.get("more_body", False):
                         body = await _read_rest(receive, body, limit)
-                reply = intake.process(
+                processed = intake.process(
                     method, manager, route, _target(scope), scope.get("scheme", "http"), headers, body
                 )
+                reply = processed if isinstance(processed, Reply) else await processed
         except ClientDisconnected:
             return
         except Exception:  # what Starlette's ServerErrorMiddleware would do, without its cost

@@ -98,6 +98,18 @@ class ListenerConfig(BaseModel):
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True
     """Serve the event routes by a small ASGI handler in front of FastAPI (same behaviour, less overhead)."""
+    handoff_host: str = "127.0.0.1"
+    """Bind address of the internal hand-off endpoint (sharded replicas only; in-cluster the pod IP)."""
+    handoff_port: Annotated[int, Field(ge=0, le=65535)] = 8083
+    """Port of the internal hand-off endpoint, where other replicas deliver events of shards held here."""
+    handoff_max_body_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 2 * MAX_BATCH_BYTES
+    """Limit of one hand-off request (a re-stated batch is about the size of the agent's batch)."""
+    handoff_timeout_seconds: Annotated[float, Field(gt=0, le=30)] = 2.0
+    """Timeout of one hand-off request; on expiry the agent gets 503 and retries."""
+    handoff_max_connections: Annotated[int, Field(ge=1, le=1024)] = 64
+    """Connections of the one forwarding client of this process (to all holders together)."""
+    handoff_window_seconds: Annotated[float, Field(gt=0, le=300)] = 30.0
+    """A hand-off request's timestamp must be within this many seconds of the receiver's clock."""
 
     @field_validator("managers")
     @classmethod

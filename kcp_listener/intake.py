@@ -30,11 +30,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Literal, cast
 
 from pydantic import ValidationError
 
 from kcp_listener.config import AuthMode, ListenerConfig
+from kcp_listener.handoff import Handoff, HandoffRequest, HandoffResponse, HandoffResult
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
@@ -131,8 +132,11 @@ class EventIntake:
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
         on_accepted: Callable[[str, str, tuple[Request, ...], tuple[Request, ...]], None] | None = None,
+        handoff: Handoff | None = None,
     ) -> None:
         self.config = config
+        self._handoff = handoff
+        """Sharded: events of runtimes whose shard another replica holds go there (``handoff.py``)."""
         self._verifier = SignatureVerifier(
             keys,
             clock=clock,
@@ -235,7 +239,8 @@ class EventIntake:
                     reply = self.not_allowed(method)
                 else:
                     data = await self.read_body(headers.get("content-length"), body, self.body_limit(route))
-                    reply = self.process(method, manager, route, target, scheme, headers, data)
+                    processed = self.process(method, manager, route, target, scheme, headers, data)
+                    reply = processed if isinstance(processed, Reply) else await processed
         finally:
             metrics.inflight -= 1
         metrics.observe(route, reply.status, time.perf_counter() - started)
@@ -281,8 +286,12 @@ class EventIntake:
         scheme: str,
         headers: Mapping[str, str],
         body: bytes | None,
-    ) -> Reply:
-        """Steps 2-9 for a POST whose body was read (``None``: over the size limit)."""
+    ) -> Reply | Awaitable[Reply]:
+        """Steps 2-9 for a POST whose body was read (``None``: over the size limit).
+
+        Returns the reply, or an awaitable of it when the event is handed to the replica holding
+        its shard (sharded listeners only; see ``handoff.py``).
+        """
         if body is None:
             self.metrics.too_large()
             return self._batch_too_large if route == RouteKind.EVENTS else self._too_large
@@ -295,6 +304,9 @@ class EventIntake:
             runtime_id, key_id, nonce, created = self._authenticate(method, target, scheme, headers, body)
         except _Rejected as rejected:
             return rejected.reply
+        handoff = self._handoff
+        if handoff is not None and not handoff.holds(runtime_id):
+            return self._hand_off(handoff, manager, route, runtime_id, key_id, nonce, created, body)
         try:
             if route == RouteKind.EVENT:
                 reply = self._accept_event(runtime_id, body, signed=bool(key_id))
@@ -475,13 +487,186 @@ class EventIntake:
         except ValidationError as exc:
             self.metrics.rejected("invalid-body")
             raise self._invalid(exc) from None
+        return self._record_heartbeat(runtime_id)
+
+    def _record_heartbeat(self, runtime_id: str) -> Reply:
         try:
             kyma = self._router.kyma_of(runtime_id)
         except RoutingError as exc:
             self.metrics.rejected(exc.reason)
-            raise _Rejected(_reply(404, {"error": exc.message}), final=True) from None
+            raise _Rejected(_reply(404, {"error": exc.message}), final=True, message=exc.message) from None
         self._heartbeats.record(runtime_id)
         self.metrics.heartbeat()
         if self._on_accepted is not None:
             self._on_accepted(runtime_id, RouteKind.HEARTBEAT, (kyma,), ())
         return _ACCEPTED
+
+    # --- hand-off between replicas (sharded listeners, ``handoff.py``) ----------------------------
+
+    def _hand_off(
+        self,
+        handoff: Handoff,
+        manager: str,
+        route: str,
+        runtime_id: str,
+        key_id: str,
+        nonce: str,
+        created: int,
+        body: bytes,
+    ) -> Reply | Awaitable[Reply]:
+        """Step 7 here, steps 8-9 at the holder: validate, then forward what is valid.
+
+        Invalid bodies are answered here exactly as locally (nothing is forwarded for them).
+        """
+        heartbeat = None
+        events: list[AgentEvent | None] = []
+        try:
+            if route == RouteKind.EVENT:
+                events = [_validate_event(body)]
+            elif route == RouteKind.HEARTBEAT:
+                heartbeat = _validate_heartbeat(body)
+            else:
+                try:
+                    events = list(_validate_batch(body).events)
+                except ValidationError as exc:
+                    events = self._batch_items(body, exc)
+        except (ValidationError, _Rejected) as error:
+            if isinstance(error, ValidationError):
+                self.metrics.rejected("invalid-body")
+                error = self._invalid(error)
+            if key_id:
+                self._replay.remember(key_id, nonce, created)
+            return error.reply
+        valid = [event for event in events if event is not None]
+        if route == RouteKind.EVENTS and not valid:
+            return self._batch_reply(events, None, key_id, nonce, created)
+        request = HandoffRequest(
+            manager=manager,
+            route=cast(_RouteName, route),
+            runtime_id=runtime_id,
+            signed=bool(key_id),
+            key_id=key_id,
+            nonce=nonce,
+            created=created,
+            events=valid,
+            heartbeat=heartbeat,
+        )
+        return self._forwarded(handoff, request, events, key_id, nonce, created)
+
+    async def _forwarded(
+        self,
+        handoff: Handoff,
+        request: HandoffRequest,
+        events: list[AgentEvent | None],
+        key_id: str,
+        nonce: str,
+        created: int,
+    ) -> Reply:
+        answer = await handoff.forward(request)
+        if request.route == RouteKind.EVENTS:
+            return self._batch_reply(events, answer, key_id, nonce, created)
+        if answer is None:
+            # The agent retries the same signed request: its nonce stays unused here.
+            self.metrics.rejected("holder-unavailable")
+            return _reply(503, {"error": _NOT_SERVING}, self._retry_after)
+        result = answer.results[0]
+        if key_id and result.status in _FINAL:
+            self._replay.remember(key_id, nonce, created)
+        return self._reply_of(result)
+
+    def _batch_reply(
+        self,
+        events: list[AgentEvent | None],
+        answer: HandoffResponse | None,
+        key_id: str,
+        nonce: str,
+        created: int,
+    ) -> Reply:
+        """The batch answer: local results for invalid events, the holder's for the others."""
+        if key_id:
+            self._replay.remember(key_id, nonce, created)  # a batch's nonce is spent either way
+        results = iter(answer.results if answer is not None else ())
+        parts: list[bytes] = []
+        retry = False
+        for event in events:
+            if event is None:
+                self.metrics.rejected("invalid-body")
+                parts.append(_RESULT_INVALID)
+                continue
+            result = next(results, None)
+            if result is None:
+                self.metrics.rejected("holder-unavailable")
+                result = _HOLDER_UNAVAILABLE
+            status = result.status
+            if status == 200:
+                parts.append(_RESULT_ACCEPTED)
+                continue
+            retry = retry or status in (429, 503)
+            message = json.dumps(result.error or "rejected")
+            parts.append(b'{"status":%d,"error":%s}' % (status, message.encode()))
+        self.metrics.batch(len(events))
+        headers = (_JSON, self._retry_after) if retry else (_JSON,)
+        return Reply(200, b'{"results":[' + b",".join(parts) + b"]}", headers)
+
+    def _reply_of(self, result: HandoffResult) -> Reply:
+        """What the agent gets for a single event or heartbeat the holder answered."""
+        status = result.status
+        if status == 200:
+            return _UNROUTED if result.unrouted else _ACCEPTED
+        if status == 401:
+            return _reply(401, {"error": "unauthenticated", "reason": result.error or "replay"})
+        if status in (429, 503):
+            return _reply(status, {"error": result.error or _NOT_SERVING}, self._retry_after)
+        return _reply(status, {"error": result.error or "rejected"})
+
+    def accept_handoff(self, request: HandoffRequest) -> HandoffResponse | None:
+        """The holder's side: steps 6 and 8-9 for an event another replica verified.
+
+        ``None`` when this replica does not hold the runtime's shard (any more) or does not serve:
+        the hand-off server answers 503 and the forwarding replica answers the agent 503.
+        The original signature's nonce is checked against and spent in this replica's replay cache.
+        """
+        handoff = self._handoff
+        runtime_id = request.runtime_id
+        if handoff is None or not self._serving() or not handoff.holds(runtime_id):
+            return None
+        count = max(1, len(request.events))
+        key_id = request.key_id
+        if key_id:
+            verdict = self._replay.check(key_id, request.nonce)
+            if verdict is ReplayVerdict.REPLAY:
+                self.metrics.replayed()
+                self.metrics.auth_failed("replay")
+                return HandoffResponse(results=[_REPLAYED] * count)
+            if verdict is ReplayVerdict.FULL:
+                self.metrics.rejected("replay-cache-full")
+                return HandoffResponse(results=[_CACHE_FULL] * count)
+        results: list[HandoffResult] = []
+        if request.heartbeat is not None:
+            try:
+                self._record_heartbeat(runtime_id)
+            except _Rejected as rejected:
+                results.append(HandoffResult(status=rejected.reply.status, error=rejected.message))
+            else:
+                results.append(_HANDED_OK)
+        else:
+            for event in request.events:
+                try:
+                    routed = self._enqueue(runtime_id, event, signed=request.signed)
+                except _Rejected as rejected:
+                    results.append(HandoffResult(status=rejected.reply.status, error=rejected.message))
+                else:
+                    results.append(_HANDED_OK if routed else _HANDED_UNROUTED)
+        if key_id and (request.route == RouteKind.EVENTS or results[0].status in _FINAL):
+            self._replay.remember(key_id, request.nonce, request.created)
+        return HandoffResponse(results=results)
+
+
+_RouteName = Literal["event", "events", "heartbeat"]
+_FINAL = frozenset({200, 400, 401, 404})
+"""Statuses that answer a request for good: its nonce is spent (429 and 503 leave it unused)."""
+_HANDED_OK = HandoffResult(status=200)
+_HANDED_UNROUTED = HandoffResult(status=200, unrouted=True)
+_REPLAYED = HandoffResult(status=401, error="replay")
+_CACHE_FULL = HandoffResult(status=429, error="too many requests")
+_HOLDER_UNAVAILABLE = HandoffResult(status=503, error=_NOT_SERVING)

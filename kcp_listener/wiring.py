@@ -16,18 +16,28 @@ Usage in the operator (``kyma_operator.app``)::
                                 kymas=kyma_informer, heartbeats=heartbeats)
     for informer in listener.informers: mgr.add_informer(informer)
     mgr.add_runnable(listener, leader_only=True)
+
+Sharded (``shards``: a ``ShardView``, DESIGN.md §10): every replica serves the listener; an event
+whose runtime's shard another replica holds is handed to it (``handoff.py``). ``run`` then first
+reads (or creates) the shared hand-off key Secret, starts the internal hand-off endpoint
+(``config.handoff_host:handoff_port``) and the forwarding client, then the public server; with
+``shards=None`` nothing of this exists and the listener behaves exactly as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
+from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
+from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier, SecretClient, ensure_handoff_key
+from kcp_listener.handoff_server import HandoffApp, HandoffServer
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -36,6 +46,7 @@ from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import RequestSink, Router
 from kcp_listener.server import ListenerServer
 from kyma_operator.runtime.informer import FuncHandler, Informer, ListWatcher
+from kyma_operator.runtime.shardmap import ShardView
 from kyma_wire.names import RUNTIME_ID_LABEL
 
 __all__ = ["OperatorListener"]
@@ -56,8 +67,13 @@ class OperatorListener:
         secrets: Informer | None = None,
         heartbeats: HeartbeatTracker | None = None,
         clock: Callable[[], float] = time.time,
+        shards: ShardView | None = None,
+        handoff_key: Callable[[], Awaitable[bytes]] | None = None,
     ) -> None:
+        """``shards``: see the module docstring; ``handoff_key`` overrides where the shared key comes
+        from (default: the KCP Secret ``handoff_auth.HANDOFF_KEY_SECRET``, created if absent)."""
         self.config = config
+        self._clock = clock
         # Shared informers are passed in; an empty Informer is falsy, so test for None, never "or".
         if kymas is None:
             kymas = Informer(client, KYMAS, namespace=config.namespace, name="kcp-listener-kymas")
@@ -82,6 +98,20 @@ class OperatorListener:
         self.metrics = ListenerMetrics(registry)
         self.server = ListenerServer(config)
         self._is_leader = is_leader
+        self.handoff: Handoff | None = None
+        self.handoff_server: HandoffServer | None = None
+        self._forwarder: Forwarder | None = None
+        if shards is not None:
+            if handoff_key is None:
+                if not isinstance(client, SecretClient):
+                    raise TypeError("a sharded listener needs a client that can get and create Secrets")
+                secrets_client = client
+
+                async def handoff_key() -> bytes:
+                    return await ensure_handoff_key(secrets_client, config.namespace)
+
+            self._handoff_key = handoff_key
+            self.handoff = Handoff(shards, HandoffMetrics(registry), lambda: self._forwarder)
         self.intake = EventIntake(
             config,
             keys=self.keys,
@@ -92,6 +122,7 @@ class OperatorListener:
             metrics=self.metrics,
             serving=self.serving,
             clock=clock,
+            handoff=self.handoff,
         )
         self.app = build_asgi(self.intake)
         self.server.app = self.app
@@ -115,7 +146,37 @@ class OperatorListener:
         )
 
     async def run(self) -> None:
-        await self.server.run()
+        if self.handoff is None:
+            await self.server.run()
+            return
+        try:
+            await self._start_handoff(self.handoff)
+            await self.server.run()
+        finally:
+            await self._stop_handoff()
+
+    async def _start_handoff(self, handoff: Handoff) -> None:
+        config = self.config
+        key = await self._handoff_key()
+        verifier = HandoffVerifier(key, clock=self._clock, window=config.handoff_window_seconds)
+        app = HandoffApp(self.intake, verifier, handoff.metrics, max_body_bytes=config.handoff_max_body_bytes)
+        self.handoff_server = HandoffServer(app, host=config.handoff_host, port=config.handoff_port)
+        await self.handoff_server.start()
+        self._forwarder = Forwarder(
+            HandoffSigner(key, clock=self._clock),
+            handoff.metrics,
+            timeout=config.handoff_timeout_seconds,
+            max_connections=config.handoff_max_connections,
+        )
+
+    async def _stop_handoff(self) -> None:
+        forwarder, self._forwarder = self._forwarder, None
+        with contextlib.suppress(Exception):
+            if self.handoff_server is not None:
+                await self.handoff_server.shutdown()
+        if forwarder is not None:
+            await forwarder.aclose()
 
     async def shutdown(self) -> None:
         await self.server.shutdown()
+        await self._stop_handoff()

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.app import ASGIApp, build_asgi
 from kcp_listener.config import ListenerConfig
+from kcp_listener.handoff import Handoff
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -84,6 +85,8 @@ class Harness:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     serving: bool = True
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
+    handoff: Handoff | None = None
+    """Sharded: events of shards held elsewhere are handed off (``tests/unit/kcp_listener/sharded.py``)."""
 
     def __post_init__(self) -> None:
         self.keys = KeyStore(self.registry)
@@ -102,6 +105,7 @@ class Harness:
             metrics=self.metrics,
             serving=lambda: self.serving,
             clock=self.clock,
+            handoff=self.handoff,
         )
         self.app: ASGIApp = build_asgi(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)
