@@ -452,6 +452,8 @@ async def build_operator(
             port=config.listener_port,
             auth_mode=config.listener_auth_mode,
             public_origin=config.listener_public_origin,
+            handoff_host=config.handoff_host,
+            handoff_port=config.handoff_port,
             heartbeat_max_silence_seconds=config.heartbeat_max_silence,
         )
         listener = OperatorListener(

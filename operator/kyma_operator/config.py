@@ -106,6 +106,10 @@ class OperatorConfig(BaseModel):
     still run upstream agents, see docs/migration.md)."""
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
+    handoff_host: str = "127.0.0.1"
+    """Address of the internal hand-off endpoint (sharded: other replicas deliver events here)."""
+    handoff_port: Port = 8083
+    """Port of the internal hand-off endpoint (pod network only, never through the gateway)."""
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
