@@ -17,13 +17,16 @@ What this module holds:
 * :class:`Handoff`: the shard decision for an event (local, forward to whom, or nobody holds it),
   the forwarder, and the hand-off metrics.
 
-A batch comes from one runtime, so its events share one shard and go to the holder in one request.
+A batch comes from one runtime, so its events share one shard and go to the holder together; hand-offs
+of several agent requests to one holder share an internal request under load (``Forwarder``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -39,6 +42,8 @@ __all__ = [
     "HANDOFF_PATH",
     "Forwarder",
     "Handoff",
+    "HandoffAnswers",
+    "HandoffEnvelope",
     "HandoffMetrics",
     "HandoffRequest",
     "HandoffResponse",
@@ -51,6 +56,10 @@ HANDOFF_PATH = "/internal/v1/handoff"
 """The one route of the internal hand-off server."""
 
 DEFAULT_HANDOFF_PORT = 8083
+
+MAX_ENVELOPE_REQUESTS = 256
+"""Agent requests per internal request (the forwarder also stops at ``max_body_bytes``)."""
+MAX_ENVELOPE_EVENTS = MAX_BATCH_EVENTS
 
 _Text = Annotated[str, Field(max_length=256)]
 
@@ -110,6 +119,26 @@ class HandoffResponse(BaseModel):
         return self.model_dump_json(exclude_none=True, exclude_defaults=True).encode()
 
 
+class HandoffEnvelope(BaseModel):
+    """One internal request: hand-offs of several agent requests for the same holder (see Forwarder)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests: Annotated[list[HandoffRequest], Field(min_length=1, max_length=MAX_ENVELOPE_REQUESTS)]
+
+
+class HandoffAnswers(BaseModel):
+    """The holder's answer, one per request in order; ``None``: that runtime's shard is not held here."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    answers: Annotated[list[HandoffResponse | None], Field(max_length=MAX_ENVELOPE_REQUESTS)]
+
+    @staticmethod
+    def wire_of(answers: list[HandoffResponse | None]) -> bytes:
+        return b'{"answers":[' + b",".join(b"null" if a is None else a.to_wire() for a in answers) + b"]}"
+
+
 class HandoffMetrics:
     """Forwarded events by result, received hand-offs by result, forward round-trip latency."""
 
@@ -117,32 +146,54 @@ class HandoffMetrics:
         self.forwarded = Counter(
             "kcp_listener_handoff_forwarded_events",
             "Authenticated events (and heartbeats) for a shard held by another replica, by result: "
-            "delivered (the holder answered), no-holder, holder-unavailable (it answered 503), "
-            "failed (network error, timeout or a malformed answer).",
+            "delivered (the holder answered), no-holder, not-holder (the replica named as holder "
+            "does not hold the shard), holder-unavailable (it answered 503), failed (network error, "
+            "timeout or a malformed answer).",
             ["result"],
             registry=registry,
         )
         self.received = Counter(
             "kcp_listener_handoff_received_requests",
-            "Hand-off requests received from other replicas, by result: accepted, not-holder, "
-            "unauthenticated, invalid, too-large, not-found.",
+            "Hand-offs received from other replicas, by result: accepted, not-holder (per agent "
+            "request); unauthenticated, invalid, too-large, not-found, not-serving (per internal request).",
             ["result"],
             registry=registry,
         )
         self.latency = Histogram(
             "kcp_listener_handoff_seconds",
-            "Round trip of one hand-off request to the holder (forwarding side).",
+            "Round trip of one internal hand-off request to a holder (forwarding side; its count is "
+            "the number of internal requests).",
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=registry,
         )
 
 
+class _Lane:
+    """Hand-offs waiting for one holder, and how many internal requests to it are under way."""
+
+    __slots__ = ("inflight", "pending")
+
+    def __init__(self) -> None:
+        self.pending: deque[tuple[HandoffRequest, bytes, asyncio.Future[HandoffResponse | None]]] = deque()
+        self.inflight = 0
+
+
 class Forwarder:
-    """Posts hand-off requests to holders: one pooled client per process, no retries of its own.
+    """Posts hand-offs to holders: one pooled client per process, no retries of its own.
 
     ``forward`` returns the holder's results, or ``None`` when the holder cannot take them now
-    (503, refused, timeout, malformed answer); the listener then answers the agent 503 with
-    ``Retry-After`` and the agent retries.
+    (503, not holding the shard, refused, timeout, malformed answer); the listener then answers the
+    agent 503 with ``Retry-After`` and the agent retries.
+
+    Timeouts are httpx's per operation (connect, write, read, pool wait).
+
+    Why envelopes: an httpx request costs several hundred microseconds of CPU, several times
+    what the listener spends on a local event (``benchmarks/results/listener.md``). Hand-offs to
+    one holder therefore share internal requests: at most ``parallel`` requests per holder are
+    under way; a hand-off that arrives while all are busy waits for the next one, which carries
+    every hand-off waiting by then (up to ``MAX_ENVELOPE_REQUESTS``/``MAX_ENVELOPE_EVENTS`` and
+    ``max_body_bytes``). An isolated event goes at once (no added latency); under load the cost
+    per event falls with the envelope size.
     """
 
     def __init__(
@@ -152,58 +203,136 @@ class Forwarder:
         *,
         timeout: float = 2.0,
         max_connections: int = 64,
+        parallel: int = 4,
+        max_body_bytes: int = 1024 * 1024,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._signer = signer
         self._metrics = metrics
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            transport=transport,
-            follow_redirects=False,
+        self._parallel = parallel
+        self._max_body = max_body_bytes
+        self._lanes: dict[str, _Lane] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        # httpx's transport, without the client layer (cookies, auth, redirects, URL merging): none
+        # of it applies here and it costs ~200 us per request (benchmarks/results/listener.md).
+        self._transport = (
+            transport
+            if transport is not None
+            else httpx.AsyncHTTPTransport(
+                limits=httpx.Limits(
+                    max_connections=max_connections, max_keepalive_connections=max_connections
+                )
+            )
         )
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 1.0)).as_dict()
 
     async def forward(self, holder: Replica, request: HandoffRequest) -> HandoffResponse | None:
-        body = request.to_wire()
+        lane = self._lanes.get(holder.address)
+        if lane is None:
+            lane = self._lanes[holder.address] = _Lane()
+        answer: asyncio.Future[HandoffResponse | None] = asyncio.get_running_loop().create_future()
+        lane.pending.append((request, request.to_wire(), answer))
+        if lane.inflight < self._parallel:
+            lane.inflight += 1
+            task = asyncio.create_task(self._drain(holder, lane), name="kcp-listener-handoff")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return await answer
+
+    async def _drain(self, holder: Replica, lane: _Lane) -> None:
+        try:
+            while lane.pending:
+                await self._post(holder, self._take(lane))
+        finally:
+            lane.inflight -= 1
+
+    def _take(
+        self, lane: _Lane
+    ) -> list[tuple[HandoffRequest, bytes, asyncio.Future[HandoffResponse | None]]]:
+        """The next envelope's hand-offs: at least one, then while the bounds allow."""
+        taken = [lane.pending.popleft()]
+        size = len(taken[0][1]) + 16
+        events = len(taken[0][0].events)
+        pending = lane.pending
+        while pending and len(taken) < MAX_ENVELOPE_REQUESTS:
+            request, body, _ = pending[0]
+            if size + len(body) + 1 > self._max_body or events + len(request.events) > MAX_ENVELOPE_EVENTS:
+                break
+            taken.append(pending.popleft())
+            size += len(body) + 1
+            events += len(request.events)
+        return taken
+
+    async def _post(
+        self,
+        holder: Replica,
+        items: list[tuple[HandoffRequest, bytes, asyncio.Future[HandoffResponse | None]]],
+    ) -> None:
+        body = b'{"requests":[' + b",".join(item[1] for item in items) + b"]}"
         headers = self._signer.headers("POST", HANDOFF_PATH, body)
         headers["content-type"] = "application/json"
-        count = max(1, len(request.events))
         started = time.perf_counter()
+        answers: list[HandoffResponse | None] = [None] * len(items)
         result = "failed"
+        outgoing = httpx.Request(
+            "POST",
+            holder.address.rstrip("/") + HANDOFF_PATH,
+            content=body,
+            headers=headers,
+            extensions={"timeout": self._timeout},
+        )
         try:
-            response = await self._client.post(
-                holder.address.rstrip("/") + HANDOFF_PATH, content=body, headers=headers
-            )
+            response = await self._transport.handle_async_request(outgoing)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
         except httpx.HTTPError as error:
             log.info("hand-off to %s (%s) failed: %s", holder.identity, holder.address, type(error).__name__)
-            answer = None
+        except Exception:  # never leave a waiting agent request without an answer
+            log.exception("hand-off to %s failed", holder.identity)
         else:
-            answer = self._answer(holder, response, count)
-            if answer is not None:
+            parsed = self._answers(holder, response, len(items))
+            if parsed is not None:
+                answers = parsed
                 result = "delivered"
             elif response.status_code == 503:
                 result = "holder-unavailable"
         self._metrics.latency.observe(time.perf_counter() - started)
-        self._metrics.forwarded.labels(result).inc(count)
-        return answer
+        forwarded = self._metrics.forwarded
+        for (request, _, future), answer in zip(items, answers, strict=True):
+            count = max(1, len(request.events))
+            forwarded.labels("not-holder" if answer is None and result == "delivered" else result).inc(count)
+            if not future.done():
+                future.set_result(answer)
 
     @staticmethod
-    def _answer(holder: Replica, response: httpx.Response, count: int) -> HandoffResponse | None:
+    def _answers(
+        holder: Replica, response: httpx.Response, count: int
+    ) -> list[HandoffResponse | None] | None:
         if response.status_code != 200:
             if response.status_code != 503:
                 log.warning("hand-off to %s answered %d", holder.identity, response.status_code)
             return None
         try:
-            answer = HandoffResponse.model_validate_json(response.content)
+            answers = HandoffAnswers.model_validate_json(response.content).answers
         except ValidationError:
-            answer = None
-        if answer is None or len(answer.results) != count:
+            answers = []
+        if len(answers) != count:
             log.warning("hand-off to %s: malformed answer", holder.identity)
             return None
-        return answer
+        return answers
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for lane in self._lanes.values():
+            while lane.pending:
+                future = lane.pending.popleft()[2]
+                if not future.done():
+                    future.set_result(None)
+        await self._transport.aclose()
 
 
 class Handoff:

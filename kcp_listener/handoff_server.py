@@ -23,7 +23,13 @@ from pydantic import ValidationError
 
 from embedded_server import EmbeddedServer
 from kcp_listener.app import Receive, Scope, Send
-from kcp_listener.handoff import HANDOFF_PATH, HandoffMetrics, HandoffRequest
+from kcp_listener.handoff import (
+    HANDOFF_PATH,
+    HandoffAnswers,
+    HandoffEnvelope,
+    HandoffMetrics,
+    HandoffResponse,
+)
 from kcp_listener.handoff_auth import HandoffAuthError, HandoffVerifier
 from kcp_listener.intake import EventIntake
 
@@ -79,19 +85,22 @@ class HandoffApp:
             log.warning("hand-off request rejected: %s", error.reason)
             return (*_json(401, {"error": "unauthenticated", "reason": error.reason}), [])
         try:
-            request = HandoffRequest.model_validate_json(body)
+            requests = HandoffEnvelope.model_validate_json(body).requests
         except ValidationError:
             received.labels("invalid").inc()
             return (*_json(400, {"error": "invalid body"}), [])
-        if request.manager not in self._managers:
+        if any(request.manager not in self._managers for request in requests):
             received.labels("not-found").inc()
             return (*_json(404, {"error": "unknown manager"}), [])
-        answer = self.intake.accept_handoff(request)
-        if answer is None:
-            received.labels("not-holder").inc()
-            return (*_json(503, {"error": "shard not held here"}), [(b"retry-after", b"1")])
-        received.labels("accepted").inc()
-        return 200, answer.to_wire(), []
+        if not self.intake.serving:
+            received.labels("not-serving").inc()
+            return (*_json(503, {"error": "not serving"}), [(b"retry-after", b"1")])
+        answers: list[HandoffResponse | None] = []
+        for request in requests:
+            answer = self.intake.accept_handoff(request)
+            received.labels("not-holder" if answer is None else "accepted").inc()
+            answers.append(answer)
+        return 200, HandoffAnswers.wire_of(answers), []
 
     async def _read(self, receive: Receive) -> bytes | None:
         chunks: list[bytes] = []

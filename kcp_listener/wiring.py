@@ -167,6 +167,7 @@ class OperatorListener:
             handoff.metrics,
             timeout=config.handoff_timeout_seconds,
             max_connections=config.handoff_max_connections,
+            max_body_bytes=config.handoff_max_body_bytes,
         )
 
     async def _stop_handoff(self) -> None:

@@ -119,7 +119,9 @@ class Cluster:
             await node.harness.aclose()
 
 
-def cluster(names: Iterable[str], config: ListenerConfig | None = None, key: bytes = KEY) -> Cluster:
+def cluster(
+    names: Iterable[str], config: ListenerConfig | None = None, key: bytes = KEY, parallel: int = 4
+) -> Cluster:
     config = config or ListenerConfig()
     clock = Clock()
     owners: dict[int, Replica] = {}
@@ -128,7 +130,7 @@ def cluster(names: Iterable[str], config: ListenerConfig | None = None, key: byt
     for name in names:
         registry = CollectorRegistry()
         metrics = HandoffMetrics(registry)
-        forwarder = Forwarder(HandoffSigner(key, clock=clock), metrics, transport=network)
+        forwarder = Forwarder(HandoffSigner(key, clock=clock), metrics, transport=network, parallel=parallel)
 
         def current(f: Forwarder = forwarder) -> Forwarder | None:
             return f

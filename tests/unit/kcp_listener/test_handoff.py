@@ -6,6 +6,7 @@ the real forwarding client, connected by in-process HTTP; the ShardView is a han
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 from collections.abc import AsyncIterator
@@ -94,7 +95,8 @@ async def test_a_batch_is_forwarded_in_one_request_and_answered_per_event(replic
     assert "retry-after" not in response.headers
     assert b.enqueued == [f"kyma:{NS}/kyma-b", f"manifest:{NS}/kyma-b-serverless"]
     assert a.enqueued == []
-    assert received(replicas, "b", "accepted") == 1  # one internal request for the batch
+    assert received(replicas, "b", "accepted") == 1  # the batch is one hand-off
+    assert replicas["a"].sample("kcp_listener_handoff_seconds_count") == 1  # in one internal request
     assert forwarded(replicas, "a", "delivered") == 3  # its three valid events
 
 
@@ -146,7 +148,7 @@ async def test_a_holder_that_lost_the_shard_answers_503_and_enqueues_nothing(rep
     response = await a.post(event(), runtime_id=RT_B)
     assert response.status_code == 503, response.text
     assert received(replicas, "b", "not-holder") == 1
-    assert forwarded(replicas, "a", "holder-unavailable") == 1
+    assert forwarded(replicas, "a", "not-holder") == 1
     assert b.enqueued == [] and a.enqueued == []
 
 
@@ -199,11 +201,16 @@ async def holder() -> AsyncIterator[Cluster]:
     await c.aclose()
 
 
-def handoff_body(runtime_id: str = RT_B, **extra: object) -> bytes:
+def handoff_item(runtime_id: str = RT_B, **extra: object) -> dict[str, object]:
     payload: dict[str, object] = {"manager": MANAGER, "route": "event", "runtime_id": runtime_id}
     payload["events"] = [json.loads(event())]
     payload.update(extra)
-    return json.dumps(payload).encode()
+    return payload
+
+
+def handoff_body(runtime_id: str = RT_B, **extra: object) -> bytes:
+    """An envelope with one hand-off."""
+    return json.dumps({"requests": [handoff_item(runtime_id, **extra)]}).encode()
 
 
 async def post_internal(
@@ -224,7 +231,7 @@ def enqueued_nothing(c: Cluster) -> bool:
 async def test_a_signed_internal_request_is_accepted(holder: Cluster) -> None:
     response = await post_internal(holder, handoff_body())
     assert response.status_code == 200, response.text
-    assert response.json() == {"results": [{"status": 200}]}
+    assert response.json() == {"answers": [{"results": [{"status": 200}]}]}
     assert holder["b"].harness.enqueued == [f"kyma:{NS}/kyma-b"]
 
 
@@ -299,12 +306,23 @@ async def test_other_paths_and_methods(holder: Cluster) -> None:
     assert unknown.status_code == 404
 
 
-async def test_a_runtime_of_a_shard_not_held_is_503(holder: Cluster) -> None:
-    response = await post_internal(holder, handoff_body(runtime_id=RT_A))
+async def test_a_runtime_of_a_shard_not_held_is_answered_null(holder: Cluster) -> None:
+    """Per agent request: ``null`` for a runtime whose shard is not held here, the others go through."""
+    body = json.dumps({"requests": [handoff_item(RT_A), handoff_item(RT_B)]}).encode()
+    response = await post_internal(holder, body)
+    assert response.status_code == 200
+    assert response.json() == {"answers": [None, {"results": [{"status": 200}]}]}
+    assert holder["b"].harness.enqueued == [f"kyma:{NS}/kyma-b"]
+    assert received(holder, "b", "not-holder") == 1
+    assert received(holder, "b", "accepted") == 1
+
+
+async def test_a_holder_not_serving_is_503(holder: Cluster) -> None:
+    holder["b"].harness.serving = False
+    response = await post_internal(holder, handoff_body())
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert enqueued_nothing(holder)
-    assert received(holder, "b", "not-holder") == 1
 
 
 def test_the_request_model_is_bounded() -> None:
@@ -316,3 +334,23 @@ def test_the_request_model_is_bounded() -> None:
 
 def test_an_unsharded_listener_has_no_handoff() -> None:
     assert Harness(ListenerConfig()).intake._handoff is None
+
+
+async def test_concurrent_hand_offs_to_one_holder_share_internal_requests() -> None:
+    c = cluster(["a", "b"], parallel=1)
+    try:
+        c.assign(0, "a")
+        c.assign(1, "b")
+        runtimes = [runtime_in_shard(1, prefix=f"many{i}") for i in range(10)]
+        for i, runtime_id in enumerate(runtimes):
+            c.add_runtime(runtime_id, f"kyma-{i}")
+        a, b = c["a"].harness, c["b"].harness
+        responses = await asyncio.gather(*(a.post(event(), runtime_id=r) for r in runtimes))
+        assert [r.status_code for r in responses] == [200] * 10
+        assert sorted(b.enqueued) == sorted(f"kyma:{NS}/kyma-{i}" for i in range(10))
+        assert received(c, "b", "accepted") == 10
+        internal = c["a"].sample("kcp_listener_handoff_seconds_count")
+        assert 1 <= internal < 10
+        assert forwarded(c, "a", "delivered") == 10
+    finally:
+        await c.aclose()
