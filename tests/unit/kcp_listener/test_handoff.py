@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.handoff import HANDOFF_PATH, HandoffRequest
 from kcp_listener.handoff_auth import HandoffSigner
 from kyma_wire.events import EventBatch, Heartbeat, batch_path, heartbeat_path
-from tests.unit.kcp_listener.harness import MANAGER, NS, Harness
+from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, istio_xfcc
 from tests.unit.kcp_listener.sharded import KEY, Cluster, StaticShards, cluster, runtime_in_shard
 from tests.unit.kcp_listener.test_app import DEPLOY_GVK, event
 
@@ -352,5 +352,27 @@ async def test_concurrent_hand_offs_to_one_holder_share_internal_requests() -> N
         internal = c["a"].sample("kcp_listener_handoff_seconds_count")
         assert 1 <= internal < 10
         assert forwarded(c, "a", "delivered") == 10
+    finally:
+        await c.aclose()
+
+
+async def test_an_xfcc_only_event_is_handed_off_with_upstream_semantics() -> None:
+    """Mode ``xfcc`` (upstream agents): the hand-off carries no nonce, and the holder answers an
+    event naming no Kyma with upstream's 200 "unrouted" (upstream agents alert on anything else)."""
+    c = cluster(["a", "b"], ListenerConfig(auth_mode=AuthMode.XFCC))
+    try:
+        c.assign(0, "a")
+        c.assign(1, "b")
+        c.add_runtime(RT_B, "kyma-b")
+        a, b = c["a"].harness, c["b"].harness
+        response = await a.post(event(), runtime_id=RT_B, sign=False, xfcc=istio_xfcc(RT_B))
+        assert response.status_code == 200, response.text
+        assert b.enqueued == [f"kyma:{NS}/kyma-b"]
+        unknown = runtime_in_shard(1, prefix="upstream")
+        response = await a.post(event(), runtime_id=unknown, sign=False, xfcc=istio_xfcc(unknown))
+        assert response.status_code == 200
+        assert response.json() == {"status": "unrouted"}
+        assert b.sample("kcp_listener_unrouted_events_total", {"reason": "unknown-runtime"}) == 1
+        assert a.enqueued == []
     finally:
         await c.aclose()
