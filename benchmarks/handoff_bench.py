@@ -11,9 +11,11 @@ goes to ``a``: signed events of shard-0 runtimes are handled by ``a`` (local); e
 runtimes are verified by ``a`` and handed to ``b`` (forwarded). Requests are pre-signed with the
 raw Ed25519 signer of ``listener_bench`` (distinct nonces), as that benchmark does.
 
-* Latency: open loop at ``--rate`` requests/s over 4 keep-alive connections, latency from each
+* Latency: open loop at ``--rate`` requests/s over 16 keep-alive connections, latency from each
   request's scheduled send time (``listener_bench.fixed_rate``), p50/p99 per kind; rounds
-  alternate local and forwarded.
+  alternate local and forwarded. (With 4 connections a contended machine turned the open loop
+  into a closed one: 4 requests in flight cap the rate at 4 / round trip, and a slow spell of
+  the forwarded path's three process hops then queued the rest of the run.)
 * CPU per event: ``--events`` requests as fast as 16 connections allow, user+system CPU of each
   replica process from ``/proc`` before and after; per event = delta / events.
 """
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(args.rounds):
                 for kind, indices in kinds.items():
                     requests = raws(runtimes, indices, args.latency_events, a)
-                    results[kind]["latency"].append(uvloop.run(fixed_rate(a, requests, args.rate, 4)))
+                    results[kind]["latency"].append(uvloop.run(fixed_rate(a, requests, args.rate, 16)))
                 for kind, indices in kinds.items():
                     requests = raws(runtimes, indices, args.events, a)
                     before = cpu_seconds(a), cpu_seconds(b)

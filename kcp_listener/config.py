@@ -106,8 +106,9 @@ class ListenerConfig(BaseModel):
     """Limit of one hand-off request (a re-stated batch is about the size of the agent's batch)."""
     handoff_timeout_seconds: Annotated[float, Field(gt=0, le=30)] = 2.0
     """Timeout of one hand-off request; on expiry the agent gets 503 and retries."""
-    handoff_max_connections: Annotated[int, Field(ge=1, le=1024)] = 64
-    """Connections of the one forwarding client of this process (to all holders together)."""
+    handoff_parallel: Annotated[int, Field(ge=1, le=64)] = 4
+    """Internal requests (and connections) under way to one holder; more hand-offs wait and share
+    the next request (``handoff.Forwarder``)."""
     handoff_window_seconds: Annotated[float, Field(gt=0, le=300)] = 30.0
     """A hand-off request's timestamp must be within this many seconds of the receiver's clock."""
 

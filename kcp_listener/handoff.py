@@ -12,8 +12,9 @@ shard from, and the holder applies the original nonce to its own replay cache).
 What this module holds:
 
 * the wire models of the internal request and answer (pydantic, bounded);
-* :class:`Forwarder`: one pooled ``httpx.AsyncClient`` per process (bounded connections, short
-  timeouts, no retries: the agent retries on the 503 the listener answers when the holder does not);
+* :class:`Forwarder`: one per process, over one pooled client (``handoff_client``: bounded
+  connections per holder, one deadline per request, no retries of its own: the agent retries on
+  the 503 the listener answers when the holder does not);
 * :class:`Handoff`: the shard decision for an event (local, forward to whom, or nobody holds it),
   the forwarder, and the hand-off metrics.
 
@@ -30,11 +31,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-import httpx
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kcp_listener.handoff_auth import HandoffSigner
+from kcp_listener.handoff_client import HandoffClient, HandoffTransportError, StreamHandoffClient
 from kyma_operator.runtime.shardmap import Replica, ShardView, shard_of
 from kyma_wire.events import MAX_BATCH_EVENTS, AgentEvent, Heartbeat
 
@@ -185,10 +186,8 @@ class Forwarder:
     (503, not holding the shard, refused, timeout, malformed answer); the listener then answers the
     agent 503 with ``Retry-After`` and the agent retries.
 
-    Timeouts are httpx's per operation (connect, write, read, pool wait).
-
-    Why envelopes: an httpx request costs several hundred microseconds of CPU, several times
-    what the listener spends on a local event (``benchmarks/results/listener.md``). Hand-offs to
+    Why envelopes: an internal HTTP request costs the forwarding replica about as much CPU as a
+    whole local event, and the holder about half of that (``benchmarks/results/listener.md``). Hand-offs to
     one holder therefore share internal requests: at most ``parallel`` requests per holder are
     under way; a hand-off that arrives while all are busy waits for the next one, which carries
     every hand-off waiting by then (up to ``MAX_ENVELOPE_REQUESTS``/``MAX_ENVELOPE_EVENTS`` and
@@ -202,10 +201,9 @@ class Forwarder:
         metrics: HandoffMetrics,
         *,
         timeout: float = 2.0,
-        max_connections: int = 64,
         parallel: int = 4,
         max_body_bytes: int = 1024 * 1024,
-        transport: httpx.AsyncBaseTransport | None = None,
+        client: HandoffClient | None = None,
     ) -> None:
         self._signer = signer
         self._metrics = metrics
@@ -213,18 +211,9 @@ class Forwarder:
         self._max_body = max_body_bytes
         self._lanes: dict[str, _Lane] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        # httpx's transport, without the client layer (cookies, auth, redirects, URL merging): none
-        # of it applies here and it costs ~200 us per request (benchmarks/results/listener.md).
-        self._transport = (
-            transport
-            if transport is not None
-            else httpx.AsyncHTTPTransport(
-                limits=httpx.Limits(
-                    max_connections=max_connections, max_keepalive_connections=max_connections
-                )
-            )
+        self._client: HandoffClient = (
+            client if client is not None else StreamHandoffClient(max_connections=parallel, timeout=timeout)
         )
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 1.0)).as_dict()
 
     async def forward(self, holder: Replica, request: HandoffRequest) -> HandoffResponse | None:
         lane = self._lanes.get(holder.address)
@@ -274,29 +263,20 @@ class Forwarder:
         started = time.perf_counter()
         answers: list[HandoffResponse | None] = [None] * len(items)
         result = "failed"
-        outgoing = httpx.Request(
-            "POST",
-            holder.address.rstrip("/") + HANDOFF_PATH,
-            content=body,
-            headers=headers,
-            extensions={"timeout": self._timeout},
-        )
         try:
-            response = await self._transport.handle_async_request(outgoing)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as error:
-            log.info("hand-off to %s (%s) failed: %s", holder.identity, holder.address, type(error).__name__)
+            status, content = await self._client.post(
+                holder.address.rstrip("/") + HANDOFF_PATH, body, headers
+            )
+        except HandoffTransportError as error:
+            log.info("hand-off to %s (%s) failed: %s", holder.identity, holder.address, error)
         except Exception:  # never leave a waiting agent request without an answer
             log.exception("hand-off to %s failed", holder.identity)
         else:
-            parsed = self._answers(holder, response, len(items))
+            parsed = self._answers(holder, status, content, len(items))
             if parsed is not None:
                 answers = parsed
                 result = "delivered"
-            elif response.status_code == 503:
+            elif status == 503:
                 result = "holder-unavailable"
         self._metrics.latency.observe(time.perf_counter() - started)
         forwarded = self._metrics.forwarded
@@ -308,14 +288,14 @@ class Forwarder:
 
     @staticmethod
     def _answers(
-        holder: Replica, response: httpx.Response, count: int
+        holder: Replica, status: int, content: bytes, count: int
     ) -> list[HandoffResponse | None] | None:
-        if response.status_code != 200:
-            if response.status_code != 503:
-                log.warning("hand-off to %s answered %d", holder.identity, response.status_code)
+        if status != 200:
+            if status != 503:
+                log.warning("hand-off to %s answered %d", holder.identity, status)
             return None
         try:
-            answers = HandoffAnswers.model_validate_json(response.content).answers
+            answers = HandoffAnswers.model_validate_json(content).answers
         except ValidationError:
             answers = []
         if len(answers) != count:
@@ -332,7 +312,7 @@ class Forwarder:
                 future = lane.pending.popleft()[2]
                 if not future.done():
                     future.set_result(None)
-        await self._transport.aclose()
+        await self._client.aclose()
 
 
 class Handoff:

@@ -166,7 +166,7 @@ class OperatorListener:
             HandoffSigner(key, clock=self._clock),
             handoff.metrics,
             timeout=config.handoff_timeout_seconds,
-            max_connections=config.handoff_max_connections,
+            parallel=config.handoff_parallel,
             max_body_bytes=config.handoff_max_body_bytes,
         )
 

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import ListenerConfig
 from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
 from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
+from kcp_listener.handoff_client import HttpxHandoffClient
 from kcp_listener.handoff_server import HandoffApp
 from kyma_operator.runtime.shardmap import Replica, shard_of
 from tests.unit.kcp_listener.harness import NS, Clock, Harness
@@ -130,7 +131,9 @@ def cluster(
     for name in names:
         registry = CollectorRegistry()
         metrics = HandoffMetrics(registry)
-        forwarder = Forwarder(HandoffSigner(key, clock=clock), metrics, transport=network, parallel=parallel)
+        forwarder = Forwarder(
+            HandoffSigner(key, clock=clock), metrics, client=HttpxHandoffClient(network), parallel=parallel
+        )
 
         def current(f: Forwarder = forwarder) -> Forwarder | None:
             return f
