@@ -234,6 +234,8 @@ class Forwarder:
                 await self._post(holder, self._take(lane))
         finally:
             lane.inflight -= 1
+            if not lane.inflight and not lane.pending and self._lanes.get(holder.address) is lane:
+                del self._lanes[holder.address]  # holders come and go: keep no lane for a gone one
 
     def _take(
         self, lane: _Lane

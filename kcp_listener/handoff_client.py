@@ -99,6 +99,7 @@ class _Origin:
         self.authority = parts.netloc.encode()
         self.idle: deque[_Connection] = deque()
         self.slots = asyncio.Semaphore(max_connections)
+        self.active = 0
 
 
 class StreamHandoffClient:
@@ -120,6 +121,7 @@ class StreamHandoffClient:
         self._targets: dict[str, tuple[_Origin, bytes]] = {}
         self._tls: ssl.SSLContext | None = None
         self._closed = False
+        self._swept = time.monotonic()
 
     def _target(self, url: str) -> tuple[_Origin, bytes]:
         cached = self._targets.get(url)
@@ -145,6 +147,15 @@ class StreamHandoffClient:
             head += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
         head += (b"content-length: ", str(len(body)).encode(), b"\r\n\r\n")
         request = b"".join(head) + body
+        origin.active += 1
+        try:
+            return await self._post(origin, request)
+        finally:
+            origin.active -= 1
+            if time.monotonic() - self._swept > self._idle_seconds:
+                self._sweep()
+
+    async def _post(self, origin: _Origin, request: bytes) -> tuple[int, bytes]:
         try:
             async with origin.slots, asyncio.timeout(self._timeout):
                 connection, reused = await self._connection(origin)
@@ -162,6 +173,20 @@ class StreamHandoffClient:
             raise HandoffTransportError("timeout") from None
         except OSError as error:
             raise HandoffTransportError(f"{type(error).__name__}: {error}") from None
+
+    def _sweep(self) -> None:
+        """Close connections idle too long; forget origins nobody uses (holders come and go)."""
+        now = self._swept = time.monotonic()
+        for key, origin in list(self._origins.items()):
+            kept = deque(c for c in origin.idle if now - c.idle_since < self._idle_seconds)
+            for connection in origin.idle:
+                if connection not in kept:
+                    connection.close()
+            origin.idle = kept
+            if not kept and not origin.active:
+                del self._origins[key]
+                for url in [u for u, (o, _) in self._targets.items() if o is origin]:
+                    del self._targets[url]
 
     async def _connection(self, origin: _Origin) -> tuple[_Connection, bool]:
         now = time.monotonic()

@@ -164,3 +164,14 @@ async def test_a_closed_client_refuses_and_bad_urls_are_errors(client: StreamHan
     await client.aclose()
     with pytest.raises(HandoffTransportError, match="closed"):
         await client.post("http://127.0.0.1:1/x", b"{}", {})
+
+
+async def test_idle_connections_are_closed_after_the_idle_time() -> None:
+    client = StreamHandoffClient(idle_seconds=0.0)  # every connection is "too old" at once
+    try:
+        async with tcp_server(keep_alive) as (url, connections):
+            assert (await client.post(url, b"{}", {}))[0] == 200
+            assert (await client.post(url, b"{}", {}))[0] == 200
+            assert len(connections) == 2
+    finally:
+        await client.aclose()
