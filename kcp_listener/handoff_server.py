@@ -31,6 +31,7 @@ from kcp_listener.handoff import (
     HandoffResponse,
 )
 from kcp_listener.handoff_auth import HandoffAuthError, HandoffVerifier
+from kcp_listener.header_limits import bounded_headers_protocol
 from kcp_listener.intake import EventIntake
 
 __all__ = ["HandoffApp", "HandoffServer"]
@@ -126,11 +127,15 @@ class HandoffServer:
         self.app = app
         self.host = host
         self.requested_port = port
+        config = app.intake.config
         self._server = EmbeddedServer(
             app,
             host=host,
             port=port,
             name="kcp-listener-handoff",
+            # the same header bounds as the public server (431 beyond them): the port is internal,
+            # but anything on the pod network can connect before the HMAC check
+            http=bounded_headers_protocol(config.max_header_bytes, config.max_header_count),
             keep_alive=60,
             graceful_seconds=graceful_seconds,
         )
