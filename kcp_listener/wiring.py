@@ -26,7 +26,9 @@ reads (or creates) the shared hand-off key Secret, starts the internal hand-off 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,6 +52,8 @@ from kyma_operator.runtime.shardmap import ShardView
 from kyma_wire.names import RUNTIME_ID_LABEL
 
 __all__ = ["OperatorListener"]
+
+log = logging.getLogger(__name__)
 
 
 class OperatorListener:
@@ -157,7 +161,7 @@ class OperatorListener:
 
     async def _start_handoff(self, handoff: Handoff) -> None:
         config = self.config
-        key = await self._handoff_key()
+        key = await self._load_key()
         verifier = HandoffVerifier(key, clock=self._clock, window=config.handoff_window_seconds)
         app = HandoffApp(self.intake, verifier, handoff.metrics, max_body_bytes=config.handoff_max_body_bytes)
         self.handoff_server = HandoffServer(app, host=config.handoff_host, port=config.handoff_port)
@@ -169,6 +173,17 @@ class OperatorListener:
             parallel=config.handoff_parallel,
             max_body_bytes=config.handoff_max_body_bytes,
         )
+
+    async def _load_key(self) -> bytes:
+        """The shared key; an API error is retried (capped backoff) rather than ending the listener."""
+        delay = 0.5
+        while True:
+            try:
+                return await self._handoff_key()
+            except Exception as error:  # API errors, a malformed Secret someone may still fix
+                log.warning("listener hand-off key not available (%s), retrying in %.1f s", error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
     async def _stop_handoff(self) -> None:
         forwarder, self._forwarder = self._forwarder, None
