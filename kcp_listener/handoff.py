@@ -186,8 +186,8 @@ class Forwarder:
     (503, not holding the shard, refused, timeout, malformed answer); the listener then answers the
     agent 503 with ``Retry-After`` and the agent retries.
 
-    Why envelopes: an internal HTTP request costs the forwarding replica about as much CPU as a
-    whole local event, and the holder about half of that (``benchmarks/results/listener.md``). Hand-offs to
+    Why envelopes: every internal HTTP request costs CPU on both replicas (here ~100 us per side,
+    next to ~260 us for a whole local event; ``benchmarks/results/listener.md``). Hand-offs to
     one holder therefore share internal requests: at most ``parallel`` requests per holder are
     under way; a hand-off that arrives while all are busy waits for the next one, which carries
     every hand-off waiting by then (up to ``MAX_ENVELOPE_REQUESTS``/``MAX_ENVELOPE_EVENTS`` and
@@ -231,7 +231,13 @@ class Forwarder:
     async def _drain(self, holder: Replica, lane: _Lane) -> None:
         try:
             while lane.pending:
-                await self._post(holder, self._take(lane))
+                items = self._take(lane)
+                try:
+                    await self._post(holder, items)
+                finally:  # cancelled (shutdown): the waiting agent requests get 503, never hang
+                    for _, _, future in items:
+                        if not future.done():
+                            future.set_result(None)
         finally:
             lane.inflight -= 1
             if not lane.inflight and not lane.pending and self._lanes.get(holder.address) is lane:

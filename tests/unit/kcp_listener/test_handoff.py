@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.handoff import HANDOFF_PATH, HandoffRequest
+from kcp_listener.handoff import HANDOFF_PATH, Forwarder, HandoffMetrics, HandoffRequest
 from kcp_listener.handoff_auth import HandoffSigner
+from kyma_operator.runtime.shardmap import Replica
 from kyma_wire.events import EventBatch, Heartbeat, batch_path, heartbeat_path
 from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, istio_xfcc
 from tests.unit.kcp_listener.sharded import KEY, Cluster, StaticShards, cluster, runtime_in_shard
@@ -376,3 +378,33 @@ async def test_an_xfcc_only_event_is_handed_off_with_upstream_semantics() -> Non
         assert a.enqueued == []
     finally:
         await c.aclose()
+
+
+class _StuckClient:
+    """A hand-off client whose requests never come back (a hung holder)."""
+
+    def __init__(self) -> None:
+        self.posted = asyncio.Event()
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        self.posted.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_closing_the_forwarder_answers_waiting_hand_offs() -> None:
+    """Shutdown while hand-offs wait on a hung holder: each waiting agent request gets 503, none hangs."""
+    client = _StuckClient()
+    forwarder = Forwarder(HandoffSigner(KEY), HandoffMetrics(CollectorRegistry()), client=client, parallel=1)
+    request = HandoffRequest.model_validate(handoff_item())
+    holder = Replica("b", "http://b.internal:8083")
+    first = asyncio.create_task(forwarder.forward(holder, request))
+    await asyncio.wait_for(client.posted.wait(), 10)
+    second = asyncio.create_task(forwarder.forward(holder, request))  # waits for the lane
+    await asyncio.sleep(0)
+    await forwarder.aclose()
+    assert await asyncio.wait_for(first, 10) is None
+    assert await asyncio.wait_for(second, 10) is None
