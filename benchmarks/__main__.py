@@ -53,6 +53,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=("wrk",),
     ),
     Benchmark(
+        "handoff_bench",
+        "listener",
+        ("--rounds", "3"),
+        ("--events", "500", "--latency-events", "300", "--rounds", "1"),
+    ),
+    Benchmark(
         "agent_bench",
         "agent",
         ("--duration", "20", "--rate", "500", "--rounds", "3", "--events", "10000", "--burst", "10000"),
