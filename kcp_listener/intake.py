@@ -12,6 +12,11 @@ request passed all of them (DESIGN.md 4.2):
 9. hand the targets to the controllers' intakes (``kyma_operator.runtime.intake.Intake``: bounded,
    429 with Retry-After when full; they throttle event storms per target) - 200.
 
+Sharded listeners (``handoff``, DESIGN.md §10): after step 6, an event whose runtime's shard
+another replica holds is validated here (step 7) and handed to the holder, which runs steps 8-9
+(:meth:`EventIntake.accept_handoff`, reached through ``handoff_server``); ``process`` then returns an
+awaitable of the reply. Without ``handoff`` nothing of this runs.
+
 Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
 reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
 they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
