@@ -20,7 +20,9 @@ controllers' intakes. Nothing is attached or mutated after construction.
 6. with ``--sharding`` (docs/sharding.md): the shard coordinator (built before the Manager, which
    runs the Kyma and Manifest controllers on every replica behind its per-request gates and takes
    its readiness), the shard label on Kymas and the full re-enqueue of an acquired shard; exposed
-   as ``Operator.shards`` (``SingleReplica`` without sharding) for the listener's hand-off.
+   as ``Operator.shards`` (``SingleReplica`` without sharding); the listener then runs on every
+   replica and hands an event whose shard another replica holds to that holder's internal endpoint
+   (``kcp_listener.handoff``, address published in the membership Lease).
 
 The event path from the runtime's API server to a reconcile, before issue 9 (hops):
 
@@ -462,14 +464,16 @@ async def build_operator(
             kyma_sink=kyma.intake,
             manifest_sink=manifest_requests,
             registry=manager.registry,
-            is_leader=lambda: manager.is_leader,
+            # Sharded: every replica serves and hands events of other shards to their holder.
+            is_leader=(lambda: True) if sharding is not None else (lambda: manager.is_leader),
             kymas=kymas,
             manifests=manifests,
             heartbeats=heartbeats,
+            shards=sharding.coordinator if sharding is not None else None,
         )
         for informer in listener.informers:
             manager.add_informer(informer)
-        manager.add_runnable(listener, leader_only=True)
+        manager.add_runnable(listener, leader_only=sharding is None)
     log.info(
         "operator wired: namespace %s, agents send to %s, listener %s",
         ns,

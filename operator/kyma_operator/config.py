@@ -77,7 +77,8 @@ class OperatorConfig(BaseModel):
     replica); unset: ``POD_NAME``, else the host name."""
     internal_address: str | None = None
     """Address other replicas hand events for this replica's shards to, published in its membership
-    Lease; unset: ``https://$POD_IP:8083`` (``127.0.0.1`` without ``POD_IP``)."""
+    Lease; unset: ``http://$POD_IP:<--handoff-port>`` (``--handoff-host`` without ``POD_IP``): the
+    listener's internal hand-off endpoint (HMAC-authenticated, docs/sharding-handoff.md)."""
     reconcile_trace_file: Path | None = None
     """Debugging: append ``start|end <controller> <object> <replica> <monotonic ns>`` per reconcile
     to this file (tests check that no Kyma is reconciled by two replicas at once)."""
@@ -95,7 +96,8 @@ class OperatorConfig(BaseModel):
 
     # listener
     listener_enabled: bool = True
-    """Serve the event listener (agents' signed events -> targeted reconciles) on the leader."""
+    """Serve the event listener (agents' signed events -> targeted reconciles): on the leader, or on
+    every replica with ``--sharding`` (events of shards held elsewhere are handed to the holder)."""
     listener_host: str = "127.0.0.1"
     """Address the listener binds to (behind the KCP gateway: the pod address)."""
     listener_port: Port = 8082

@@ -46,9 +46,6 @@ from kyma_operator.runtime.shardmap import (
 
 log = logging.getLogger(__name__)
 
-INTERNAL_PORT = 8083
-"""Placeholder port of the internal hand-off endpoint in the default ``--internal-address``."""
-
 SHARD_ACQUIRED = "shard acquired"
 """Trigger of the one full reconcile of every Kyma and Manifest of a shard this replica starts to hold
 (never the Kyma controller's modules-only fast path, which takes only Manifest-changed triggers)."""
@@ -203,7 +200,8 @@ class ShardLabelling:
 
 def sharding_config(config: OperatorConfig) -> ShardingConfig:
     """The coordinator's settings from the operator's (shard Leases use the leader election's timings)."""
-    address = config.internal_address or f"https://{os.environ.get('POD_IP') or '127.0.0.1'}:{INTERNAL_PORT}"
+    host = os.environ.get("POD_IP") or config.handoff_host
+    address = config.internal_address or f"http://{host}:{config.handoff_port}"
     return ShardingConfig(
         namespace=config.namespace,
         replica_id=config.replica_id or default_replica_id(),

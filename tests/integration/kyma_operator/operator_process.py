@@ -56,7 +56,7 @@ class OperatorProcess:
     async def start(
         cls, kubeconfig: Path, namespace: str, *extra: str, env_extra: dict[str, str] | None = None
     ) -> OperatorProcess:
-        health, metrics, listener = free_port(), free_port(), free_port()
+        health, metrics, listener, handoff = free_port(), free_port(), free_port(), free_port()
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'operator'}"}
         env.update(env_extra or {})
         process = await asyncio.create_subprocess_exec(
@@ -69,6 +69,7 @@ class OperatorProcess:
             f"--health-port={health}",
             f"--metrics-port={metrics}",
             f"--listener-port={listener}",
+            f"--handoff-port={handoff}",
             "--kcp-addr=127.0.0.1:443",
             "--leader-election-id=klm-leadership-test",
             *LEASE_FLAGS,
