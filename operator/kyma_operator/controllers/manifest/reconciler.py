@@ -28,7 +28,8 @@ A reconcile woken by a runtime event that wrote nothing therefore looks again af
 covers a slow API server), stopping as soon as one of them repairs something.
 
 Requeue: Ready -> adaptive safety net (long while the runtime's agent sends heartbeats, since its
-events report drift at once; upstream's 5 min otherwise); Processing and Deleting -> short poll;
+events report drift at once; upstream's 5 min otherwise); Processing -> short poll; waiting for the
+runtime to remove something (uninstall, prune of an upgrade) -> 0.2 s, doubling up to 1 s;
 Warning -> 30 s; Error -> rate-limited backoff. Events (the runtime agent names the owning
 Manifest of a changed module object) enqueue at once.
 """
@@ -99,6 +100,13 @@ class ManifestControllerConfig(BaseModel):
     healthy_interval: float = Field(default=1800.0, gt=0)
     unhealthy_interval: float = Field(default=300.0, gt=0)
     processing_interval: float = Field(default=5.0, gt=0)
+    removal_poll_initial: float = Field(default=0.2, gt=0)
+    """First look again while waiting for the runtime to remove what was deleted (a Namespace, a
+    CRD, a module CR): doubled on every further wait up to ``removal_poll_max``. Nothing in the
+    runtime reports the moment such an object disappears (the namespace controller finalizes it
+    without an admission call), so a short bounded backoff stands in for the event; a look costs
+    one GET per object still there."""
+    removal_poll_max: float = Field(default=1.0, gt=0)
     warning_interval: float = Field(default=30.0, gt=0)
     skip_interval: float = Field(default=300.0, gt=0)
     failure_base_delay: float = Field(default=5.0, gt=0)
@@ -149,6 +157,8 @@ class _Report:
     applied: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     status_written: bool = False
+    waiting_removal: bool = False
+    """The reconcile waits for the runtime to remove something (short backoff, see config)."""
 
     def set(self, outcome: str, message: str) -> None:
         self.outcome = outcome
@@ -199,6 +209,8 @@ class ManifestReconciler:
         self.status_writes = 0
         self.metadata_writes = 0
         self.settle_rereads = 0
+        self._removal_waits: dict[Request, int] = {}
+        """Consecutive reconciles of a Manifest that waited for a removal (the backoff step)."""
 
     # -- entry point -----------------------------------------------------------------------------
 
@@ -218,7 +230,11 @@ class ManifestReconciler:
                     observer(done)
 
     async def _reconcile(self, request: Request, report: _Report) -> Result:
-        result = await self._reconcile_once(request, report)
+        try:
+            result = await self._reconcile_once(request, report)
+        finally:
+            if not report.waiting_removal:
+                self._removal_waits.pop(request, None)
         step = _event_step(report.triggers)
         delays = self.config.event_settle_delays
         if step is not None and step < len(delays) and not report.applied and report.outcome in _SETTLED:
@@ -332,7 +348,7 @@ class ManifestReconciler:
                 outcome = st.Outcome(State.PROCESSING, message, resources=resources, synced=keep, extra=extra)
                 await self._write_status(manifest, outcome, report)
                 report.set(State.PROCESSING.value, message)
-                return Result(requeue_after=self.config.processing_interval)
+                return Result(requeue_after=self._removal_delay(report))
         module_cr = await self._ensure_default_cr(manifest, skr, discovery)
         if module_cr is not None and not module_cr[0]:
             outcome = st.Outcome(
@@ -471,7 +487,9 @@ class ManifestReconciler:
             return await self._deleting(
                 manifest, report, f"waiting for the removal of {', '.join(remaining[:5])}", synced=left
             )
-        await self._deleting(manifest, report, "all resources removed", synced=[], requeue=False)
+        with contextlib.suppress(NotFound):
+            outcome = st.Outcome(State.DELETING, "all resources removed", synced=[])
+            manifest = await self._write_status(manifest, outcome, report)
         foreign = [f for f in manifest.metadata.finalizers if f not in ours]
         await self._drop_finalizers(manifest, ours)
         self.metrics.forget(Request(manifest.namespace, manifest.name))
@@ -490,13 +508,12 @@ class ManifestReconciler:
         message: str,
         *,
         synced: Sequence[SyncedResource] | None = None,
-        requeue: bool = True,
     ) -> Result:
         outcome = st.Outcome(State.DELETING, message, synced=synced)
         with contextlib.suppress(NotFound):
             await self._write_status(manifest, outcome, report)
         report.set(State.DELETING.value, message)
-        return Result(requeue_after=self.config.processing_interval) if requeue else Result()
+        return Result(requeue_after=self._removal_delay(report))
 
     # -- unmanage --------------------------------------------------------------------------------
 
@@ -567,26 +584,40 @@ class ManifestReconciler:
             return Result(requeue_after=self.config.processing_interval)
         return Result(requeue=True)
 
-    async def _write_status(self, manifest: Manifest, outcome: st.Outcome, report: _Report) -> None:
+    async def _write_status(self, manifest: Manifest, outcome: st.Outcome, report: _Report) -> Manifest:
+        """Patch the status if ``outcome`` changes it; returns the Manifest as it now is (a later
+        metadata patch must carry the resourceVersion this write produced, or it conflicts)."""
         self.metrics.state(Request(manifest.namespace, manifest.name), outcome.state)
         desired = st.next_status(manifest, outcome, self._now())
         if desired is None:
-            return
+            return manifest
         rv = manifest.metadata.resource_version
         try:
-            await self._patch_status(manifest, desired, rv)
+            written = await self._patch_status(manifest, desired, rv)
         except Conflict:
             fresh = Manifest.from_object(await self.client.get(MANIFESTS, manifest.name, manifest.namespace))
             desired = st.next_status(fresh, outcome, self._now())
             if desired is None:
-                return
-            await self._patch_status(fresh, desired, fresh.metadata.resource_version)
+                return fresh
+            written = await self._patch_status(fresh, desired, fresh.metadata.resource_version)
         report.status_written = True
+        return written
 
-    async def _patch_status(self, manifest: Manifest, desired: ManifestStatus, rv: str | None) -> None:
+    async def _patch_status(self, manifest: Manifest, desired: ManifestStatus, rv: str | None) -> Manifest:
         patch = {"metadata": {"resourceVersion": rv}, "status": st.status_patch(desired)}
-        await self.client.patch_status(MANIFESTS, manifest.name, patch, manifest.namespace)
+        updated = await self.client.patch_status(MANIFESTS, manifest.name, patch, manifest.namespace)
         self.status_writes += 1
+        return Manifest.from_object(updated)
+
+    def _removal_delay(self, report: _Report) -> float:
+        """When to look again while the runtime removes something: ``removal_poll_initial``,
+        doubled per consecutive wait of the same Manifest, at most ``removal_poll_max`` (and never
+        beyond ``processing_interval``)."""
+        report.waiting_removal = True
+        step = self._removal_waits.get(report.request, 0)
+        self._removal_waits[report.request] = step + 1
+        cap = min(self.config.removal_poll_max, self.config.processing_interval)
+        return removal_delay(step, self.config.removal_poll_initial, cap)
 
     async def _ensure_finalizers(self, manifest: Manifest) -> Manifest:
         return await self._ensure_meta(
@@ -616,6 +647,21 @@ class ManifestReconciler:
             return await self._patch_meta(manifest, meta)
         except NotFound:
             return manifest
+        except Conflict:  # another writer (a finalizer of someone else): once more on what is there
+            try:
+                fresh = Manifest.from_object(
+                    await self.client.get(MANIFESTS, manifest.name, manifest.namespace)
+                )
+            except NotFound:
+                return manifest
+            kept = [f for f in fresh.metadata.finalizers if f not in drop]
+            if kept == fresh.metadata.finalizers:
+                return fresh
+            meta = {"resourceVersion": fresh.metadata.resource_version, "finalizers": kept}
+            try:
+                return await self._patch_meta(fresh, meta)
+            except NotFound:
+                return fresh
 
     async def _patch_meta(self, manifest: Manifest, meta: JSON) -> Manifest:
         updated = await self.client.patch(
@@ -640,6 +686,12 @@ def ready_interval(
         and heartbeats.is_healthy(runtime_id, config.heartbeat_max_silence)
     )
     return config.healthy_interval if healthy else config.unhealthy_interval
+
+
+def removal_delay(step: int, initial: float, cap: float) -> float:
+    """The ``step``-th look (from 0) at a removal still under way: ``initial`` doubled, at most
+    ``cap``."""
+    return min(cap, initial * 2.0 ** min(step, 32))
 
 
 def _event_step(triggers: tuple[str, ...]) -> int | None:

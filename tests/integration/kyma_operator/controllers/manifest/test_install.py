@@ -96,8 +96,12 @@ async def test_install_ready_upgrade_prune_and_blocked_uninstall(setup: Setup) -
     assert await s.exists(s.samples, "default", sync_ns)
 
     # removed -> default CR first, then everything synced, then the Manifest is gone
+    mark = len(s.running.manifest_reports)
     await s.skr.delete(s.samples, "mine", s.module_ns)
     await s.wait_gone()
+    # the finalizers go on the resourceVersion of the last status write: no 409 and retry
+    conflicts = [r.line() for r in s.running.manifest_reports[mark:] if "Conflict" in r.message]
+    assert not conflicts
     assert not await s.exists(s.samples, "default", sync_ns)
     assert not await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
     assert not await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
