@@ -178,6 +178,16 @@ class ModuleSync:
                 found.append((Manifest.from_object(obj), obj))
         return found
 
+    def manifest_versions(self, kyma: Kyma) -> frozenset[tuple[str, str]]:
+        """(name, resourceVersion) of the Kyma's Manifests in the informer, without parsing them:
+        tells cheaply whether any of them changed since an earlier look."""
+        versions: set[tuple[str, str]] = set()
+        for obj in self.manifests.by_index(MANIFESTS_BY_KYMA_INDEX, kyma.name):
+            meta = obj.get("metadata") or {}
+            if meta.get("namespace") == kyma.namespace:
+                versions.add((str(meta.get("name")), str(meta.get("resourceVersion"))))
+        return frozenset(versions)
+
     async def sync(self, kyma: Kyma, *, remote: bool = True) -> ModuleSyncResult:
         module_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
         mandatory_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}

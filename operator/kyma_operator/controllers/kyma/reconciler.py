@@ -295,7 +295,7 @@ class KymaReconciler:
         if single_cluster(kyma):
             return await self._apply_local(kyma, rv, report)
         fast = self._fast.get(request)
-        if fast is not None and report.triggers and set(report.triggers) <= {MANIFEST_CHANGED}:
+        if fast is not None and modules_only(report.triggers):
             return await self._apply_modules_only(kyma, request, rv, report, fast)
         return await self._apply(kyma, request, rv, report)
 
@@ -336,11 +336,18 @@ class KymaReconciler:
         }
         # Manifests first: a module enabled in the runtime reaches KCP before the agent is checked
         modules_run = await self._run_modules(kyma, spec_source, now, report, remote=True)
+        wrote = modules_run is None or modules_run.result is None or bool(report.applied or report.deleted)
+        seen = self.modules.manifest_versions(kyma) if self.modules is not None else frozenset()
         agent = await self.installers.for_kyma(kyma.name).ensure(kyma, skr)
         state, webhook = st.webhook_condition(agent, now)
         conditions.insert(0, webhook)
         outcome = st.Outcome(state, tuple(conditions), _operation(state, agent.message))
         self._fast[request] = _FastPathState(spec_source, outcome, agent.requeue_after)
+        if not wrote and self.modules is not None and self.modules.manifest_versions(kyma) != seen:
+            # a Manifest changed while the runtime was checked (~100 ms): the status written below
+            # shows it, instead of waiting for the modules-only reconcile queued behind this one
+            # (not after writes of our own: their echo may not be in the cache yet)
+            modules_run = await self._run_modules(kyma, spec_source, now, report, remote=True)
         if modules_run is not None:
             outcome = _with_modules(outcome, modules_run, now)
             outcome = await self._sync_catalog(kyma, skr, outcome, now, report)
@@ -397,6 +404,12 @@ class KymaReconciler:
         interval = self._interval(kyma, outcome.state)
         if fast.agent_requeue is not None:
             interval = min(interval, max(1.0, fast.agent_requeue))
+        pending = [i for i, name in enumerate(RUNTIME_EVENT_REREADS) if name in report.triggers]
+        delays = self.config.event_settle_delays
+        if pending and pending[0] < len(delays):
+            # this reconcile took the reason of a re-read that is still scheduled: note it again
+            step = pending[0]
+            return Result(requeue_after=min(interval, delays[step]), reason=RUNTIME_EVENT_REREADS[step])
         return Result(requeue_after=interval)
 
     async def _apply_local(self, kyma: Kyma, rv: str, report: _Report) -> Result:
@@ -791,6 +804,19 @@ def _with_modules(outcome: st.Outcome, run: _ModulesRun, now: datetime.datetime)
         tuple(result.modules),
         active_channel=run.spec.channel if state in (State.READY, State.WARNING) else None,
     )
+
+
+def modules_only(triggers: tuple[str, ...]) -> bool:
+    """Woken by Manifest changes alone (the modules-only path applies).
+
+    A runtime event's re-reads are scheduled with their reason noted at once, so a Manifest change
+    that arrives before the re-read is due takes that reason too; the re-read itself stays in the
+    queue and runs the full reconcile when due (``_apply_modules_only`` notes its reason again).
+    Without this, a Manifest state change in the second after a runtime event paid a full runtime
+    round (~100 ms) and then the re-read ran without knowing it was one.
+    """
+    others = set(triggers) - {MANIFEST_CHANGED}
+    return MANIFEST_CHANGED in triggers and others <= set(RUNTIME_EVENT_REREADS)
 
 
 def _module_states(outcome: st.Outcome) -> list[tuple[str, State]] | None:

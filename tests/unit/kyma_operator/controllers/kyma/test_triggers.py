@@ -96,3 +96,19 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     assert sorted(controller.queue.get_nowait() for _ in range(2)) == [A, B]  # type: ignore[type-var]
     assert controller.triggers.take(A) == (HEARTBEAT,)
     assert sweep.enqueued == 2
+
+
+def test_manifest_changes_take_the_modules_only_path_even_with_a_re_read_pending() -> None:
+    from kyma_operator.controllers.kyma.catalogtriggers import MANIFEST_CHANGED
+    from kyma_operator.controllers.kyma.reconciler import modules_only
+    from kyma_operator.controllers.kyma.triggers import KYMA_CHANGED, RUNTIME_EVENT, RUNTIME_EVENT_REREADS
+
+    assert modules_only((MANIFEST_CHANGED,))
+    # a re-read's reason is noted when it is scheduled: a Manifest change before it is due takes it
+    assert modules_only((RUNTIME_EVENT_REREADS[1], MANIFEST_CHANGED))
+    assert modules_only((MANIFEST_CHANGED, RUNTIME_EVENT_REREADS[0], RUNTIME_EVENT_REREADS[1]))
+    # anything that may have changed the runtime or the KCP Kyma needs the full reconcile
+    assert not modules_only((RUNTIME_EVENT, MANIFEST_CHANGED))
+    assert not modules_only((KYMA_CHANGED, MANIFEST_CHANGED))
+    assert not modules_only((RUNTIME_EVENT_REREADS[0],))
+    assert not modules_only(())
