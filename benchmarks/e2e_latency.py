@@ -33,7 +33,9 @@ import logging
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from benchmarks.samples import Series, sample_set, save
 from benchmarks.stats import percentile
 from kyma_operator.api import names
 from kyma_operator.runtime.request import Request
@@ -181,6 +183,10 @@ async def run(plane: ControlPlane, args: argparse.Namespace) -> None:
         await measure(system, 5, 0.0, isolate=True)
         isolated = await measure(system, args.writes, 0.0, isolate=True)
         report(f"isolated writes ({args.writes}, each after the Kyma intake's throttle window)", isolated)
+        if args.samples is not None:
+            starts = [s.started - s.written for s in isolated if s.started]
+            series = [Series.of("runtime write -> Kyma reconcile start (isolated writes)", starts, 0.05)]
+            print(f"samples written to {save(args.samples, sample_set('benchmarks.e2e_latency', series))}")
         if args.burst_writes:
             await system.quiet(system.runtimes[0])
             burst = await measure(system, args.burst_writes, 0.1, isolate=False)
@@ -197,6 +203,9 @@ def main() -> None:
         "--both-watchers", action="store_true", help="also apply the module-resources Watcher"
     )
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--samples", type=Path, metavar="FILE", help="also write the raw latencies there (JSON for the plots)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()

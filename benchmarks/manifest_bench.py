@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from benchmarks.localenv import bench_environment
+from benchmarks.samples import Series, sample_set, save
 from benchmarks.stats import latency_row
 from kyma_operator.controllers.manifest.reconciler import MANIFESTS, ManifestReconciler, ManifestReport
 from kyma_operator.runtime.errors import NotFound
@@ -195,6 +196,9 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
             )
         )
         print(latency_row("drift: runtime delete -> object back", drifts))
+        if args.samples is not None:
+            series = [Series.of("runtime drift (module object deleted) -> restored", drifts, 1.0)]
+            print(f"samples written to {save(args.samples, sample_set('benchmarks.manifest_bench', series))}")
         print()
         print(f"idle: 12 reconciles of a Ready Manifest (one hour of 5-minute polling): writes {idle}")
         with contextlib.suppress(NotFound):
@@ -211,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--installs", type=int, default=5)
     parser.add_argument("--drifts", type=int, default=100)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--samples", type=Path, metavar="FILE", help="also write the raw latencies there (JSON for the plots)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from benchmarks.localenv import bench_environment
+from benchmarks.samples import Series, sample_set, save
 from benchmarks.stats import latency_row
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
@@ -329,6 +330,12 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
     print("|---|---|---|---|---|---|")
     print(latency_row("module enabled in the runtime Kyma -> Manifest in KCP", enables))
     print(latency_row("Manifest status change -> Kyma status.modules shows it", statuses))
+    if args.samples is not None:
+        series = [
+            Series.of("module enabled in the runtime Kyma -> Manifest in KCP", enables, 0.1),
+            Series.of("Manifest status change -> Kyma status.modules shows it", statuses, 0.1),
+        ]
+        print(f"samples written to {save(args.samples, sample_set('benchmarks.module_bench', series))}")
     print()
     print(
         f"requests per Ready Kyma with its {args.modules} Manifests, per causeless reconcile of all "
@@ -361,6 +368,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--objects", type=int, default=10, help="objects per module")
     parser.add_argument("--idle-rounds", type=int, default=12, help="causeless reconciles counted")
     parser.add_argument("--verbose", action="store_true", help="print the local system's log")
+    parser.add_argument(
+        "--samples", type=Path, metavar="FILE", help="also write the raw latencies there (JSON for the plots)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.monotonic()
