@@ -296,12 +296,17 @@ def run_wrk(port: int, signed: Sequence[Signed], duration: int, connections: int
             capture_output=True,
             text=True,
         ).stdout
+    return parse_wrk(output, cpu_seconds(port) - cpu_before)
+
+
+def parse_wrk(output: str, server_cpu: float) -> WrkResult:
+    """wrk's ``--latency`` report, with the server's CPU seconds spent during the run."""
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
     p50 = _ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     p99 = _ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     total = int(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
     non_2xx_match = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
-    cpu_us = (cpu_seconds(port) - cpu_before) / total * 1e6
+    cpu_us = server_cpu / total * 1e6
     return WrkResult(rps, p50, p99, total, int(non_2xx_match.group(1)) if non_2xx_match else 0, cpu_us)
 
 
@@ -569,7 +574,13 @@ def main() -> None:
     )
     parser.add_argument("--cycles", type=int, default=4, help="interleaved runs per server for --compare")
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["micro", "throughput", "latency", "storm", "fanout"]
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["micro", "throughput", "latency", "storm", "fanout", "xfcc"],
+    )
+    parser.add_argument(
+        "--xfcc-runtimes", type=int, default=1000, help="client certificates (runtimes) in the xfcc scenario"
     )
     args = parser.parse_args()
     print(
@@ -591,6 +602,10 @@ def main() -> None:
             storm(args, runtimes, fixture)
         if "fanout" not in args.skip:
             fanout(args, runtimes, fixture)
+        if "xfcc" not in args.skip:
+            from benchmarks.xfcc_compare import xfcc  # its own module: certificates, Go server
+
+            xfcc(args, runtimes.ids, Path(tmp))
         if args.compare:
             compare(args, runtimes, fixture)
 

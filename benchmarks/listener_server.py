@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kcp_listener.app import build_asgi
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -110,6 +110,7 @@ async def serve(args: argparse.Namespace) -> None:
     config = ListenerConfig(
         port=args.port,
         replay_cache_entries=2_000_000,
+        auth_mode=AuthMode(args.auth_mode),
     )
     controllers: list[Controller] = []
     if args.kind == "plain":
@@ -123,7 +124,9 @@ async def serve(args: argparse.Namespace) -> None:
         directory = InMemoryDirectory()
         for runtime in fixture["runtimes"]:
             runtime_id = runtime["id"]
-            keys.set_keys(runtime_id, runtime_id, {"v1": load_public_key(runtime["public_pem"].encode())})
+            if "public_pem" in runtime:  # (xfcc mode needs no keys)
+                public = load_public_key(runtime["public_pem"].encode())
+                keys.set_keys(runtime_id, runtime_id, {"v1": public})
             directory.add_kyma(NAMESPACE, f"kyma-{runtime_id}", runtime_id)
             directory.add_manifest(NAMESPACE, f"kyma-{runtime_id}-istio", f"kyma-{runtime_id}")
         total = Counter("bench_reconciles", "Reconciles run.", ["controller"], registry=registry)
@@ -180,6 +183,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--channel-size", type=int, default=4096)
     parser.add_argument("--sink", choices=["controllers", "count"], default="controllers")
+    parser.add_argument("--auth-mode", choices=[m.value for m in AuthMode], default=AuthMode.SIGNATURE.value)
     uvloop.run(serve(parser.parse_args()))
 
 
