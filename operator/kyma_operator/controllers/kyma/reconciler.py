@@ -810,13 +810,16 @@ def modules_only(triggers: tuple[str, ...]) -> bool:
     """Woken by Manifest changes alone (the modules-only path applies).
 
     A runtime event's re-reads are scheduled with their reason noted at once, so a Manifest change
-    that arrives before the re-read is due takes that reason too; the re-read itself stays in the
-    queue and runs the full reconcile when due (``_apply_modules_only`` notes its reason again).
-    Without this, a Manifest state change in the second after a runtime event paid a full runtime
-    round (~100 ms) and then the re-read ran without knowing it was one.
+    that arrives before a re-read is due takes that reason too. The first re-read (30 ms) looks for
+    a runtime write the event overtook: a Manifest change before it goes the full way (it reads the
+    runtime). The later ones only cover a slow API server: a Manifest change before them goes the
+    modules-only way, and the re-read itself stays in the queue and runs the full reconcile when due
+    (``_apply_modules_only`` notes its reason again). Without this, a Manifest state change in the
+    second after a runtime event paid a full runtime round (~100 ms), and the re-read then ran
+    without knowing it was one.
     """
     others = set(triggers) - {MANIFEST_CHANGED}
-    return MANIFEST_CHANGED in triggers and others <= set(RUNTIME_EVENT_REREADS)
+    return MANIFEST_CHANGED in triggers and others <= set(RUNTIME_EVENT_REREADS[1:])
 
 
 def _module_states(outcome: st.Outcome) -> list[tuple[str, State]] | None:
