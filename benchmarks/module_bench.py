@@ -9,7 +9,9 @@ operator in this process (Kyma, Manifest and Watcher controllers, listener) and 
 as its own process. Series:
 
 * enable: a module added to the runtime Kyma's ``spec.modules`` -> its Manifest exists in KCP (seen
-  by a KCP watch), ``--enables`` times (each followed by a disable and the module's removal);
+  by a KCP watch), ``--enables`` times (each followed by a disable and the module's removal; the
+  next enable waits until the Kyma controller has been quiet for 0.7 s, i.e. the disable's
+  re-reads are over);
 * status: a Manifest's ``status.state`` changed -> the Kyma's ``status.modules`` entry shows it
   (seen by a KCP watch), ``--status-changes`` times; the Manifest carries the skip label so that only
   the benchmark writes its status (upstream: up to 5 minutes, the Kyma polls);
@@ -55,6 +57,8 @@ from tests.registry.server import LocalRegistry
 JSON = dict[str, Any]
 WINDOW = 0.6
 """Pause between edits of the same Kyma: beyond the listener's 0.5 s coalescing window."""
+QUIET = 0.7
+"""No Kyma reconcile for this long = the previous edit's re-reads (30 ms, 0.5 s) are over."""
 
 
 def module_manifest(module: str, objects: int) -> bytes:
@@ -152,19 +156,34 @@ async def wait_kyma(kcp: KubeClient, kyma: str, check: Any, deadline: float = 12
     raise TimeoutError("Kyma condition not reached")
 
 
+async def settled(system: LocalSystem, quiet_for: float = QUIET, deadline: float = 30.0) -> None:
+    """Until no Kyma reconcile ran for ``quiet_for`` seconds (and at least ``WINDOW`` passed):
+    each enable is measured on its own, not behind the previous disable's trailing reconciles."""
+    await asyncio.sleep(WINDOW)
+    until = time.monotonic() + deadline
+    seen, since = len(system.reports), time.monotonic()
+    while time.monotonic() < until:
+        if len(system.reports) != seen:
+            seen, since = len(system.reports), time.monotonic()
+        elif time.monotonic() - since >= quiet_for:
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"Kyma reconciles did not settle within {deadline:.0f} s")
+
+
 async def enable_series(system: LocalSystem, module: str, component: str, rounds: int) -> list[float]:
     kyma = system.runtimes[0].kyma
     skr = system.runtimes[0].client
     name = manifest_name(kyma, component, module)
     samples = []
     for _ in range(rounds):
+        await settled(system)
         samples.append(
             await timed(system.kcp, MANIFESTS, name, lambda obj: True, lambda: set_modules(skr, [module]))
         )
         await asyncio.sleep(WINDOW)
         await set_modules(skr, [])
         await gone(system.kcp, name)
-        await asyncio.sleep(WINDOW)
     return samples
 
 
