@@ -178,7 +178,7 @@ def latency_vs_polling(items: Sequence[Curve]) -> str:
 def latency_panels(items: Sequence[Curve]) -> str:
     """One linear-axis CDF panel per series with its target (see the module docstring)."""
     columns = 2
-    pw, ph = 330, 190
+    pw, ph = 360, 190
     left, top, gap_x, gap_y = 55, 115, 45, 95
     rows = math.ceil(len(items) / columns)
     width = left + columns * pw + (columns - 1) * gap_x + 20
@@ -205,7 +205,7 @@ def latency_panels(items: Sequence[Curve]) -> str:
         def y(fraction: float, oy: float = oy) -> float:
             return oy + ph * (1.0 - fraction)
 
-        body.append(_text(ox, oy - 38, curve.label, size=12))
+        body.append(_text(ox, oy - 38, curve.label, size=11))
         verdict = ""
         if curve.target_p99 is not None:
             verdict = "  (met)" if p99 <= curve.target_p99 else "  (NOT met)"
@@ -221,12 +221,14 @@ def latency_panels(items: Sequence[Curve]) -> str:
             body.append(_line(ox, y(fraction), ox + pw, y(fraction), 'stroke="#eee"'))
             body.append(_text(ox - 5, y(fraction) + 4, f"{fraction:g}", size=10, anchor="end"))
         body.append(_line(ox, y(0.99), ox + pw, y(0.99), 'stroke="#888" stroke-dasharray="4 3"'))
-        body.append(_text(ox - 5, y(0.99) + 12, "0.99", size=9, anchor="end", extra=' fill="#888"'))
+        body.append(_text(ox + pw - 4, y(0.99) + 11, "99 %", size=9, anchor="end", extra=' fill="#888"'))
         if curve.target_p99 is not None:
             tx = x(curve.target_p99)
             body.append(_line(tx, oy, tx, oy + ph, 'stroke="#d62728" stroke-dasharray="5 3"'))
-            body.append(_text(tx - 4, oy + ph - 6, f"target {_label_time(curve.target_p99)}", size=10,
-                              anchor="end", extra=' fill="#d62728"'))  # fmt: skip
+            right = tx - ox < 90  # too close to the left axis: label on the right of the line
+            label = f"target {_label_time(curve.target_p99)}"
+            lx, anchor = (tx + 4, "start") if right else (tx - 4, "end")
+            body.append(_text(lx, oy + ph - 6, label, size=10, anchor=anchor, extra=' fill="#d62728"'))
         points = [(x(t), y(f)) for t, f in _cdf_points(curve.seconds)]
         body.append(_step_path(points, color))
         beyond = sum(1 for t in curve.seconds if t > span)
