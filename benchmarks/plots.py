@@ -123,10 +123,12 @@ def _svg(width: int, height: int, body: list[str]) -> str:
 
 def latency_vs_polling(items: Sequence[Curve]) -> str:
     """Every series' CDF and upstream's 5-minute poll on a log axis (see the module docstring)."""
-    width, height = 760, 430
-    left, right, top, bottom = 60, 20, 50, 60
+    width, ph = 760, 320
+    left, right, top = 60, 20, 50
     lo, hi = 1e-3, 600.0
-    pw, ph = width - left - right, height - top - bottom
+    pw = width - left - right
+    legend_top = top + ph + 60
+    height = legend_top + 18 * (len(items) + 1) + 10
 
     def x(seconds: float) -> float:
         value = min(max(seconds, lo), hi)
@@ -147,7 +149,7 @@ def latency_vs_polling(items: Sequence[Curve]) -> str:
         body.append(_text(left - 6, y(fraction) + 4, f"{fraction:g}", size=11, anchor="end"))
     body.append(_line(left, y(0.99), left + pw, y(0.99), 'stroke="#bbb" stroke-dasharray="4 3"'))
     body.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
-    body.append(_text(left + pw / 2, height - 18, "latency", size=12, anchor="middle"))
+    body.append(_text(left + pw / 2, top + ph + 36, "latency", size=12, anchor="middle"))
     # upstream: a change at a random moment waits U(0, 300 s) for the next poll
     steps = [lo * (UPSTREAM_POLL / lo) ** (i / 200) for i in range(201)]
     upstream = " ".join(
@@ -162,11 +164,7 @@ def latency_vs_polling(items: Sequence[Curve]) -> str:
         body.append(_step_path(points, color))
         p99 = _percentile(curve.seconds, 0.99)
         legend.append((f"{curve.label} (n={len(curve.seconds)}, p99 {_label_time(p99)})", color, ""))
-    lx, ly = x(0.3), y(0.9)
-    body.append(
-        f'<rect x="{_fmt(lx - 8)}" y="{_fmt(ly - 14)}" width="{_fmt(x(hi) - lx)}" '
-        f'height="{18 * len(legend) + 8}" fill="white" fill-opacity="0.9" stroke="#ccc"/>'
-    )
+    lx, ly = left, legend_top
     for i, (label, color, dash) in enumerate(legend):
         row = ly + 18 * i
         dashed = f' stroke-dasharray="{dash}"' if dash else ""
