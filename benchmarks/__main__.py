@@ -5,7 +5,9 @@ figures to stdout; the recorded results with their commands and the machine they
 ``benchmarks/results/<name>.md`` (copied there by hand after a quiet run). This runner only runs
 them in a fixed order, each in its own process, with the settings the results files name
 (``--quick``: short settings that prove every benchmark still works, in a few minutes; the figures
-are then only indicative), ends with a table of what passed and rewrites ``benchmarks/RESULTS.md``
+are then only indicative; the full settings also refresh the raw latency samples
+``benchmarks/results/*.samples.json`` the plots are drawn from), ends with a table of what passed
+and rewrites ``benchmarks/RESULTS.md`` and its plots
 (``report.py``: every DESIGN target beside the recorded figure and upstream's; ``--report`` only
 does that). Exit status: non-zero if any benchmark failed.
 
@@ -68,13 +70,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "manifest_bench",
         "manifest",
-        ("--installs", "6", "--drifts", "100"),
+        ("--installs", "6", "--drifts", "100", "--samples", "benchmarks/results/manifest.samples.json"),
         ("--installs", "2", "--drifts", "5", "--objects", "10"),
     ),
     Benchmark(
         "module_bench",
         "module",
-        ("--enables", "100", "--status-changes", "100"),
+        (
+            *("--enables", "100", "--status-changes", "100"),
+            *("--samples", "benchmarks/results/module.samples.json"),
+        ),
         ("--enables", "5", "--status-changes", "5", "--idle-rounds", "2"),
     ),
     Benchmark(
@@ -86,7 +91,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "e2e_latency",
         "e2e",
-        ("--writes", "200", "--burst-writes", "40"),
+        ("--writes", "200", "--burst-writes", "40", "--samples", "benchmarks/results/e2e.samples.json"),
         ("--writes", "20", "--burst-writes", "0"),
     ),
 )
