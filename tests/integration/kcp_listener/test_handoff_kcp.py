@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from nacl.signing import SigningKey
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
@@ -211,7 +212,9 @@ async def test_holder_down_is_503_and_the_agent_delivers_once_it_is_back(pair: P
     client = KcpClient(
         pair.a.listener.server.url,
         ssl_context=None,
-        signer=FastEventSigner(pair.keys[RT_B], make_key_id(RT_B, "v1")),
+        signer=FastEventSigner(
+            SigningKey(pair.keys[RT_B].private_bytes_raw()), make_key_id(RT_B, "v1")
+        ),  # the agent signs with PyNaCl
     )
     delivery = Delivery(
         client=client,
