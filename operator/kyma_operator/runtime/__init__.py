@@ -50,6 +50,7 @@ from kyma_operator.runtime.informer import (
     index_by_label,
     index_by_namespace,
     index_by_owner_uid,
+    lean_object,
     object_key,
     strip_managed_fields,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "index_by_label",
     "index_by_namespace",
     "index_by_owner_uid",
+    "lean_object",
     "object_key",
     "settle",
     "strip_managed_fields",

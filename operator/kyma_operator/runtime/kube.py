@@ -327,8 +327,12 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
+        transform: Callable[[JSON], JSON] | None = None,
     ) -> ObjectList:
-        """Every object, following ``continue`` tokens; the resourceVersion is the list snapshot's."""
+        """Every object, following ``continue`` tokens; the resourceVersion is the list snapshot's.
+
+        ``transform`` is applied to each item as its page arrives (an informer's lean cache
+        transform), so only one page is ever held in its full form."""
         items: list[JSON] = []
         token: str | None = None
         first_rv = ""
@@ -341,7 +345,7 @@ class KubeClient:
                 limit=page_size,
                 continue_token=token,
             )
-            items.extend(page.items)
+            items.extend(page.items if transform is None else map(transform, page.items))
             first_rv = first_rv or page.resource_version
             if not page.continue_token:
                 return ObjectList(items, page.resource_version or first_rv, None)

@@ -53,7 +53,11 @@ class Scripted:
         self.exhausted = asyncio.Event()
 
     async def list_all(self, res: Any, namespace: str | None = None, **kwargs: Any) -> ObjectList:
-        return self.lists.pop(0)
+        listed = self.lists.pop(0)
+        transform = kwargs.get("transform")
+        if transform is None:
+            return listed
+        return ObjectList([transform(item) for item in listed.items], listed.resource_version)
 
     async def watch(
         self, res: Any, namespace: str | None = None, *, resource_version: str, **kwargs: Any
