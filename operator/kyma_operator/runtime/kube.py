@@ -5,8 +5,12 @@ and per-kind API objects, and raises its own exceptions. Controllers want ``awai
 on plain dicts for any resource (core or custom), typed errors, server-side apply and watches as
 async iterators. This adapter uses the official client only for what it does well (kubeconfig
 loading incl. client certs, tokens and exec plugins; a configured urllib3 connection pool), builds
-request paths from ``Resource``, runs blocking calls on a bounded thread pool, and runs each watch
-on its own thread, bridged into asyncio.
+request paths from ``Resource``, and sends requests over one of two transports:
+
+* default (the KCP client): urllib3 with blocking calls on a bounded thread pool of the client's own
+  and each watch on its own thread, bridged into asyncio;
+* ``async_io=True`` (runtime clients, one per runtime): ``asynchttp.AsyncHttp``, httpx on the event
+  loop, so a runtime costs no thread, only its bounded pool of connections (see that module).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import rest as k8s_rest
 
+from kyma_operator.runtime.asynchttp import AsyncHttp
 from kyma_operator.runtime.errors import KubeError, KubeTransportError, error_from_status
 from kyma_operator.runtime.resources import Resource
 
@@ -96,7 +101,9 @@ class KubeClient:
     """Async access to one API server. Create with ``from_kubeconfig_file``/``from_kubeconfig_bytes``.
 
     All objects are plain JSON dicts. Errors are ``kyma_operator.runtime.errors`` types.
-    ``max_concurrency`` bounds the threads (and pooled connections) used for non-watch requests.
+    ``max_concurrency`` bounds the threads (and pooled connections) used for non-watch requests;
+    with ``async_io`` there are no threads and it bounds the connections (idle ones are closed
+    after ``keepalive_expiry`` seconds).
     """
 
     def __init__(
@@ -107,6 +114,8 @@ class KubeClient:
         request_timeout: float = 30.0,
         user_agent: str = "kyma-operator/runtime",
         on_request: Callable[[str, str], None] | None = None,
+        async_io: bool = False,
+        keepalive_expiry: float = 30.0,
     ) -> None:
         """``on_request(verb, resource)`` is called for every request sent (metrics; see
         ``classify_request``)."""
@@ -115,14 +124,30 @@ class KubeClient:
         configuration.connection_pool_maxsize = max_concurrency
         self._config = configuration
         self._host = str(configuration.host).rstrip("/")
-        self._pool: urllib3.PoolManager = k8s_rest.RESTClientObject(configuration).pool_manager
+        self._http: AsyncHttp | None = None
+        self._pool: urllib3.PoolManager | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        if async_io:
+            self._http = AsyncHttp(
+                configuration,
+                max_connections=max_concurrency,
+                request_timeout=request_timeout,
+                keepalive_expiry=keepalive_expiry,
+            )
+        else:
+            self._pool = k8s_rest.RESTClientObject(configuration).pool_manager
+            self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="kube")
         self._watch_pool: urllib3.PoolManager | None = None
-        self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="kube")
         self._timeout = urllib3.Timeout(connect=min(10.0, request_timeout), read=request_timeout)
         self._base_headers = {"Accept": _JSON_CT, "User-Agent": user_agent}
         self._closed = False
         self._watches: set[_WatchStream] = set()
+        self._async_watches = 0
         self._on_request = on_request
+        self.in_flight = 0
+        """Requests under way (not counting watches; see ``busy``)."""
+        self.requests_started = 0
+        """Requests and watches started so far (idle detection compares it between two looks)."""
 
     # -- construction --------------------------------------------------------------------------
 
@@ -167,6 +192,15 @@ class KubeClient:
     def host(self) -> str:
         return self._host
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def busy(self) -> bool:
+        """A request or a watch is under way."""
+        return self.in_flight > 0 or bool(self._watches) or self._async_watches > 0
+
     async def close(self) -> None:
         """Stop open watches and release connections and threads."""
         if self._closed:
@@ -174,8 +208,12 @@ class KubeClient:
         self._closed = True
         for stream in list(self._watches):
             stream.stop()
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        self._pool.clear()
+        if self._http is not None:
+            await self._http.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.clear()
         if self._watch_pool is not None:
             self._watch_pool.clear()
 
@@ -210,6 +248,7 @@ class KubeClient:
         body: bytes | None,
         content_type: str | None,
     ) -> Any:
+        assert self._pool is not None
         try:
             response = self._pool.request(
                 method,
@@ -222,15 +261,7 @@ class KubeClient:
             )
         except urllib3.exceptions.HTTPError as exc:
             raise _translate(exc, f"{method} {path}") from exc
-        data: bytes = response.data
-        if response.status >= 300:
-            raise error_from_status(response.status, data, response.headers.get("Retry-After"))
-        if not data:
-            return {}
-        try:
-            return json.loads(data)
-        except ValueError as exc:
-            raise KubeError(response.status, "InvalidResponse", f"{method} {path}: body is not JSON") from exc
+        return _decode(response.status, response.data, response.headers.get("Retry-After"), method, path)
 
     async def _request(
         self,
@@ -248,10 +279,29 @@ class KubeClient:
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         if payload is not None and content_type is None:
             content_type = _JSON_CT
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, self._request_sync, method, path, query, payload, content_type
-        )
+        self.requests_started += 1
+        self.in_flight += 1
+        try:
+            if self._http is not None:
+                headers = await self._async_headers(content_type)
+                what = f"{method} {path}"
+                status, data, retry_after = await self._http.request(
+                    method, self._url(path, query), payload, headers, what
+                )
+                return _decode(status, data, retry_after, method, path)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._executor, self._request_sync, method, path, query, payload, content_type
+            )
+        finally:
+            self.in_flight -= 1
+
+    async def _async_headers(self, content_type: str | None = None) -> dict[str, str]:
+        """Headers without blocking the loop: a kubeconfig exec plugin refreshes its token by
+        running a program, so then they are computed on the loop's default executor."""
+        if self._config.refresh_api_key_hook is None:
+            return self._headers(content_type)
+        return await asyncio.to_thread(self._headers, content_type)
 
     @staticmethod
     def _name_ns(res: Resource, body: JSON) -> tuple[str, str | None]:
@@ -515,6 +565,14 @@ class KubeClient:
         if timeout_seconds is not None:
             query["timeoutSeconds"] = str(int(timeout_seconds))
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
+        self.requests_started += 1
+        if self._http is not None:  # closing this generator closes the inner ones at once
+            async with contextlib.aclosing(
+                self._watch_async(self._http, res, namespace, query, read_timeout)
+            ) as events:
+                async for event in events:
+                    yield event
+            return
         stream = _WatchStream(
             self._get_watch_pool(),
             self._url(res.path(namespace), query),
@@ -535,6 +593,37 @@ class KubeClient:
         finally:
             stream.stop()
             self._watches.discard(stream)
+
+    async def _watch_async(
+        self,
+        http: AsyncHttp,
+        res: Resource,
+        namespace: str | None,
+        query: dict[str, str],
+        read_timeout: float | None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        headers = await self._async_headers()
+        self._async_watches += 1
+        buffer = b""
+        chunks = http.stream(self._url(res.path(namespace), query), headers, read_timeout, f"watch {res}")
+        try:
+            async for chunk in chunks:
+                buffer += chunk
+                if b"\n" not in buffer:
+                    continue
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _parse_event(line)
+            if buffer.strip():
+                yield _parse_event(buffer)
+        except KubeTransportError:
+            if self._closed:  # closing the client ends its watches
+                return
+            raise
+        finally:
+            self._async_watches -= 1
+            await chunks.aclose()  # the connection is released now, not when collected
 
     def _get_watch_pool(self) -> urllib3.PoolManager:
         if self._watch_pool is None:
@@ -636,6 +725,17 @@ class _WatchStream:
                 self._emit([_parse_event(buffer)])
         finally:
             response.release_conn()
+
+
+def _decode(status: int, data: bytes, retry_after: str | None, method: str, path: str) -> Any:
+    if status >= 300:
+        raise error_from_status(status, data, retry_after)
+    if not data:
+        return {}
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise KubeError(status, "InvalidResponse", f"{method} {path}: body is not JSON") from exc
 
 
 def _parse_event(line: bytes) -> WatchEvent:

@@ -189,33 +189,35 @@ async def test_leaving_a_watch_early_closes_it(client: KubeClient, namespace: st
         assert event.object["metadata"]["name"] == "e1"
         break
     await stream.aclose()
-    assert not client._watches  # the stream thread was told to stop
+    assert not client.busy  # the stream (thread or coroutine) was stopped
 
 
-async def test_unreachable_server_is_a_transport_error(kcp: APIServer) -> None:
+async def test_unreachable_server_is_a_transport_error(kcp: APIServer, async_io: bool) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = yaml.safe_load(kcp.kubeconfig)
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as dead:
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config), async_io=async_io) as dead:
         with pytest.raises(KubeTransportError) as err:
             await dead.get(NAMESPACES, "default")
     assert err.value.status == 0
 
 
-async def test_untrusted_server_certificate_is_a_tls_transport_error(kcp: APIServer, skr: APIServer) -> None:
+async def test_untrusted_server_certificate_is_a_tls_transport_error(
+    kcp: APIServer, skr: APIServer, async_io: bool
+) -> None:
     config = yaml.safe_load(kcp.kubeconfig)
     # Trust the other API server's CA only: the KCP serving certificate must be rejected.
     config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(skr.ca_pem).decode()
-    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as wrong_ca:
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config), async_io=async_io) as wrong_ca:
         with pytest.raises(KubeTransportError) as err:
             await wrong_ca.get(NAMESPACES, "default")
     assert err.value.tls
 
 
 async def test_bearer_tokens_unauthorized_and_forbidden(
-    client: KubeClient, namespace: str, kcp: APIServer
+    client: KubeClient, namespace: str, kcp: APIServer, async_io: bool
 ) -> None:
     await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "nobody", "namespace": namespace}})
     review = await client.create_subresource(
@@ -228,11 +230,11 @@ async def test_bearer_tokens_unauthorized_and_forbidden(
         config["users"][0]["user"] = {"token": value}
         return yaml.safe_dump(config).encode()
 
-    async with KubeClient.from_kubeconfig_bytes(with_token(token)) as service_account:
+    async with KubeClient.from_kubeconfig_bytes(with_token(token), async_io=async_io) as service_account:
         with pytest.raises(Forbidden) as forbidden:
             await service_account.get(CONFIGMAPS, "anything", namespace)
     assert forbidden.value.status == 403 and "nobody" in forbidden.value.message
-    async with KubeClient.from_kubeconfig_bytes(with_token("not-a-token")) as stranger:
+    async with KubeClient.from_kubeconfig_bytes(with_token("not-a-token"), async_io=async_io) as stranger:
         with pytest.raises(Unauthorized):
             await stranger.get(CONFIGMAPS, "anything", namespace)
 
