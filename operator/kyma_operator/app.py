@@ -392,6 +392,7 @@ async def build_operator(
         manifests=manifests,
         catalog=catalog,
         api_requests=api_requests,
+        runtime_client_idle_ttl=config.runtime_client_idle_ttl,
     )
     if feature is not None:
         feature.add_to(manager)
@@ -428,6 +429,7 @@ async def build_operator(
             heartbeats=heartbeats,
             manifests=manifests,
             api_requests=api_requests,
+            runtime_client_idle_ttl=config.runtime_client_idle_ttl,
         )
         manifest.add_to(manager)
         manifest_requests = manifest.intake

@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
+from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.shardmap import DEFAULT_SHARDS
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 from kyma_wire.logs import LogFormat
@@ -177,6 +178,9 @@ class OperatorConfig(BaseModel):
     """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
     manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
     """Objects of one Manifest applied to its runtime concurrently (bounded, unlike upstream)."""
+    runtime_client_idle_ttl: Seconds = DEFAULT_IDLE_TTL
+    """Seconds after which an unused runtime API client is closed with its connections (rebuilt from
+    the access Secret on the runtime's next reconcile)."""
     oci_registry_cred_secret: str | None = None
     """Name of a ``kubernetes.io/dockerconfigjson`` Secret in ``namespace`` with the module registry's
     credentials (upstream ``--oci-registry-cred-secret``)."""

@@ -49,7 +49,12 @@ from kyma_operator.controllers.shared_informers import (
     release_meta_informer,
     template_informer,
 )
-from kyma_operator.remote.cache import ClientFactory, SkrClientCache, counting_client_factory
+from kyma_operator.remote.cache import (
+    DEFAULT_IDLE_TTL,
+    ClientFactory,
+    SkrClientCache,
+    counting_client_factory,
+)
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
 from kyma_operator.runtime.clock import Clock
@@ -102,6 +107,7 @@ class KymaController:
         for informer in self.informers:
             manager.add_informer(informer)
         manager.add_controller(self.controller)
+        manager.add_runnable(self.skr_clients, leader_only=False)  # closes idle runtime clients
 
     def enqueue(self, request: Request, reason: str) -> None:
         self.controller.enqueue(request, reason)
@@ -127,6 +133,7 @@ def build_kyma_controller(
     manifests: Informer | None = None,
     catalog: Catalog | None = None,
     rng: Callable[[], float] | None = None,
+    runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -134,6 +141,7 @@ def build_kyma_controller(
     sweep); without it every runtime's agent counts as unhealthy. ``sources``: further triggers
     (the Watcher fan-out). ``manifests`` / ``catalog``: the shared Manifest and catalog informers
     (built here when not given, and then run with this controller's informers).
+    ``runtime_client_idle_ttl``: seconds after which an unused runtime client is closed.
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -166,7 +174,9 @@ def build_kyma_controller(
     if client_factory is None:
         observer = api_requests.observer(CONTROLLER_NAME) if api_requests is not None else None
         client_factory = counting_client_factory(observer)
-    skr_clients = SkrClientCache(access, factory=client_factory, registry=registry)
+    skr_clients = SkrClientCache(
+        access, factory=client_factory, registry=registry, clock=clock, idle_ttl=runtime_client_idle_ttl
+    )
     observed = ObservedHealth()
     reconciler = KymaReconciler(
         client,

@@ -35,7 +35,12 @@ from kyma_operator.controllers.manifest.reconciler import (
 )
 from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX, manifest_informer
-from kyma_operator.remote.cache import ClientFactory, SkrClientCache, counting_client_factory
+from kyma_operator.remote.cache import (
+    DEFAULT_IDLE_TTL,
+    ClientFactory,
+    SkrClientCache,
+    counting_client_factory,
+)
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import Clock
@@ -75,6 +80,7 @@ class ManifestController:
     def add_to(self, manager: Manager) -> None:
         manager.add_informer(self.manifests)
         manager.add_controller(self.controller)
+        manager.add_runnable(self.skr_clients, leader_only=False)  # closes idle runtime clients
 
     async def close(self) -> None:
         await self.skr_clients.close()
@@ -104,13 +110,20 @@ def build_manifest_controller(
     manifests: Informer | None = None,
     heartbeats: HeartbeatSource | None = None,
     api_requests: RuntimeApiRequests | None = None,
+    runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
 ) -> ManifestController:
     """The controller (not started). ``kymas`` and ``access`` are shared with the Kyma controller;
     ``heartbeats`` (the listener's tracker) lengthens the safety net of healthy runtimes."""
     cfg = config or ManifestControllerConfig()
     if manifests is None:  # (an empty Informer is falsy: never "or")
         manifests = manifest_informer(client, cfg.namespace, clock=clock)
-    skr_clients = SkrClientCache(access, factory=client_factory or _runtime_client_factory(cfg, api_requests))
+    skr_clients = SkrClientCache(
+        access,
+        factory=client_factory or _runtime_client_factory(cfg, api_requests),
+        registry=registry,
+        clock=clock,
+        idle_ttl=runtime_client_idle_ttl,
+    )
     metrics = ManifestMetrics(registry)
     reconciler = ManifestReconciler(
         client,
