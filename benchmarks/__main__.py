@@ -89,6 +89,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--installs", "2", "--renders", "3", "--manifests", "20"),
     ),
     Benchmark(
+        "scale_bench",
+        "scale",
+        ("kymas", "--kymas", "5000", "--modules", "5"),
+        ("kymas", "--kymas", "200", "--modules", "2", "--settle", "3"),
+    ),
+    Benchmark(
+        "scale_bench",
+        "scale",
+        ("runtimes", "--runtimes", "10", "20", "40"),
+        ("runtimes", "--runtimes", "2", "4", "--settle", "3"),
+    ),
+    Benchmark(
         "e2e_latency",
         "e2e",
         ("--writes", "200", "--burst-writes", "40", "--samples", "benchmarks/results/e2e.samples.json"),

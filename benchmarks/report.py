@@ -104,7 +104,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "§7", "5,000 Kymas in one operator process", "<= 500 MB RSS", "upstream's scale target: 5,000",
-        "runtime", r"5,000 Kymas[^\n]*?\*\*([\d.]+) MB\*\* RSS", "{0} MB", lambda f: f[0] <= 500,
+        "scale", r"5,000 Kymas[^\n]*?\*\*([\d.]+) MB\*\* RSS", "{0} MB", lambda f: f[0] <= 500,
     ),
     Target(
         "§9.3", "module enabled in a runtime -> Manifest in KCP", "p99 <= 100 ms",

@@ -1,0 +1,509 @@
+"""Scale: 5,000 Kymas in one operator process, and what each runtime costs the operator.
+
+Run: ``.venv/bin/python -m benchmarks.scale_bench kymas [--kymas 5000 --modules 5 --replicas 1 3]``
+and ``.venv/bin/python -m benchmarks.scale_bench runtimes [--runtimes 10 20 40]``. Recorded in
+``benchmarks/results/scale.md``.
+
+``kymas``: one etcd + KCP API server; ``--modules`` ModuleTemplates and ModuleReleaseMetas, then
+``--kymas`` Kymas (single-cluster: label ``operator.kyma-project.io/sync=false``, every module
+enabled) and one Manifest per Kyma and module, written as the Kyma controller writes them (its own
+``desired_manifest``/``apply_body``, server-side apply with its field manager, status Ready), all
+created concurrently. Then ``python -m kyma_operator`` is started cold (a count N > 1 in
+``--replicas``: N processes with ``--sharding --shards 16 --replica-id r<i>``; one process runs
+with ``--leader-elect=false``) with ``--watcher-enabled=false``
+(single-cluster Kymas need no agent), the module half on and the Manifest controller off (it would
+install 25,000 Manifests, the per-runtime half below measures runtime clients); the figures are
+the process RSS (peak and settled) and the time until every Kyma has been reconciled once (distinct
+Kymas in the operator's per-reconcile log lines). The first start (first ``--replicas`` count)
+converges (finalizers, status); then one restart per ``--replicas`` count, of operators whose fleet
+is converged (what an upgrade or a failover does): the figures the targets are about. It also
+weighs one cached Manifest as the API server sends it and as the informer keeps it (``lean_object``).
+
+``runtimes``: one etcd, a KCP and the largest ``--runtimes`` count of real runtime API servers
+(sharing the etcd, each its own prefix). For each count N (and 0): N Kymas in a fresh namespace,
+each with an access Secret (the runtime's admin kubeconfig) to its own runtime, and a cold operator
+(``--watcher-enabled=false``: every reconcile reaches its runtime - CRDs, the runtime Kyma, the
+catalog - then stops at the missing agent and retries with backoff, so every runtime client is in
+use: the busy case). Once every Kyma was reconciled twice and things settled: operator RSS,
+threads, open file descriptors, sockets, TCP connections to runtime API servers, open runtime
+clients (metric). The per-runtime slope is a least-squares fit; the 5,000-runtime figure is
+base + slope x 5,000, an extrapolation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+import tracemalloc
+import urllib.request
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.moduletemplate import ModuleTemplate
+from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
+from kyma_operator.controllers.kyma.moduleresolution import Resolved
+from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
+from kyma_operator.runtime.informer import lean_object
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import NAMESPACES, SECRETS
+from tests.controlplane.binaries import REPO_ROOT
+from tests.controlplane.cluster import APIServer, ControlPlane
+from tests.controlplane.crds import apply_crds
+from tests.controlplane.sockets import established, open_fds, socket_count, thread_count
+from tests.integration.kyma_operator.modules_env import release_meta, template
+from tests.integration.kyma_operator.operator_process import OperatorProcess
+
+T = TypeVar("T")
+RECONCILED = re.compile(r"reconcile Kyma (\S+) \[[^\]]*\]: (\w+)")
+CHANNEL = "regular"
+VERSION = "1.0.0"
+SKR_CRD_PLURALS = ("kymas", "moduletemplates", "modulereleasemetas")
+
+
+def _status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM (peak) in bytes."""
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0]) * 1024
+    return found
+
+
+def _mb(value: float) -> str:
+    return f"{value / 1e6:.0f}"
+
+
+async def _bounded(items: Sequence[T], call: Callable[[T], Awaitable[Any]], concurrency: int) -> None:
+    queue: asyncio.Queue[T] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+
+    async def worker() -> None:
+        while not queue.empty():
+            await call(queue.get_nowait())
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+# -- the fleet in KCP -------------------------------------------------------------------------------
+
+
+@dataclass
+class Fleet:
+    namespace: str
+    kymas: int
+    modules: int
+    created_in: float = 0.0
+    manifests: int = 0
+
+
+MODULE_NAMES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
+
+
+def _module(i: int) -> tuple[str, str]:
+    name = f"module-{MODULE_NAMES[i]}"  # module names are letters only (CRD pattern)
+    return name, f"kyma-project.io/module/{name}"
+
+
+async def create_fleet(kcp: KubeClient, fleet: Fleet, concurrency: int = 48) -> None:
+    """Templates, release metas, Kymas and their Manifests (as the Kyma controller writes them)."""
+    ns = fleet.namespace
+    start = time.monotonic()
+    await kcp.create(NAMESPACES, {"metadata": {"name": ns}})
+    resolved_by_module: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for i in range(fleet.modules):
+        module, component = _module(i)
+        tpl = await kcp.create(MODULE_TEMPLATES, template(ns, VERSION, module=module, component=component))
+        meta = await kcp.create(
+            MODULE_RELEASE_METAS, release_meta(ns, {CHANNEL: VERSION}, module=module, component=component)
+        )
+        resolved_by_module[module] = (tpl, meta)
+    modules = [{"name": m} for m in resolved_by_module]
+    created: list[dict[str, Any]] = []
+
+    async def create_kyma(index: int) -> None:
+        name = f"kyma-{index:05d}"
+        body = {
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {
+                    names.SYNC_LABEL: names.DISABLE_LABEL_VALUE,
+                    names.RUNTIME_ID_LABEL: f"rt-{index:05d}",
+                },
+            },
+            "spec": {"channel": CHANNEL, "modules": modules},
+        }
+        created.append(await kcp.create(KYMAS, body))
+
+    await _bounded(range(fleet.kymas), create_kyma, concurrency)
+    resolutions = [
+        Resolved(
+            module, CHANNEL, VERSION, ModuleTemplate.from_object(tpl), ModuleReleaseMeta.from_object(meta)
+        )
+        for module, (tpl, meta) in resolved_by_module.items()
+    ]
+    jobs = [(Kyma.from_object(k), r) for k in created for r in resolutions]
+
+    async def create_manifest(job: tuple[Kyma, Resolved]) -> None:
+        kyma, resolved = job
+        manifest = desired_manifest(kyma, resolved, remote=False)
+        await kcp.apply(MANIFESTS, apply_body(manifest), field_manager=FIELD_MANAGER)
+        await kcp.patch_status(MANIFESTS, manifest.name, {"status": {"state": "Ready"}}, ns)
+
+    await _bounded(jobs, create_manifest, concurrency)
+    fleet.manifests = len(jobs)
+    fleet.created_in = time.monotonic() - start
+
+
+async def weigh_cached_manifests(kcp: KubeClient, namespace: str, sample: int = 2000) -> tuple[float, float]:
+    """Bytes per Manifest as sent (parsed JSON) and as the informer caches it (``lean_object``)."""
+    page = await kcp.list(MANIFESTS, namespace, limit=sample)
+    raw = [json.dumps(item).encode() for item in page.items]
+    del page
+    sizes = []
+    for transform in (lambda o: o, lean_object):
+        tracemalloc.start()
+        kept = [transform(json.loads(doc)) for doc in raw]
+        sizes.append(tracemalloc.get_traced_memory()[0] / len(kept))
+        tracemalloc.stop()
+        del kept
+    return sizes[0], sizes[1]
+
+
+# -- operator processes -----------------------------------------------------------------------------
+
+
+@dataclass
+class Watched:
+    """One operator process and what is sampled from it."""
+
+    process: OperatorProcess
+    started: float
+    peak_rss: int = 0
+    ready_at: float | None = None
+    reconciled: dict[str, str] = field(default_factory=dict)
+    reconciles: int = 0
+    _parsed: int = 0
+
+    def poll(self) -> None:
+        status = _status(self.process.pid)
+        self.peak_rss = max(self.peak_rss, status.get("VmHWM", 0), status.get("VmRSS", 0))
+        if self.ready_at is None and self.process.readyz() == 200:
+            self.ready_at = time.monotonic() - self.started
+        lines = self.process.output
+        for line in lines[self._parsed :]:
+            match = RECONCILED.search(line)
+            if match:
+                self.reconciles += 1
+                self.reconciled[match.group(1)] = match.group(2)
+        self._parsed = len(lines)
+
+
+async def start_operators(
+    kubeconfig: Path, namespace: str, replicas: int, extra: Sequence[str]
+) -> list[Watched]:
+    watched = []
+    for i in range(replicas):
+        flags = [*extra]
+        if replicas > 1:
+            flags += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
+        else:  # a cold start, not a wait for the killed predecessor's Lease to expire
+            flags += ["--leader-elect=false"]
+        process = await OperatorProcess.start(kubeconfig, namespace, *flags)
+        watched.append(Watched(process, time.monotonic()))
+    return watched
+
+
+async def until_reconciled(
+    watched: list[Watched], expected: int, limit: float, times: int = 1
+) -> tuple[float, dict[str, int]]:
+    """Seconds until ``expected`` distinct Kymas were reconciled (each ``times`` times in total)."""
+    start = min(w.started for w in watched)
+    deadline = time.monotonic() + limit
+    while True:
+        for w in watched:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+            w.poll()
+        distinct = set().union(*(w.reconciled for w in watched))
+        total = sum(w.reconciles for w in watched)
+        if len(distinct) >= expected and total >= expected * times:
+            outcomes: dict[str, int] = {}
+            for w in watched:
+                for state in w.reconciled.values():
+                    outcomes[state] = outcomes.get(state, 0) + 1
+            return time.monotonic() - start, outcomes
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(distinct)} of {expected} Kymas reconciled after {limit:.0f} s")
+        await asyncio.sleep(0.25)
+
+
+async def settle(watched: list[Watched], seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for w in watched:
+            w.poll()
+        await asyncio.sleep(0.5)
+
+
+# -- scenario: 5,000 Kymas -------------------------------------------------------------------------
+
+
+KYMA_FLAGS = (
+    "--watcher-enabled=false",
+    "--manifest-controller-enabled=false",
+    "--kyma-modules=true",
+    "--log-level=INFO",
+)
+
+
+async def kymas_scenario(args: argparse.Namespace) -> None:
+    with ControlPlane(["kcp"]) as plane:
+        kcp_server = plane["kcp"]
+        apply_crds(kcp_server.kubeconfig_path)
+        fleet = Fleet("scale-kymas", args.kymas, args.modules)
+        async with KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path, max_concurrency=48) as kcp:
+            await create_fleet(kcp, fleet)
+            print(
+                f"created {fleet.kymas} Kymas and {fleet.manifests} Manifests in {fleet.created_in:.0f} s "
+                f"({(fleet.kymas + 2 * fleet.manifests) / fleet.created_in:.0f} requests/s)",
+                flush=True,
+            )
+            raw, lean = await weigh_cached_manifests(kcp, fleet.namespace)
+            print(f"one cached Manifest: {raw / 1000:.1f} KB as sent, {lean / 1000:.1f} KB lean", flush=True)
+        runs = [(f"first start, {args.replicas[0]} replica(s) (converges)", args.replicas[0])]
+        runs += [(f"restart, {n} replica(s) (converged fleet)", n) for n in args.replicas]
+        for run, replicas in runs:
+            watched = await start_operators(kcp_server.kubeconfig_path, fleet.namespace, replicas, KYMA_FLAGS)
+            try:
+                took, outcomes = await until_reconciled(watched, fleet.kymas, args.timeout)
+                await settle(watched, args.settle)
+                print(f"{run}: every Kyma reconciled once after {took:.1f} s; outcomes {outcomes}")
+                for i, w in enumerate(watched):
+                    rss = _status(w.process.pid)["VmRSS"]
+                    ready = f"{w.ready_at:.1f} s" if w.ready_at is not None else "-"
+                    print(
+                        f"  replica {i}: ready after {ready}, peak RSS {_mb(w.peak_rss)} MB, settled RSS "
+                        f"{_mb(rss)} MB ({args.settle:.0f} s later), threads {thread_count(w.process.pid)}, "
+                        f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas",
+                        flush=True,
+                    )
+            finally:
+                for w in watched:
+                    await w.process.stop()
+
+
+# -- scenario: per-runtime cost --------------------------------------------------------------------
+
+
+@dataclass
+class RuntimeSample:
+    runtimes: int
+    rss: int
+    threads: int
+    fds: int
+    sockets: int
+    runtime_connections: int
+    open_clients: float | None
+    reconcile_rounds_after: float
+
+
+def _secret(ns: str, kyma: str, kubeconfig: bytes) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{kyma}-kubeconfig",
+            "namespace": ns,
+            "labels": {names.KYMA_NAME_LABEL: kyma},
+        },
+        "data": {"config": base64.b64encode(kubeconfig).decode()},
+    }
+
+
+def _metric(process: OperatorProcess, name: str) -> float | None:
+    """An unlabelled gauge of the operator's ``/metrics`` (None: unreachable or absent)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{process.metrics}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+async def one_runtime_count(
+    servers: dict[str, APIServer], kcp: KubeClient, count: int, runtime_names: list[str], settle_s: float
+) -> RuntimeSample:
+    ns = f"scale-rt-{count}"
+    await kcp.create(NAMESPACES, {"metadata": {"name": ns}})
+    for i in range(count):
+        kyma = f"kyma-rt-{i:03d}"
+        await kcp.create(
+            KYMAS,
+            {
+                "metadata": {
+                    "name": kyma,
+                    "namespace": ns,
+                    "labels": {names.RUNTIME_ID_LABEL: f"rt-{i:03d}"},
+                },
+                "spec": {"channel": CHANNEL},
+            },
+        )
+        await kcp.create(SECRETS, _secret(ns, kyma, servers[runtime_names[i]].kubeconfig))
+    (w,) = await start_operators(
+        servers["kcp"].kubeconfig_path,
+        ns,
+        1,
+        ("--watcher-enabled=false", "--failure-max-delay=30", "--log-level=INFO"),
+    )
+    try:
+        if count:
+            await until_reconciled([w], count, 300, times=2)
+        else:
+            deadline = time.monotonic() + 60
+            while w.process.readyz() != 200:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the operator did not become ready")
+                await asyncio.sleep(0.25)
+        await settle([w], settle_s)
+        pid = w.process.pid
+        ports = {servers[n].port for n in runtime_names[:count]}
+        connections = [c for c in established(pid) if c.remote_port in ports]
+        sample = RuntimeSample(
+            runtimes=count,
+            rss=_status(pid)["VmRSS"],
+            threads=thread_count(pid),
+            fds=open_fds(pid),
+            sockets=socket_count(pid),
+            runtime_connections=len(connections),
+            open_clients=_metric(w.process, "kyma_operator_skr_clients"),
+            reconcile_rounds_after=w.reconciles / max(count, 1),
+        )
+        print(
+            f"{count:3d} runtimes: RSS {_mb(sample.rss)} MB, threads {sample.threads}, fds {sample.fds}, "
+            f"sockets {sample.sockets}, connections to runtimes {sample.runtime_connections}, "
+            f"open runtime clients {sample.open_clients}, "
+            f"reconciles/Kyma {sample.reconcile_rounds_after:.1f}",
+            flush=True,
+        )
+        return sample
+    finally:
+        await w.process.stop()
+
+
+def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares: (intercept, slope)."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    slope = sxy / sxx
+    return mean_y - slope * mean_x, slope
+
+
+RUNTIME_GOMEMLIMIT = "100MiB"
+"""The runtime API servers answer only a few requests: a Go soft memory limit brings each from ~270
+to ~190 MiB (measured), so 40 of them fit beside the other work on a shared machine."""
+
+
+async def runtimes_scenario(args: argparse.Namespace) -> None:
+    counts = sorted({0, *args.runtimes})
+    runtime_names = [f"rt-{i:03d}" for i in range(max(counts))]
+    os.environ["GOMEMLIMIT"] = RUNTIME_GOMEMLIMIT  # inherited by etcd and the API servers only
+    started = time.monotonic()
+    servers: dict[str, APIServer] = {}
+    with contextlib.ExitStack() as planes:
+        # a few API servers at a time, each batch with its own etcd: 40 starting at once against one
+        # etcd on 2 cores time out (kube-apiserver exits when its post-start hooks cannot finish)
+        batches = [["kcp"]] + [
+            runtime_names[i : i + args.batch] for i in range(0, len(runtime_names), args.batch)
+        ]
+        for batch in batches:
+            plane = planes.enter_context(ControlPlane(batch, ready_timeout=300))
+            servers.update(plane.servers)
+            for name in batch:
+                apply_crds(plane[name].kubeconfig_path, plurals=None if name == "kcp" else SKR_CRD_PLURALS)
+        print(f"control plane: KCP + {len(runtime_names)} runtimes in {time.monotonic() - started:.0f} s")
+        samples = []
+        async with KubeClient.from_kubeconfig_file(servers["kcp"].kubeconfig_path) as kcp:
+            for count in counts:
+                samples.append(await one_runtime_count(servers, kcp, count, runtime_names, args.settle))
+    print("\nper runtime (least squares over", ", ".join(str(s.runtimes) for s in samples), "runtimes):")
+    measures: tuple[tuple[str, Callable[[RuntimeSample], float]], ...] = (
+        ("RSS (MB)", lambda s: s.rss / 1e6),
+        ("threads", lambda s: s.threads),
+        ("open fds", lambda s: s.fds),
+        ("sockets", lambda s: s.sockets),
+        ("connections to runtimes", lambda s: s.runtime_connections),
+    )
+    for label, value in measures:
+        base, slope = fit([(s.runtimes, float(value(s))) for s in samples])
+        print(
+            f"  {label}: base {base:.1f}, slope {slope:.3f} per runtime -> "
+            f"5,000 runtimes (extrapolated): {base + slope * 5000:.0f}"
+        )
+
+
+def machine() -> str:
+    cores = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
+    return f"{platform.system()} {platform.machine()}, {cores} cores, Python {platform.python_version()}"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scale_bench", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="scenario", required=True)
+    kymas = sub.add_parser("kymas", help="N Kymas and their Manifests, one operator cold start")
+    kymas.add_argument("--kymas", type=int, default=5000)
+    kymas.add_argument("--modules", type=int, default=5, help="modules per Kyma (= Manifests per Kyma)")
+    kymas.add_argument(
+        "--replicas",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="operator processes (>1: --sharding); several: one restart each, in order",
+    )
+    kymas.add_argument("--timeout", type=float, default=1800.0)
+    kymas.add_argument("--settle", type=float, default=30.0, help="seconds after the last first reconcile")
+    runtimes = sub.add_parser("runtimes", help="operator cost per real runtime API server")
+    runtimes.add_argument("--runtimes", type=int, nargs="+", default=[10, 20, 40])
+    runtimes.add_argument("--settle", type=float, default=20.0)
+    runtimes.add_argument("--batch", type=int, default=5, help="runtime API servers started together")
+    args = parser.parse_args(argv)
+    print(f"machine: {machine()}; repo {REPO_ROOT}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    if args.scenario == "kymas":
+        if max(args.replicas) > 1 and "--sharding" not in _operator_help():
+            sys.exit("--replicas > 1 needs the operator's --sharding flags (not on this branch yet)")
+        asyncio.run(kymas_scenario(args))
+    else:
+        asyncio.run(runtimes_scenario(args))
+
+
+def _operator_help() -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "kyma_operator", "--help"], capture_output=True, text=True, check=False
+    ).stdout
+
+
+if __name__ == "__main__":
+    main()
