@@ -13,8 +13,8 @@
 once (upstream runs a cleanup job every 15 minutes).
 
 The state series are rendered at scrape time from one small record per Kyma (a custom collector),
-not kept as prometheus_client children: "every state of every module of every Kyma" is 30 series
-per Kyma with 5 modules, ~1 KB each as children, 150 MB at 5,000 Kymas (benchmarks/results/scale.md);
+not kept as prometheus_client children: "every state of every module of every Kyma" is 35 series
+per Kyma with 5 modules, ~1 KB each as children, ~175 MB at 5,000 Kymas (benchmarks/results/scale.md);
 the record is a few hundred bytes, and the exposition is the same.
 """
 
