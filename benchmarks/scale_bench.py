@@ -37,7 +37,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import os
 import platform
 import re
 import subprocess
@@ -420,15 +419,11 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
-RUNTIME_GOMEMLIMIT = "100MiB"
-"""The runtime API servers answer only a few requests: a Go soft memory limit brings each from ~270
-to ~190 MiB (measured), so 40 of them fit beside the other work on a shared machine."""
-
-
 async def runtimes_scenario(args: argparse.Namespace) -> None:
     counts = sorted({0, *args.runtimes})
     runtime_names = [f"rt-{i:03d}" for i in range(max(counts))]
-    os.environ["GOMEMLIMIT"] = RUNTIME_GOMEMLIMIT  # inherited by etcd and the API servers only
+    # (no GOMEMLIMIT: 100 MiB brought an API server from ~270 to ~190 MiB, but the Go GC then ran
+    # all the time, ~8 % of a core per idle API server: 2 cores for 26 of them)
     started = time.monotonic()
     servers: dict[str, APIServer] = {}
     with contextlib.ExitStack() as planes:
