@@ -100,8 +100,9 @@ def kcp_documents(gateway_host: str, skip: Collection[str] = ()) -> list[dict[st
     return documents
 
 
-IN_PROCESS = ("operator-deployment.yaml",)
-"""Manifests of what the local run starts itself (the operator runs in this process)."""
+IN_PROCESS = ("operator-deployment.yaml", "operator-pdb.yaml", "operator-networkpolicy.yaml")
+"""Manifests of what the local run starts itself (the operator runs in this process: no operator pods
+for its PodDisruptionBudget and NetworkPolicy to select)."""
 
 
 async def apply_kcp_manifests(

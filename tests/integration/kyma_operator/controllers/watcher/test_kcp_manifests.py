@@ -22,6 +22,8 @@ from kyma_operator.runtime.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     DEPLOYMENTS,
+    NETWORK_POLICIES,
+    POD_DISRUPTION_BUDGETS,
     SERVICE_ACCOUNTS,
     SERVICES,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
@@ -40,6 +42,8 @@ BY_KIND = {
     "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS,
     "Service": SERVICES,
     "Deployment": DEPLOYMENTS,
+    "PodDisruptionBudget": POD_DISRUPTION_BUDGETS,
+    "NetworkPolicy": NETWORK_POLICIES,
     "Gateway": GATEWAYS,
     "Watcher": WATCHERS,
 }
