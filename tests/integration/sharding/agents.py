@@ -1,0 +1,212 @@
+"""Signed agent requests to the public listener ports of sharded operator processes, retried on 503.
+
+Why its own module: the end-to-end hand-off test and ``benchmarks/handoff_bench.py`` both play
+the agents of many runtimes against real ``python -m kyma_operator --sharding`` processes and must
+record, per event, when the attempt that was finally accepted started (a reconcile of the Kyma
+starting after that instant is the proof the event was not lost). The retry is the agent's
+contract (DESIGN.md §4.2, docs/sharding-handoff.md): 503 and 429 are retried, every attempt signed
+anew (fresh nonce and ``created``), anything else ends the delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from kyma_operator.api.resources import KYMAS
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import SECRETS
+from kyma_operator.runtime.shardmap import shard_of
+from kyma_wire.events import event_path
+from kyma_wire.names import RUNTIME_ID_LABEL
+from kyma_wire.profile import make_key_id
+from tests.integration.kcp_listener.helpers import MANAGER, event, key_secret
+from tests.integration.sharding.fleet import Fleet, even, holders, read_trace
+from tests.polling import eventually
+from tests.rfc9421_reference import EventSigner
+
+RETRIED = (429, 503)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    kyma: str
+    """``<namespace>/<name>`` of its KCP Kyma."""
+    runtime_id: str
+    shard: int
+
+
+@dataclass
+class Delivery:
+    """One event delivered (or not) to a listener, with every attempt's answer."""
+
+    runtime: Runtime
+    route: str
+    port: int
+    started_ns: int
+    statuses: list[int] = field(default_factory=list)
+    accepted_ns: int = 0
+    """Monotonic ns when the attempt that got 2xx started (0: never accepted)."""
+    answered_ns: int = 0
+
+    @property
+    def accepted(self) -> bool:
+        return self.accepted_ns > 0
+
+
+async def create_runtimes(
+    client: KubeClient, namespace: str, count: int, shards: int
+) -> tuple[list[Runtime], dict[str, Ed25519PrivateKey]]:
+    """``count`` Kymas ``kyma-<i>`` with runtime ids ``rt-<i>`` and each runtime's public signing key
+    in KCP (what the operator publishes for the listener); returns the runtimes and private keys."""
+    runtimes, keys = [], {}
+    for i in range(count):
+        runtime_id, name = f"rt-{i}", f"kyma-{i}"
+        keys[runtime_id] = Ed25519PrivateKey.generate()
+        await client.create(
+            KYMAS,
+            {
+                "metadata": {"name": name, "namespace": namespace, "labels": {RUNTIME_ID_LABEL: runtime_id}},
+                "spec": {"channel": "regular"},
+            },
+        )
+        await client.create(SECRETS, key_secret(namespace, runtime_id, {"v1": keys[runtime_id]}))
+        runtimes.append(Runtime(f"{namespace}/{name}", runtime_id, shard_of(runtime_id, shards)))
+    return runtimes, keys
+
+
+class Agents:
+    """The agents of several runtimes, posting signed requests to one listener port each time."""
+
+    def __init__(
+        self, http: httpx.AsyncClient, keys: dict[str, Ed25519PrivateKey], retry: float = 0.05
+    ) -> None:
+        self._http = http
+        self._signers = {rid: EventSigner(key, make_key_id(rid, "v1")) for rid, key in keys.items()}
+        self._retry = retry
+
+    async def post(self, port: int, path: str, body: bytes, runtime_id: str) -> httpx.Response:
+        request = self._http.build_request(
+            "POST",
+            f"http://127.0.0.1:{port}{path}",
+            content=body,
+            headers={"content-type": "application/json"},
+        )
+        self._signers[runtime_id].sign(request)
+        return await self._http.send(request)
+
+    async def deliver(
+        self, port: int, path: str, body: bytes, runtime: Runtime, *, within: float
+    ) -> Delivery:
+        """Post until the listener answers something else than 503/429 (or ``within`` seconds pass);
+        a connection error counts as status 0 and is retried too."""
+        delivery = Delivery(runtime, path, port, time.monotonic_ns())
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            attempt_ns = time.monotonic_ns()
+            try:
+                status = (await self.post(port, path, body, runtime.runtime_id)).status_code
+            except httpx.TransportError:
+                status = 0
+            delivery.statuses.append(status)
+            if 200 <= status < 300:
+                delivery.accepted_ns, delivery.answered_ns = attempt_ns, time.monotonic_ns()
+                return delivery
+            if status not in (0, *RETRIED):
+                return delivery
+            await asyncio.sleep(self._retry)  # the agent's retry backoff, not a wait for a condition
+        return delivery
+
+
+@dataclass
+class KillOutcome:
+    """What happened to the events sent while the holder of their shards was killed (kill -9)."""
+
+    killed_ns: int
+    taken_over_ns: int
+    holders_after: dict[int, str]
+    deliveries: list[Delivery]
+
+    @property
+    def during(self) -> list[Delivery]:
+        """Deliveries still under way or started after the kill."""
+        return [d for d in self.deliveries if d.answered_ns == 0 or d.answered_ns > self.killed_ns]
+
+    def first_accepted_after_kill_s(self) -> float:
+        return (
+            min(d.answered_ns for d in self.during if d.accepted_ns > self.killed_ns) - self.killed_ns
+        ) / 1e9
+
+    def unreconciled(self, trace: Path, victim: str) -> list[Delivery]:
+        """Accepted deliveries with no reconcile of their Kyma started afterwards by the holder
+        (A before the kill; for an event A accepted just before dying, the new holder's full
+        reconcile after the kill counts: level-based, the event is a hint)."""
+        lines = [ln for ln in read_trace(trace) if ln.kind == "kyma" and ln.event == "start"]
+        missing = []
+        for d in self.deliveries:
+            new = self.holders_after[d.runtime.shard]
+            later = {ln.replica for ln in lines if ln.subject == d.runtime.kyma and ln.at > d.accepted_ns}
+            if d.answered_ns < self.killed_ns:
+                ok = victim in later or any(
+                    ln.subject == d.runtime.kyma and ln.replica == new and ln.at > self.killed_ns
+                    for ln in lines
+                )
+            else:
+                ok = new in later
+            if not ok:
+                missing.append(d)
+        return missing
+
+
+async def kill_while_sending(
+    fleet: Fleet,
+    client: KubeClient,
+    victim: str,
+    runtimes: list[Runtime],
+    agents: Agents,
+    to_port: int,
+    *,
+    pace: float = 0.1,
+    within: float = 30,
+) -> KillOutcome:
+    """Agents of ``runtimes`` (the victim's) send events to ``to_port`` in a loop (one every
+    ``pace`` s each, retrying 503); kill -9 ``victim``; wait until the others hold all shards and
+    every runtime had an event accepted after that; stop the agents."""
+    deliveries: list[Delivery] = []
+    stop = asyncio.Event()
+    body = event()
+
+    async def agent(runtime: Runtime) -> None:
+        while not stop.is_set():
+            deliveries.append(
+                await agents.deliver(to_port, event_path(MANAGER), body, runtime, within=within)
+            )
+            await asyncio.sleep(pace)  # the agent's event rate
+
+    rest = tuple(r for r in fleet.processes if r != victim)
+    senders = [asyncio.create_task(agent(rt)) for rt in runtimes]
+    try:
+        await eventually(lambda: len(deliveries) >= 2 * len(runtimes), "events flowing before the kill")
+        killed_ns = time.monotonic_ns()
+        await fleet.processes[victim].stop()  # SIGKILL
+
+        async def taken_over() -> dict[int, str] | None:
+            found = await holders(client, fleet.namespace)
+            return found if even(found, rest) else None
+
+        after = await eventually(taken_over, "the victim's shards taken over", within=within, interval=0.1)
+        taken_ns = time.monotonic_ns()
+        await eventually(
+            lambda: {d.runtime for d in deliveries if d.accepted_ns > taken_ns} >= set(runtimes),
+            "an event of every moved runtime accepted after the takeover",
+            within=within,
+        )
+    finally:
+        stop.set()
+        await asyncio.gather(*senders)
+    return KillOutcome(killed_ns, taken_ns, after, deliveries)

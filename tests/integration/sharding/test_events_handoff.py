@@ -1,0 +1,147 @@
+"""Agent events through three real sharded operator processes: hand-off to the holder, and kill -9.
+
+What is real: the session's KCP API server, three ``python -m kyma_operator --sharding`` processes
+(shard Leases, membership Leases publishing each hand-off address, the hand-off key Secret they
+race to create), each one's public listener and internal hand-off endpoint, and signed agent
+requests (RFC 9421, the runtimes' public keys in KCP). Kymas have no access Secret: a reconcile
+fails fast with a status and is retried only after 300 s here, so after the start-up every
+``start kyma`` line in the shared trace is caused by an event or a shard move.
+
+1. For a Kyma whose shard replica A holds: a single event to B, a batch to C and a heartbeat to B
+   -> A reconciles exactly that Kyma (nobody else does), A's listener records the heartbeat.
+2. kill -9 A while agents keep sending events for A's Kymas to B (retrying 503) -> every event
+   ends 2xx, and a reconcile of its Kyma started on the new holder after the accepted attempt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kyma_operator.runtime.kube import KubeClient
+from kyma_wire.events import EventBatch, Heartbeat, batch_path, event_path, heartbeat_path
+from tests.controlplane.cluster import APIServer
+from tests.integration.kcp_listener.helpers import MANAGER, event
+from tests.integration.kyma_operator.operator_process import _get
+from tests.integration.sharding.agents import Agents, create_runtimes, kill_while_sending
+from tests.integration.sharding.fleet import SHARDS, Fleet, Line, even, holders, leader, read_trace
+from tests.polling import eventually
+
+REPLICAS = ("r0", "r1", "r2")
+QUIET = ("--failure-base-delay=300", "--failure-max-delay=300")
+
+
+def starts(trace: Path, subject: str, after_ns: int) -> list[tuple[str, int]]:
+    return [
+        (line.replica, line.at)
+        for line in read_trace(trace)
+        if line.kind == "kyma" and line.event == "start" and line.subject == subject and line.at > after_ns
+    ]
+
+
+def kyma_starts(trace: Path, after_ns: int) -> list[Line]:
+    return [ln for ln in read_trace(trace) if ln.kind == "kyma" and ln.event == "start" and ln.at > after_ns]
+
+
+def forwarded(port: int) -> float:
+    _, text = _get(f"http://127.0.0.1:{port}/metrics")
+    prefix = 'kcp_listener_handoff_forwarded_events_total{result="delivered"}'
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(prefix))
+
+
+def heartbeat_seen(port: int, runtime_id: str) -> bool:
+    status, text = _get(f"http://127.0.0.1:{port}/metrics")
+    prefix = f'kcp_listener_runtime_last_heartbeat_timestamp_seconds{{runtime_id="{runtime_id}"}}'
+    return status == 200 and any(line.startswith(prefix) for line in text.splitlines())
+
+
+@pytest.fixture
+async def fleet(kcp_crds: APIServer, kcp_namespace: str, tmp_path: Path) -> AsyncIterator[Fleet]:
+    fleet = Fleet(Path(kcp_crds.kubeconfig_path), kcp_namespace, tmp_path / "trace.log", *QUIET)
+    try:
+        yield fleet
+    finally:
+        await fleet.stop()
+
+
+async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
+    kcp_client: KubeClient, kcp_namespace: str, fleet: Fleet
+) -> None:
+    runtimes, keys = await create_runtimes(kcp_client, kcp_namespace, 24, SHARDS)
+    for replica in REPLICAS:
+        await fleet.start(replica)
+
+    async def split_evenly() -> dict[int, str] | None:
+        found = await holders(kcp_client, kcp_namespace)
+        return found if even(found, REPLICAS) else None
+
+    owners = await eventually(split_evenly, "16 shards spread over r0, r1, r2", within=40, interval=0.2)
+    await eventually(
+        lambda: all(p.readyz() == 200 for p in fleet.processes.values()), "all three ready", within=15
+    )
+    # A = the leader: the listener path must not need it
+    a = await leader(kcp_client, kcp_namespace)
+    b, c = (r for r in REPLICAS if r != a)
+    mine = [rt for rt in runtimes if owners[rt.shard] == a]
+    assert len(mine) >= 2, owners
+    target = mine[0]
+    shard_of_kyma = {rt.kyma: rt.shard for rt in mine}
+    port = {r: p.listener for r, p in fleet.processes.items()}
+
+    async with httpx.AsyncClient(timeout=5) as http:
+        agents = Agents(http, keys)
+        # 1. single event to B, batch to C, heartbeat to B: the holder A acts on exactly that Kyma
+        sent_ns = time.monotonic_ns()
+        single = await agents.post(port[b], event_path(MANAGER), event(), target.runtime_id)
+        assert single.status_code == 200, single.text
+        batch = await agents.post(
+            port[c], batch_path(MANAGER), EventBatch.wire_of([event(), event()]), target.runtime_id
+        )
+        assert batch.status_code == 200 and [r["status"] for r in batch.json()["results"]] == [200, 200]
+        beat = Heartbeat.model_validate({"sentAt": "2027-01-01T00:00:00Z"}).to_wire()
+        assert (
+            await agents.post(port[b], heartbeat_path(MANAGER), beat, target.runtime_id)
+        ).status_code == 200
+        await eventually(
+            lambda: starts(fleet.trace, target.kyma, sent_ns), "the holder reconciles the Kyma", within=10
+        )
+        await eventually(
+            lambda: heartbeat_seen(fleet.processes[a].metrics, target.runtime_id),
+            "the holder's listener recorded the heartbeat",
+            within=5,
+        )
+        for other in (b, c):
+            assert not heartbeat_seen(fleet.processes[other].metrics, target.runtime_id)
+
+        for sender, count in ((b, 2), (c, 2)):  # B: the event and the heartbeat
+            assert forwarded(fleet.processes[sender].metrics) == count
+        # only that Kyma was reconciled since the sends (by A)
+        assert {(ln.subject, ln.replica) for ln in kyma_starts(fleet.trace, sent_ns)} == {(target.kyma, a)}
+
+        # 2. kill -9 A while its runtimes' agents keep sending events to B, retrying 503
+        outcome = await kill_while_sending(fleet, kcp_client, a, mine, Agents(http, keys), port[b])
+
+    assert [d for d in outcome.deliveries if not d.accepted] == []
+    assert any(set(d.statuses) - {200} for d in outcome.during), "the hand-off was never visible"
+    await eventually(
+        lambda: outcome.unreconciled(fleet.trace, a) == [],
+        "every accepted event reached a reconcile",
+        within=10,
+    )
+    # and no Kyma of the moved shards was reconciled by anybody but its holder of the time
+    strangers = [
+        ln
+        for ln in kyma_starts(fleet.trace, sent_ns)
+        if ln.subject in shard_of_kyma
+        and ln.replica
+        != (a if ln.at < outcome.killed_ns else outcome.holders_after[shard_of_kyma[ln.subject]])
+    ]
+    assert strangers == [], strangers[:5]
+    print(
+        f"{len(outcome.during)} events during the hand-off, all reconciled;"
+        f" kill -> first accepted event of a moved shard {outcome.first_accepted_after_kill_s():.2f} s"
+    )
