@@ -58,6 +58,9 @@ HANDOFF_PATH = "/internal/v1/handoff"
 
 DEFAULT_HANDOFF_PORT = 8083
 
+MAX_FAILING_LOGGED = 256
+"""Holder addresses remembered as failing (log once per outage); beyond that the memory resets."""
+
 MAX_ENVELOPE_REQUESTS = 256
 """Agent requests per internal request (the forwarder also stops at ``max_body_bytes``)."""
 MAX_ENVELOPE_EVENTS = MAX_BATCH_EVENTS
@@ -210,6 +213,8 @@ class Forwarder:
         self._parallel = parallel
         self._max_body = max_body_bytes
         self._lanes: dict[str, _Lane] = {}
+        self._failing: set[str] = set()
+        """Holder addresses whose last internal request failed: logged once per outage."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._client: HandoffClient = (
             client if client is not None else StreamHandoffClient(max_connections=parallel, timeout=timeout)
@@ -276,10 +281,13 @@ class Forwarder:
                 holder.address.rstrip("/") + HANDOFF_PATH, body, headers
             )
         except HandoffTransportError as error:
-            log.info("hand-off to %s (%s) failed: %s", holder.identity, holder.address, error)
+            self._failed(holder, error)
         except Exception:  # never leave a waiting agent request without an answer
             log.exception("hand-off to %s failed", holder.identity)
         else:
+            if holder.address in self._failing:
+                self._failing.discard(holder.address)
+                log.info("hand-off to %s (%s) answers again", holder.identity, holder.address)
             parsed = self._answers(holder, status, content, len(items))
             if parsed is not None:
                 answers = parsed
@@ -293,6 +301,23 @@ class Forwarder:
             forwarded.labels("not-holder" if answer is None and result == "delivered" else result).inc(count)
             if not future.done():
                 future.set_result(answer)
+
+    def _failed(self, holder: Replica, error: HandoffTransportError) -> None:
+        """Log a holder's outage once, not per event: while a killed holder's shards move, every
+        agent retry would fail the same way (the count is in the ``failed`` metric)."""
+        if holder.address in self._failing:
+            log.debug("hand-off to %s (%s) failed: %s", holder.identity, holder.address, error)
+            return
+        if len(self._failing) >= MAX_FAILING_LOGGED:
+            self._failing.clear()  # bounded: addresses of holders gone for good do not pile up
+        self._failing.add(holder.address)
+        log.warning(
+            "hand-off to %s (%s) failed: %s (further failures to it counted in"
+            ' kcp_listener_handoff_forwarded_events_total{result="failed"} until it answers again)',
+            holder.identity,
+            holder.address,
+            error,
+        )
 
     @staticmethod
     def _answers(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.handoff import HANDOFF_PATH, Forwarder, HandoffMetrics, HandoffRequest
 from kcp_listener.handoff_auth import HandoffSigner
+from kcp_listener.handoff_client import HandoffTransportError
 from kyma_operator.runtime.shardmap import Replica
 from kyma_wire.events import EventBatch, Heartbeat, batch_path, heartbeat_path
 from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, istio_xfcc
@@ -408,3 +410,37 @@ async def test_closing_the_forwarder_answers_waiting_hand_offs() -> None:
     await forwarder.aclose()
     assert await asyncio.wait_for(first, 10) is None
     assert await asyncio.wait_for(second, 10) is None
+
+
+class _DownClient:
+    """A hand-off client whose holder refuses connections until ``up`` is set."""
+
+    def __init__(self) -> None:
+        self.up = False
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if not self.up:
+            raise HandoffTransportError("ConnectionRefusedError: refused")
+        return 503, b""
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_holder_outage_is_logged_once_not_per_event(caplog: pytest.LogCaptureFixture) -> None:
+    """While a killed holder's shards move every agent retry fails the same way: one warning."""
+    client = _DownClient()
+    forwarder = Forwarder(HandoffSigner(KEY), HandoffMetrics(CollectorRegistry()), client=client)
+    request = HandoffRequest.model_validate(handoff_item())
+    holder = Replica("b", "http://b.internal:8083")
+    with caplog.at_level(logging.DEBUG, logger="kcp_listener.handoff"):
+        for _ in range(5):
+            assert await forwarder.forward(holder, request) is None
+        client.up = True
+        assert await forwarder.forward(holder, request) is None  # 503: answers, not a transport failure
+        client.up = False
+        assert await forwarder.forward(holder, request) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("hand-off to b (http://b.internal:8083) failed" in w for w in warnings)
+    assert sum(r.getMessage().endswith("answers again") for r in caplog.records) == 1
+    await forwarder.aclose()
