@@ -14,18 +14,30 @@ Figures, from the outside (the shard Leases' holders):
 * restart of the killed one: -> even over three again;
 * SIGTERM (graceful: drain + release): -> its shards held by the others;
 * overlap: Kymas reconciled by two replicas at overlapping times over the whole run (target 0).
+
+Events during a kill -9 hand-off (``--event-runs``, default 3; ``--runs 0`` runs only these): 24
+Kymas with runtime ids and signing keys in KCP, failed reconciles retried only after 300 s (so a
+reconcile in the trace is caused by an event or a shard move); the agents of every runtime whose
+shard the leader holds send signed events to another replica's public listener (one every 0.25 s
+each, each retried every 0.25 s on 503: ``tests/integration/sharding/agents.py``), the leader is
+killed -9. Figures: events sent during the hand-off (from the kill to the takeover, or under way
+at the kill), how many ended 2xx and reached a reconcile on the holder, the 503s/refusals the
+agents retried, kill -> shards taken over, and kill -> the first accepted event of a moved shard.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import httpx
 
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.kube import KubeClient
@@ -34,6 +46,7 @@ from kyma_operator.runtime.shardmap import shard_of
 from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.crds import apply_crds
+from tests.integration.sharding.agents import Agents, create_runtimes, kill_while_sending
 from tests.integration.sharding.fleet import SHARDS, Fleet, even, holders, leader, overlaps, read_trace
 
 REPLICAS = ("r0", "r1", "r2")
@@ -111,7 +124,76 @@ async def one_run(
         return figures
 
 
-async def main_async(runs: int, kymas: int, timings: list[str]) -> None:
+async def events_run(
+    client: KubeClient, kubeconfig: Path, namespace: str, timings: list[str]
+) -> dict[str, float]:
+    """Agents keep sending events of the leader's shards to another replica; kill -9 the leader."""
+    await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+    runtimes, keys = await create_runtimes(client, namespace, 24, SHARDS)
+    quiet = ("--failure-base-delay=300", "--failure-max-delay=300")
+    with tempfile.TemporaryDirectory() as scratch:
+        fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *timings, *quiet)
+        try:
+            for replica in REPLICAS:
+                await fleet.start(replica)
+            await _until(lambda: _spread(client, namespace, REPLICAS), 120)
+            victim = await leader(client, namespace)
+            found = await holders(client, namespace)
+            mine = [rt for rt in runtimes if found[rt.shard] == victim]
+            to = next(p.listener for r, p in fleet.processes.items() if r != victim)
+            async with httpx.AsyncClient(timeout=5) as http:
+                outcome = await kill_while_sending(
+                    fleet, client, victim, mine, Agents(http, keys), to, within=60
+                )
+            with contextlib.suppress(TimeoutError):  # a reconcile may still be starting
+                await _until(_async(lambda: not outcome.unreconciled(fleet.trace, victim)), 10)
+        finally:
+            await fleet.stop()
+        during = outcome.exposed
+        missing = {id(d) for d in outcome.unreconciled(fleet.trace, victim)}
+        return {
+            "runtimes of the killed replica's shards": float(len(mine)),
+            "events sent during the hand-off (kill .. takeover)": float(len(during)),
+            "... answered 2xx": float(sum(d.accepted for d in during)),
+            "... reached a reconcile on the holder": float(
+                sum(d.accepted and id(d) not in missing for d in during)
+            ),
+            "503 / refused answers the agents retried": float(sum(len(d.statuses) - 1 for d in during)),
+            "kill -9 -> shards taken over (s)": (outcome.taken_over_ns - outcome.killed_ns) / 1e9,
+            "kill -9 -> first accepted event of a moved shard (s)": outcome.first_accepted_after_kill_s(),
+        }
+
+
+def _async(probe: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def wrapped() -> bool:
+        return probe()
+
+    return wrapped
+
+
+async def _spread(client: KubeClient, namespace: str, over: tuple[str, ...]) -> bool:
+    return even(await holders(client, namespace), over)
+
+
+def _table(title: str, results: list[dict[str, float]]) -> None:
+    print(f"\n{title}\n| | p50 | max |\n|---|---|---|")
+    for key in results[0]:
+        values = [r[key] for r in results]
+        unit = " s" if key.endswith("(s)") or key in _SECONDS else ""
+        p50, top = statistics.median(values), max(values)
+        print(f"| {key.removesuffix(' (s)')} | {p50:.1f}{unit} | {top:.1f}{unit} |")
+
+
+_SECONDS = {
+    "cold start",
+    "kill -9 takeover",
+    "kill -9 every moved Kyma reconciled",
+    "restart rebalanced",
+    "SIGTERM hand-over",
+}
+
+
+async def main_async(runs: int, event_runs: int, kymas: int, timings: list[str]) -> None:
     with ControlPlane(["kcp"]) as plane:
         server = plane["kcp"]
         apply_crds(server.kubeconfig_path)
@@ -122,17 +204,24 @@ async def main_async(runs: int, kymas: int, timings: list[str]) -> None:
                 figures = await one_run(client, kubeconfig, f"shard-bench-{i}", kymas, timings)
                 print(f"run {i + 1}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()), flush=True)
                 results.append(figures)
-    print(f"\n{kymas} Kymas, 16 shards, 3 replicas, timings {' '.join(timings)}, {runs} runs")
-    print("| | p50 | max |\n|---|---|---|")
-    for key in results[0]:
-        values = [r[key] for r in results]
-        unit = "" if key == "overlapping reconciles" else " s"
-        print(f"| {key} | {statistics.median(values):.1f}{unit} | {max(values):.1f}{unit} |")
+            events: list[dict[str, float]] = []
+            for i in range(event_runs):
+                figures = await events_run(client, kubeconfig, f"shard-bench-events-{i}", timings)
+                print(
+                    f"events run {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()),
+                    flush=True,
+                )
+                events.append(figures)
+    if results:
+        _table(f"{kymas} Kymas, 16 shards, 3 replicas, timings {' '.join(timings)}, {runs} runs", results)
+    if events:
+        _table(f"events during a kill -9 hand-off, timings {' '.join(timings)}, {event_runs} runs", events)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--event-runs", type=int, default=3, help="kill -9 runs with agents sending events")
     parser.add_argument("--kymas", type=int, default=60)
     parser.add_argument("--lease", type=float, default=10.0)
     parser.add_argument("--renew", type=float, default=7.0)
@@ -143,7 +232,7 @@ def main() -> None:
         f"--leader-elect-renew-deadline={args.renew}",
         f"--leader-elect-retry-period={args.retry}",
     ]
-    asyncio.run(main_async(args.runs, args.kymas, timings))
+    asyncio.run(main_async(args.runs, args.event_runs, args.kymas, timings))
 
 
 if __name__ == "__main__":

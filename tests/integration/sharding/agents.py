@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,7 +85,7 @@ class Agents:
     """The agents of several runtimes, posting signed requests to one listener port each time."""
 
     def __init__(
-        self, http: httpx.AsyncClient, keys: dict[str, Ed25519PrivateKey], retry: float = 0.05
+        self, http: httpx.AsyncClient, keys: dict[str, Ed25519PrivateKey], retry: float = 0.25
     ) -> None:
         self._http = http
         self._signers = {rid: EventSigner(key, make_key_id(rid, "v1")) for rid, key in keys.items()}
@@ -101,11 +102,21 @@ class Agents:
         return await self._http.send(request)
 
     async def deliver(
-        self, port: int, path: str, body: bytes, runtime: Runtime, *, within: float
+        self,
+        port: int,
+        path: str,
+        body: bytes,
+        runtime: Runtime,
+        *,
+        within: float,
+        into: list[Delivery] | None = None,
     ) -> Delivery:
         """Post until the listener answers something else than 503/429 (or ``within`` seconds pass);
-        a connection error counts as status 0 and is retried too."""
+        a connection error counts as status 0 and is retried too. ``into``: a list the delivery is
+        appended to at once (visible while under way)."""
         delivery = Delivery(runtime, path, port, time.monotonic_ns())
+        if into is not None:
+            into.append(delivery)
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             attempt_ns = time.monotonic_ns()
@@ -136,6 +147,11 @@ class KillOutcome:
     def during(self) -> list[Delivery]:
         """Deliveries still under way or started after the kill."""
         return [d for d in self.deliveries if d.answered_ns == 0 or d.answered_ns > self.killed_ns]
+
+    @property
+    def exposed(self) -> list[Delivery]:
+        """Events sent between the kill and the takeover, or under way at the kill."""
+        return [d for d in self.during if d.started_ns < self.taken_over_ns]
 
     def first_accepted_after_kill_s(self) -> float:
         return (
@@ -171,27 +187,36 @@ async def kill_while_sending(
     agents: Agents,
     to_port: int,
     *,
-    pace: float = 0.1,
+    pace: float = 0.25,
     within: float = 30,
 ) -> KillOutcome:
-    """Agents of ``runtimes`` (the victim's) send events to ``to_port`` in a loop (one every
-    ``pace`` s each, retrying 503); kill -9 ``victim``; wait until the others hold all shards and
+    """Agents of ``runtimes`` (the victim's) send events to ``to_port`` (one every ``pace`` s each,
+    each retried on 503 until accepted); kill -9 ``victim``; wait until the others hold all shards and
     every runtime had an event accepted after that; stop the agents."""
     deliveries: list[Delivery] = []
     stop = asyncio.Event()
     body = event()
 
+    async def deliver(runtime: Runtime) -> None:
+        await agents.deliver(to_port, event_path(MANAGER), body, runtime, within=within, into=deliveries)
+
     async def agent(runtime: Runtime) -> None:
+        """A new event every ``pace`` s, whether or not the earlier ones are still being retried
+        (an agent's queue with parallel senders)."""
+        under_way: set[asyncio.Task[None]] = set()
         while not stop.is_set():
-            deliveries.append(
-                await agents.deliver(to_port, event_path(MANAGER), body, runtime, within=within)
-            )
-            await asyncio.sleep(pace)  # the agent's event rate
+            task = asyncio.create_task(deliver(runtime))
+            under_way.add(task)
+            task.add_done_callback(under_way.discard)
+            await asyncio.sleep(pace)  # the agent's event rate, not a wait for a condition
+        await asyncio.gather(*under_way)
 
     rest = tuple(r for r in fleet.processes if r != victim)
     senders = [asyncio.create_task(agent(rt)) for rt in runtimes]
     try:
-        await eventually(lambda: len(deliveries) >= 2 * len(runtimes), "events flowing before the kill")
+        await eventually(
+            lambda: sum(d.accepted for d in deliveries) >= 2 * len(runtimes), "events flowing before the kill"
+        )
         killed_ns = time.monotonic_ns()
         await fleet.processes[victim].stop()  # SIGKILL
 
@@ -201,11 +226,15 @@ async def kill_while_sending(
 
         after = await eventually(taken_over, "the victim's shards taken over", within=within, interval=0.1)
         taken_ns = time.monotonic_ns()
-        await eventually(
-            lambda: {d.runtime for d in deliveries if d.accepted_ns > taken_ns} >= set(runtimes),
-            "an event of every moved runtime accepted after the takeover",
-            within=within,
-        )
+        try:
+            await eventually(
+                lambda: {d.runtime for d in deliveries if d.accepted_ns > taken_ns} >= set(runtimes),
+                "an event of every moved runtime accepted after the takeover",
+                within=within,
+            )
+        except AssertionError as exc:
+            statuses = Counter(s for d in deliveries for s in d.statuses)
+            raise AssertionError(f"{exc}; answers so far: {dict(statuses)}") from exc
     finally:
         stop.set()
         await asyncio.gather(*senders)

@@ -126,7 +126,7 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
         outcome = await kill_while_sending(fleet, kcp_client, a, mine, Agents(http, keys), port[b])
 
     assert [d for d in outcome.deliveries if not d.accepted] == []
-    assert any(set(d.statuses) - {200} for d in outcome.during), "the hand-off was never visible"
+    assert any(set(d.statuses) - {200} for d in outcome.exposed), "the hand-off was never visible"
     await eventually(
         lambda: outcome.unreconciled(fleet.trace, a) == [],
         "every accepted event reached a reconcile",
@@ -142,6 +142,6 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
     ]
     assert strangers == [], strangers[:5]
     print(
-        f"{len(outcome.during)} events during the hand-off, all reconciled;"
+        f"{len(outcome.exposed)} events sent during the hand-off, all reconciled;"
         f" kill -> first accepted event of a moved shard {outcome.first_accepted_after_kill_s():.2f} s"
     )
