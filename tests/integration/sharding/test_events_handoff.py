@@ -96,18 +96,29 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
         agents = Agents(http, keys)
         # 1. single event to B, batch to C, heartbeat to B: the holder A acts on exactly that Kyma
         sent_ns = time.monotonic_ns()
-        single = await agents.post(port[b], event_path(MANAGER), event(), target.runtime_id)
-        assert single.status_code == 200, single.text
-        batch = await agents.post(
-            port[c], batch_path(MANAGER), EventBatch.wire_of([event(), event()]), target.runtime_id
-        )
-        assert batch.status_code == 200 and [r["status"] for r in batch.json()["results"]] == [200, 200]
+        logged = {r: len(p.output) for r, p in fleet.processes.items()}
+        # right after a rebalance a replica's view of the other holders may lag one coordinator
+        # round: it answers 503 and the agent retries (docs/sharding-handoff.md)
+        single = await agents.deliver(port[b], event_path(MANAGER), event(), target, within=10)
+        assert single.accepted, single.statuses
+
+        async def batch_accepted() -> list[int] | None:
+            body = EventBatch.wire_of([event(), event()])
+            answer = await agents.post(port[c], batch_path(MANAGER), body, target.runtime_id)
+            statuses = [r["status"] for r in answer.json()["results"]] if answer.status_code == 200 else []
+            early.append(answer.status_code if statuses != [200, 200] else 200)
+            return statuses if statuses == [200, 200] else None
+
+        early: list[int] = []
+        await eventually(batch_accepted, "the batch accepted (503 retried)", within=10, interval=0.25)
         beat = Heartbeat.model_validate({"sentAt": "2027-01-01T00:00:00Z"}).to_wire()
-        assert (
-            await agents.post(port[b], heartbeat_path(MANAGER), beat, target.runtime_id)
-        ).status_code == 200
+        heartbeat = await agents.deliver(port[b], heartbeat_path(MANAGER), beat, target, within=10)
+        assert heartbeat.accepted, heartbeat.statuses
+        assert {*single.statuses, *early, *heartbeat.statuses} <= {200, 503}
         await eventually(
-            lambda: starts(fleet.trace, target.kyma, sent_ns), "the holder reconciles the Kyma", within=10
+            lambda: {r for r, _ in starts(fleet.trace, target.kyma, sent_ns)} == {a},
+            "the holder reconciles the Kyma",
+            within=10,
         )
         await eventually(
             lambda: heartbeat_seen(fleet.processes[a].metrics, target.runtime_id),
@@ -118,9 +129,19 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
             assert not heartbeat_seen(fleet.processes[other].metrics, target.runtime_id)
 
         for sender, count in ((b, 2), (c, 2)):  # B: the event and the heartbeat
-            assert forwarded(fleet.processes[sender].metrics) == count
-        # only that Kyma was reconciled since the sends (by A)
-        assert {(ln.subject, ln.replica) for ln in kyma_starts(fleet.trace, sent_ns)} == {(target.kyma, a)}
+            assert forwarded(fleet.processes[sender].metrics) == count  # 503s are not "delivered"
+
+        # the events caused reconciles of that Kyma only, on A only (the start-up's shard moves and
+        # shard-label writes may still cause others: the reconciler logs each one with its cause)
+        def caused() -> set[tuple[str, str]]:
+            return {
+                (r, line.split("reconcile Kyma ", 1)[1].split(" ", 1)[0])
+                for r, p in fleet.processes.items()
+                for line in p.output[logged[r] :]
+                if "reconcile Kyma " in line and "runtime event" in line.split("]", 1)[0]
+            }
+
+        await eventually(lambda: caused() == {(a, target.kyma)}, "A logged the event-caused reconcile")
 
         # 2. kill -9 A while its runtimes' agents keep sending events to B, retrying 503
         outcome = await kill_while_sending(fleet, kcp_client, a, mine, Agents(http, keys), port[b])
