@@ -152,6 +152,13 @@ TARGETS: tuple[Target, ...] = (
         r"failover after SIGSTOP \|[^\n]*\| \*\*(\d+)\*\* \|", "{0} overlapping", lambda f: f[0] == 0,
     ),
     Target(
+        "§10", "shard takeover after kill -9 of a sharded replica / Kymas reconciled twice at once (p50)",
+        "<= 15 s / 0", "one leader for all Kymas: no shards", "sharding",
+        r"kill -9 of a non-leader -> its shards held by the two others \| \*\*([\d.]+) s\*\*[\s\S]*?"
+        r"Kymas reconciled by two replicas at overlapping times \(whole run\) \| \*\*(\d+)\*\*",
+        "{0} s / {1}", lambda f: f[0] <= 15 and f[1] == 0,
+    ),
+    Target(
         "§10", "full resync with replicas (sharded)", "near-linear speed-up", "one leader does everything",
         "scale", r"full resync speed-up with (\d+) replicas: \*\*([\d.]+)x\*\*", "{1}x with {0}",
         lambda f: f[1] >= 0.8 * f[0],
