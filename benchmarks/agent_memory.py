@@ -102,8 +102,9 @@ def agent_memory(files: Files, variant: Variant) -> AgentMemory:
 
 def imported_packages(tree: Path) -> list[str]:
     probe = (
-        "import json, sys, skr_watcher.lean, skr_watcher.__main__, skr_watcher.agent\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules if not m.startswith('_')})))"
+        "import json, sys, skr_watcher.__main__, skr_watcher.agent\n"  # __main__ imports what it needs first
+        "print(json.dumps(sorted({m.split('.')[0] for m, v in sys.modules.items()"
+        " if v is not None and not m.startswith('_')})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=tree, env={"PYTHONPATH": str(tree)}, capture_output=True, text=True

@@ -15,7 +15,10 @@ What is here, one concern per module, importing nothing heavier than pydantic an
 * :mod:`kyma_wire.events` - paths, limits and the event/heartbeat/batch bodies;
 * :mod:`kyma_wire.profile` - the RFC 9421 signature profile (covered components, parameters,
   signature base, ``Content-Digest``, key ids): what signer and verifier must agree on byte for byte;
-* :mod:`kyma_wire.keys` - Ed25519 PEM helpers (the keys' wire format in Secrets).
+* :mod:`kyma_wire.keys` - Ed25519 PEM helpers (the keys' wire format in Secrets);
+* :mod:`kyma_wire.http_client` - the small keep-alive HTTP/1.1 client (asyncio streams, httptools,
+  TLS/mTLS) the agent posts to KCP with and the listener hands events to other replicas with;
+  :mod:`kyma_wire.httpx_transport` adapts httpx transports to it for tests (never the agent).
 
 The signer lives with the agent (``skr_watcher.signer``), the verifier with the listener
 (``kcp_listener.verifier``).

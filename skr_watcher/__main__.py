@@ -17,13 +17,12 @@ from collections.abc import Sequence
 
 import uvloop
 
-from skr_watcher import __version__, lean, logs  # lean: before anything imports httpx
+from skr_watcher import __version__, logs
 from skr_watcher.agent import Agent
 from skr_watcher.config import AgentConfig, ConfigError, environment_help
 from skr_watcher.credentials import CredentialError
 
 log = logging.getLogger("skr_watcher")
-del lean  # imported for its effect
 
 
 async def _serve(config: AgentConfig) -> None:

@@ -13,8 +13,7 @@ import logging
 import os
 import random
 
-import httpx
-
+from kyma_wire.http_client import HttpTransport
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
@@ -42,7 +41,7 @@ class Agent:
         config: AgentConfig,
         *,
         clock: AgentClock | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: HttpTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.config = config

@@ -23,7 +23,6 @@ import contextlib
 import logging
 import time
 
-import httpx
 from pydantic import ValidationError
 
 from kyma_wire.events import (
@@ -37,6 +36,7 @@ from kyma_wire.events import (
     event_path,
     heartbeat_path,
 )
+from kyma_wire.http_client import HttpResponse
 from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.clock import AgentClock
 from skr_watcher.kcp_client import KcpClient
@@ -289,7 +289,7 @@ class Delivery:
             BATCH_RETRY_SECONDS,
         )
 
-    def _batch_answers(self, response: httpx.Response, count: int) -> list[SendResult] | None:
+    def _batch_answers(self, response: HttpResponse, count: int) -> list[SendResult] | None:
         try:
             results = BatchResult.model_validate_json(response.content).results
         except ValidationError:
@@ -347,10 +347,10 @@ class Delivery:
     async def _post(self, path: str, body: bytes) -> SendResult:
         return (await self._request(path, body))[0]
 
-    async def _request(self, path: str, body: bytes) -> tuple[SendResult, httpx.Response | None]:
+    async def _request(self, path: str, body: bytes) -> tuple[SendResult, HttpResponse | None]:
         self.metrics.kcp_requests.inc()
         started = time.perf_counter()
-        response: httpx.Response | None = None
+        response: HttpResponse | None = None
         try:
             response = await self.client.post(path, body)
         except asyncio.CancelledError:

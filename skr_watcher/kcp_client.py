@@ -1,38 +1,45 @@
 """The HTTP client that posts signed requests to KCP.
 
-One ``httpx`` connection pool (``AsyncHTTPTransport``) per credential set, small (httpx degrades
-sharply beyond a handful of concurrent connections, see python-ecosystem notes). Requests go to the
-transport directly, not through ``httpx.AsyncClient``: the client's per-request machinery (cookie
-jar round trips through ``urllib``, auth and redirect flows, event hooks, header merging) costs
-about a third of a request's CPU and the agent uses none of it (one fixed origin, no cookies, no
-redirects, no proxies: it talks to the KCP gateway it was configured with). When the certificates or
-the signing key rotate, ``replace`` swaps in a new pool and signer; requests already in flight finish
-on the old pool, which is closed when its last request returns. Queued events are unaffected. Tests
-inject an ``httpx`` transport (``httpx.MockTransport``, ``httpx.ASGITransport``) instead of sockets.
+Why its own client: httpx with httpcore and anyio took ~3.4 MB of the agent's resident memory on
+every customer node (issue 18), for one fixed origin without cookies, redirects or proxies. The
+requests go through ``kyma_wire.http_client.HttpClient`` (asyncio streams, httptools' response
+parser; shared with the listener's hand-off): mTLS with the agent's ``ssl.SSLContext`` (KCP's CA
+bundle, the client certificate and key), keep-alive, at most ``max_connections`` connections, one
+deadline per request. A request that meets a connection KCP closed while idle is signed anew (fresh
+nonce) and sent once more on a new connection; every other failure goes back to ``Delivery``, which
+retries with backoff. When the certificates or the signing key rotate, ``replace`` swaps in a new
+client and signer; requests already in flight finish on the old one, which is closed when its last
+request returns. Queued events are unaffected. Tests inject a transport with the same interface
+(``kyma_wire.httpx_transport.HttpxTransport`` over ``httpx.MockTransport`` or ``httpx.ASGITransport``)
+instead of sockets.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import httpx
+from kyma_wire.http_client import HeaderSource, HttpClient, HttpResponse, HttpTransport
 
-_HEADERS = (("content-type", "application/json"), ("user-agent", "skr-watcher"))
+_CONTENT_TYPE = "application/json"
+_HEADERS = {"content-type": _CONTENT_TYPE, "user-agent": "skr-watcher"}
+_IDLE_SECONDS = 50.0
+"""Idle keep-alive connections are dropped after this (below common gateway/LB idle timeouts of 60 s)."""
 
 
 class Signer(Protocol):
-    """``skr_watcher.signer.FastEventSigner`` (or the reference signer in tests)."""
+    """``skr_watcher.signer.FastEventSigner``."""
 
     key_id: str
 
-    def sign(self, request: httpx.Request) -> None: ...
+    def headers(self, method: str, url: str, content_type: str, body: bytes) -> dict[str, str]: ...
 
 
 @dataclass(eq=False)
 class _Slot:
-    transport: httpx.AsyncBaseTransport
+    transport: HttpTransport
     signer: Signer | None
     in_flight: int = 0
     retired: bool = False
@@ -47,11 +54,13 @@ class KcpClient:
         signer: Signer | None,
         max_connections: int = 4,
         timeout: float = 10.0,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: HttpTransport | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
         self._max_connections = max_connections
-        self._timeout = {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        self._timeout = timeout
+        self._server_hostname = server_hostname
         self._transport = transport
         self._slot = self._new_slot(ssl_context, signer)
         self._closing: set[_Slot] = set()
@@ -67,13 +76,15 @@ class KcpClient:
     def _new_slot(self, ssl_context: ssl.SSLContext | None, signer: Signer | None) -> _Slot:
         if self._transport is not None:
             return _Slot(_Shared(self._transport), signer)
-        limits = httpx.Limits(
-            max_connections=self._max_connections, max_keepalive_connections=self._max_connections
+        client = HttpClient(
+            max_connections=self._max_connections,
+            timeout=self._timeout,
+            connect_timeout=self._timeout,
+            idle_seconds=_IDLE_SECONDS,
+            ssl_context=ssl_context,
+            server_hostname=self._server_hostname,
         )
-        transport = httpx.AsyncHTTPTransport(
-            verify=ssl_context if ssl_context is not None else True, limits=limits
-        )
-        return _Slot(transport, signer)
+        return _Slot(client, signer)
 
     async def replace(self, ssl_context: ssl.SSLContext | None, signer: Signer | None) -> None:
         """Use new credentials for every request from now on."""
@@ -83,26 +94,23 @@ class KcpClient:
         if old.in_flight == 0:
             await self._close(old)
 
-    async def post(self, path: str, body: bytes) -> httpx.Response:
-        """POST ``body`` as JSON to ``path`` (signed when a signer is configured)."""
+    async def post(self, path: str, body: bytes) -> HttpResponse:
+        """POST ``body`` as JSON to ``path`` (signed when a signer is configured).
+
+        Raises ``kyma_wire.http_client.HttpTransportError`` when no answer arrives.
+        """
         slot = self._slot
-        request = httpx.Request(
-            "POST",
-            self._base_url + path,
-            content=body,
-            headers=_HEADERS,
-            extensions={"timeout": self._timeout},
-        )
-        if slot.signer is not None:
-            slot.signer.sign(request)
+        url = self._base_url + path
+        signer = slot.signer
+
+        def headers() -> dict[str, str]:
+            if signer is None:
+                return _HEADERS
+            return {**_HEADERS, **signer.headers("POST", url, _CONTENT_TYPE, body)}
+
         slot.in_flight += 1
         try:
-            response = await slot.transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            return response
+            return await slot.transport.post(url, body, headers(), refresh=headers)
         finally:
             slot.in_flight -= 1
             if slot.retired and slot.in_flight == 0:
@@ -119,11 +127,16 @@ class KcpClient:
         await self._slot.transport.aclose()
 
 
-class _Shared(httpx.AsyncBaseTransport):
+class _Shared:
     """An injected transport, used by every credential set and closed by its owner, not by us."""
 
-    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+    def __init__(self, transport: HttpTransport) -> None:
         self._transport = transport
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._transport.handle_async_request(request)
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, refresh: HeaderSource | None = None
+    ) -> HttpResponse:
+        return await self._transport.post(url, body, headers, refresh=refresh)
+
+    async def aclose(self) -> None:
+        pass

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-import httpx
+from kyma_wire.http_client import HttpTimeoutError, HttpTransportError
 
 MAX_RETRY_AFTER = 300.0
 """Upper bound for a server-requested pause, so one bad header cannot park a sender for hours."""
@@ -57,9 +57,9 @@ def classify_response(
 
 def classify_error(error: Exception) -> SendResult:
     """Map an exception raised while posting. Only transport problems are retried."""
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, HttpTimeoutError | TimeoutError):
         return SendResult(Verdict.RETRY, "timeout")
-    if isinstance(error, httpx.TransportError | OSError):
+    if isinstance(error, HttpTransportError | OSError):
         return SendResult(Verdict.RETRY, "network")
     return SendResult(Verdict.RETRY, "request-setup")
 

@@ -18,8 +18,8 @@ import hashlib
 import secrets
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import httpx
 from nacl.signing import SigningKey
 
 from kyma_wire.profile import (
@@ -32,11 +32,14 @@ from kyma_wire.profile import (
     signature_base,
 )
 
+if TYPE_CHECKING:  # the agent never imports httpx; ``sign`` serves tests and the reference comparison
+    import httpx
+
 _COMPONENTS = "(" + " ".join(f'"{c}"' for c in COVERED_COMPONENTS) + ")"
 
 
 class FastEventSigner:
-    """Signs an ``httpx.Request`` in place (same interface as the reference ``EventSigner``)."""
+    """Signature headers for a request (``headers``); ``sign``: the reference ``EventSigner``'s interface."""
 
     def __init__(
         self, private_key: SigningKey, key_id: str, *, clock: Callable[[], float] = time.time
@@ -48,12 +51,9 @@ class FastEventSigner:
         self._key = private_key
         self._clock = clock
 
-    def sign(self, request: httpx.Request) -> None:
-        """Set ``Content-Digest``, ``Signature-Input`` and ``Signature`` (replacing earlier ones)."""
-        content_type = request.headers.get("content-type")
-        if content_type is None:
-            raise ValueError("the request needs a Content-Type header: it is a covered component")
-        digest = f"sha-256=:{base64.b64encode(hashlib.sha256(request.content).digest()).decode()}:"
+    def headers(self, method: str, url: str, content_type: str, body: bytes) -> dict[str, str]:
+        """``Content-Digest``, ``Signature-Input`` and ``Signature`` for a request to ``url``."""
+        digest = f"sha-256=:{base64.b64encode(hashlib.sha256(body).digest()).decode()}:"
         created = int(self._clock())
         params: tuple[tuple[str, int | str], ...] = (
             ("created", created),
@@ -63,14 +63,20 @@ class FastEventSigner:
             ("nonce", secrets.token_urlsafe(16)),
             ("tag", SIGNATURE_TAG),
         )
-        base = signature_base(
-            request.method,
-            str(request.url),
-            {"content-type": content_type, "content-digest": digest},
-            params,
-        )
+        base = signature_base(method, url, {"content-type": content_type, "content-digest": digest}, params)
         signature = base64.b64encode(self._key.sign(base).signature).decode()
         serialized = "".join(f";{k}={v}" if isinstance(v, int) else f';{k}="{v}"' for k, v in params)
-        request.headers["content-digest"] = digest
-        request.headers["signature-input"] = f"{SIGNATURE_LABEL}={_COMPONENTS}{serialized}"
-        request.headers["signature"] = f"{SIGNATURE_LABEL}=:{signature}:"
+        return {
+            "content-digest": digest,
+            "signature-input": f"{SIGNATURE_LABEL}={_COMPONENTS}{serialized}",
+            "signature": f"{SIGNATURE_LABEL}=:{signature}:",
+        }
+
+    def sign(self, request: httpx.Request) -> None:
+        """Sign an ``httpx.Request`` in place (replacing earlier signature headers): tests, reference."""
+        content_type = request.headers.get("content-type")
+        if content_type is None:
+            raise ValueError("the request needs a Content-Type header: it is a covered component")
+        signed = self.headers(request.method, str(request.url), content_type, request.content)
+        for name, value in signed.items():
+            request.headers[name] = value

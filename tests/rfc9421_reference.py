@@ -82,6 +82,12 @@ class EventSigner:
             body=request.content,
         )
 
+    def headers(self, method: str, url: str, content_type: str, body: bytes) -> dict[str, str]:
+        """The signature headers for a request (the agent's ``KcpClient`` signer interface)."""
+        request = httpx.Request(method, url, content=body, headers={"content-type": content_type})
+        self.sign(request)
+        return {name: request.headers[name] for name in ("content-digest", "signature-input", "signature")}
+
 
 @dataclass
 class _Message:

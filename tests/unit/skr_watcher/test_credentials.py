@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kyma_wire.httpx_transport import HttpxTransport
 from skr_watcher import credentials
 from skr_watcher.agent import Agent
 from skr_watcher.config import AgentConfig
@@ -23,7 +24,11 @@ def files(tmp_path: Path) -> AgentFiles:
 @pytest.fixture
 async def agent(files: AgentFiles) -> AsyncIterator[Agent]:
     config = AgentConfig.from_env(files.env())
-    agent = Agent(config, clock=FakeClock(), transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    agent = Agent(
+        config,
+        clock=FakeClock(),
+        transport=HttpxTransport(httpx.MockTransport(lambda r: httpx.Response(200))),
+    )
     yield agent
     await agent.client.aclose()
 

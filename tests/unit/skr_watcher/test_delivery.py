@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from kcp_listener.verifier import SignatureVerifier
 from kyma_wire.events import AgentEvent, EventBatch, GroupVersionKind, Heartbeat, ObjectKey, Operation
+from kyma_wire.httpx_transport import HttpxTransport
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, SKR_NAMESPACE
 from skr_watcher.delivery import Delivery
 from skr_watcher.kcp_client import KcpClient
@@ -113,7 +114,7 @@ def make_rig(
         "https://kcp.example:443",
         ssl_context=None,
         signer=EventSigner(key, KEY_ID, clock=clock.wall),
-        transport=httpx.MockTransport(kcp),
+        transport=HttpxTransport(httpx.MockTransport(kcp)),
     )
     metrics = AgentMetrics()
     queue = SendQueue(queue_size)

@@ -17,6 +17,7 @@ from nacl.signing import SigningKey
 
 from kcp_listener.config import ListenerConfig
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, batch_path, heartbeat_path
+from kyma_wire.httpx_transport import HttpxTransport
 from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from kyma_wire.profile import make_key_id
 from skr_watcher.delivery import Delivery
@@ -73,7 +74,7 @@ class Rig:
                 make_key_id("rt-1", "v1"),
                 clock=self.listener.clock,
             ),
-            transport=httpx.ASGITransport(app=app),
+            transport=HttpxTransport(httpx.ASGITransport(app=app)),
         )
         self.metrics = AgentMetrics()
         self.delivery = Delivery(

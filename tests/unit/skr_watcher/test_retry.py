@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime
 import random
 
-import httpx
 import pytest
 
+from kyma_wire.http_client import HttpTimeoutError, HttpTransportError
 from skr_watcher.retry import (
     MAX_RETRY_AFTER,
     RetryBackoff,
@@ -64,9 +64,9 @@ def test_retry_after_edge_cases(value: str | None, expected: float | None) -> No
 
 
 def test_errors() -> None:
-    request = httpx.Request("POST", "https://kcp.example/v2/lm/event")
-    assert classify_error(httpx.ConnectError("refused", request=request)).reason == "network"
-    assert classify_error(httpx.ReadTimeout("slow", request=request)).reason == "timeout"
+    assert classify_error(HttpTransportError("ConnectionRefusedError: refused")).reason == "network"
+    assert classify_error(HttpTimeoutError("timeout")).reason == "timeout"
+    assert classify_error(TimeoutError()).reason == "timeout"
     assert classify_error(ConnectionResetError()).reason == "network"
     assert classify_error(ValueError("bad key")).reason == "request-setup"
     assert all(classify_error(e).verdict is Verdict.RETRY for e in (ValueError(), OSError()))

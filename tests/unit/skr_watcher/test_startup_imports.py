@@ -35,6 +35,7 @@ def test_agent_entry_point_does_not_load_the_listener_or_its_libraries() -> None
     loaded = _modules_after(_PROBE)
     assert "skr_watcher.agent" in loaded  # the probe really imported the agent
     assert "kyma_wire.profile" in loaded
+    assert "kyma_wire.http_client" in loaded
     forbidden = (
         *("http_message_signatures", "http_sf", "kcp_listener", "kyma_operator"),
         *("fastapi", "starlette", "rich", "pygments", "yaml"),  # frameworks and a CLI the agent never uses
@@ -42,6 +43,8 @@ def test_agent_entry_point_does_not_load_the_listener_or_its_libraries() -> None
         # (skr_watcher.http_server), the exposition (skr_watcher.exposition), the signing key
         # (skr_watcher.signing_key, PyNaCl)
         *("uvicorn", "embedded_server", "click", "prometheus_client", "cryptography"),
+        # the KCP client is kyma_wire.http_client (asyncio streams + httptools), not httpx
+        *("httpx", "httpcore", "anyio", "h11", "sniffio", "certifi", "idna"),
     )
     offending = sorted(m for m in loaded if m.split(".")[0] in forbidden)
     assert offending == []

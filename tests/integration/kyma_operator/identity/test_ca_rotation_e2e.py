@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -29,6 +28,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, event_path
+from kyma_wire.http_client import HttpTransportError
 from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from skr_watcher import credentials
 from skr_watcher.kcp_client import KcpClient
@@ -181,7 +181,7 @@ async def test_ca_rotation_keeps_every_client_working(
             # Why the grace period exists: an agent that never received the new bundle cannot verify the
             # new server certificate (this is the client failing, not the listener rejecting an event).
             failures_before = gateway.handshake_failures
-            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            with pytest.raises(HttpTransportError, match="CERTIFICATE_VERIFY_FAILED"):
                 await old_agent.send()
 
             async def handshake_refused() -> bool:
