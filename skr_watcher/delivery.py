@@ -114,7 +114,7 @@ class Delivery:
         if dropped is not None:
             self.metrics.events_dropped.labels("overflow").inc()
             self._overflow_drops += 1
-            if dropped.event.operation is Operation.RESYNC:
+            if dropped.operation is Operation.RESYNC:
                 self.tracker.lost(dropped.manager)
             else:
                 self.tracker.mark(dropped.manager)
@@ -123,9 +123,9 @@ class Delivery:
                     "send queue full (%d entries): dropped the oldest event (%s %s/%s), "
                     "%d dropped so far; a resync will follow",
                     self.queue.maxsize,
-                    dropped.event.watched_gvk.kind,
-                    dropped.event.watched.namespace,
-                    dropped.event.watched.name,
+                    dropped.key.kind,
+                    dropped.key.namespace,
+                    dropped.key.name,
                     self._overflow_drops,
                 )
 
@@ -230,7 +230,7 @@ class Delivery:
             if len(pending) == 1:
                 await self._deliver(pending[0], attempt)
                 return
-            body = EventBatch.wire_of([entry.event.to_wire() for entry in pending])
+            body = EventBatch.wire_of([entry.to_wire() for entry in pending])
             self.metrics.batches.inc()
             self.metrics.batched_events.inc(len(pending))
             result, response = await self._request(batch_path(manager), body)
@@ -304,7 +304,7 @@ class Delivery:
     def _settle(self, entry: QueuedEvent, result: SendResult) -> bool:
         """Book a final answer for ``entry`` (True), or note it must be retried (False)."""
         manager = entry.manager
-        is_resync = entry.event.operation is Operation.RESYNC
+        is_resync = entry.operation is Operation.RESYNC
         if result.verdict is Verdict.DELIVERED:
             self.metrics.events_sent.inc()
             self.metrics.delivery_latency.observe(max(0.0, self.clock.monotonic() - entry.enqueued_at))
@@ -315,10 +315,10 @@ class Delivery:
             self.metrics.events_dropped.labels("rejected").inc()
             log.warning(
                 "KCP rejected the %s event for %s %s/%s (%s); dropped",
-                entry.event.operation or "UPDATE",
-                entry.event.watched_gvk.kind,
-                entry.event.watched.namespace,
-                entry.event.watched.name,
+                entry.operation or "UPDATE",
+                entry.key.kind,
+                entry.key.namespace,
+                entry.key.name,
                 result.reason,
             )
             if is_resync:
@@ -335,7 +335,7 @@ class Delivery:
             if attempt and self.queue.is_superseded(entry):
                 self.metrics.events_superseded.inc()
                 return
-            result, _response = await self._request(event_path(manager), entry.event.to_wire())
+            result, _response = await self._request(event_path(manager), entry.to_wire())
             if self._settle(entry, result):
                 if result.verdict is Verdict.DELIVERED:
                     self._answered(manager)

@@ -7,15 +7,23 @@ for a key that is still waiting replaces it in place (keeping its place in line)
 never overwritten by a later CREATE/UPDATE (that becomes a second entry), and a pending RESYNC is not
 downgraded by an ordinary event for the same object. When the queue is full the oldest entry is
 dropped and returned, so the caller can count it and schedule a resync.
+
+An entry keeps the event's fields in slots, not the validated ``AgentEvent`` it came from: the
+pydantic instance with its ``ObjectKey`` (each with a ``__dict__`` and a fields-set) took ~1.3 KB per
+waiting event, a queue of 1,000 objects while KCP is down ~1.3 MB of the agent's peak memory
+(issue 18). The event was validated once at the boundary (admission); ``QueuedEvent.event``
+rebuilds the wire model without validating again, only when it is sent or logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import sys
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from kyma_wire.events import AgentEvent, Operation
+from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,18 +45,50 @@ class EventKey:
 
 @dataclass(slots=True, eq=False)
 class QueuedEvent:
-    """One entry: the latest event for its key, plus bookkeeping for metrics."""
+    """One entry: the latest event for its key (its fields, see the module docstring), plus bookkeeping."""
 
     key: EventKey
-    event: AgentEvent
+    gvk: GroupVersionKind
+    """Shared per kind (``skr_watcher.admission`` caches them; the model is frozen)."""
+    operation: Operation | None
+    owner: tuple[str, str] | None
+    observed_at: datetime.datetime | None
     enqueued_at: float
     """Monotonic time of the first event that this entry absorbed (for delivery latency)."""
     coalesced: int = 0
-    seq: int = field(default=0)
+    seq: int = 0
+
+    @classmethod
+    def of(cls, key: EventKey, event: AgentEvent, enqueued_at: float, seq: int = 0) -> QueuedEvent:
+        entry = cls(key, event.watched_gvk, None, None, None, enqueued_at, seq=seq)
+        entry.take(event)
+        return entry
+
+    def take(self, event: AgentEvent) -> None:
+        """Carry ``event``'s content from now on (same key)."""
+        owner = event.owner
+        self.operation = event.operation
+        self.owner = None if owner is None else (sys.intern(owner.namespace), owner.name)
+        self.observed_at = event.observed_at
 
     @property
     def manager(self) -> str:
         return self.key.manager
+
+    @property
+    def event(self) -> AgentEvent:
+        """The wire model of this entry (built without validating again: its parts were validated)."""
+        key, owner = self.key, self.owner
+        return AgentEvent.model_construct(
+            watched=ObjectKey.model_construct(namespace=key.namespace, name=key.name),
+            watched_gvk=self.gvk,
+            operation=self.operation,
+            owner=None if owner is None else ObjectKey.model_construct(namespace=owner[0], name=owner[1]),
+            observed_at=self.observed_at,
+        )
+
+    def to_wire(self) -> bytes:
+        return self.event.to_wire()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +106,9 @@ def can_absorb(pending: Operation | None, new: Operation | None) -> bool:
     return True
 
 
-def merged(pending: AgentEvent, new: AgentEvent) -> AgentEvent:
+def keeps_pending(pending: Operation | None, new: Operation | None) -> bool:
     """Latest wins, except that an ordinary event does not downgrade a pending RESYNC."""
-    if pending.operation is Operation.RESYNC and new.operation in (Operation.CREATE, Operation.UPDATE, None):
-        return pending
-    return new
+    return pending is Operation.RESYNC and new in (Operation.CREATE, Operation.UPDATE, None)
 
 
 def supersedes(pending: Operation | None, in_flight: Operation | None) -> bool:
@@ -112,13 +150,14 @@ class SendQueue:
         """Queue or coalesce ``event``; never blocks. ``now`` is the caller's monotonic time."""
         key = EventKey.of(manager, event)
         existing = self._pending.get(key)
-        if existing is not None and can_absorb(existing.event.operation, event.operation):
-            existing.event = merged(existing.event, event)
+        if existing is not None and can_absorb(existing.operation, event.operation):
+            if not keeps_pending(existing.operation, event.operation):
+                existing.take(event)
             existing.coalesced += 1
             return PutResult(coalesced=True)
         dropped = self._remove_oldest() if len(self._entries) >= self._maxsize else None
         self._seq += 1
-        entry = QueuedEvent(key, event, now, seq=self._seq)
+        entry = QueuedEvent.of(key, event, now, seq=self._seq)
         self._entries[self._seq] = entry
         self._pending[key] = entry
         self._nonempty.set()
@@ -161,12 +200,12 @@ class SendQueue:
     def is_superseded(self, entry: QueuedEvent) -> bool:
         """True when a newer entry for the same key (waiting, or taken by another sender) makes
         ``entry`` unnecessary."""
-        operation = entry.event.operation
+        operation = entry.operation
         pending = self._pending.get(entry.key)
-        if pending is not None and supersedes(pending.event.operation, operation):
+        if pending is not None and supersedes(pending.operation, operation):
             return True
         taken = self._taken.get(entry.key)
-        return taken is not None and taken.seq > entry.seq and supersedes(taken.event.operation, operation)
+        return taken is not None and taken.seq > entry.seq and supersedes(taken.operation, operation)
 
     def done(self, entry: QueuedEvent) -> None:
         """A sender finished with ``entry`` (delivered, dropped or abandoned)."""

@@ -190,3 +190,33 @@ def test_a_dropped_entry_is_not_counted_as_taken() -> None:
     taken = queue.get_nowait()
     assert taken is not None and taken.event.watched.name == "c"
     assert not queue.is_superseded(taken)
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        event("a"),
+        event("b", Operation.DELETE, namespace="", marker=3),
+        AgentEvent(watched=ObjectKey(name="plain"), watched_gvk=GVK),  # no operation, owner or time
+        resync_event(WALL_START),
+    ],
+)
+def test_an_entry_keeps_fields_not_the_model_and_rebuilds_the_same_wire_body(original: AgentEvent) -> None:
+    queue = SendQueue(10)
+    queue.put("lm", original, 0)
+    entry = queue.get_nowait()
+    assert entry is not None
+    assert not any(isinstance(getattr(entry, slot), AgentEvent | ObjectKey) for slot in entry.__slots__)
+    assert entry.event == original
+    assert entry.to_wire() == original.to_wire()
+
+
+def test_a_coalesced_entry_carries_the_latest_fields_but_a_resync_is_not_downgraded() -> None:
+    queue = SendQueue(10)
+    queue.put("lm", event("a", marker=1), 0)
+    queue.put("lm", event("a", marker=2), 1)
+    queue.put("lm", resync_event(WALL_START), 2)
+    queue.put("lm", event("default", namespace="kyma-system", marker=4), 3)
+    first, second = queue.get_nowait(), queue.get_nowait()
+    assert first is not None and first.event == event("a", marker=2)
+    assert second is not None and second.event == resync_event(WALL_START)
