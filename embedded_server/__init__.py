@@ -23,22 +23,9 @@ from typing import Any
 
 import uvicorn
 
+from kyma_wire.sockets import bind
+
 __all__ = ["EmbeddedServer", "bind"]
-
-
-def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """A listening, non-blocking TCP socket on ``host:port`` (IPv6 if ``host`` has a colon)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(error.errno, f"cannot bind {host}:{port}: {error.strerror}") from None
-    sock.listen(backlog)
-    sock.setblocking(False)
-    return sock
 
 
 class _Server(uvicorn.Server):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +38,8 @@ from typing import cast
 from urllib.parse import unquote
 
 import httptools
+
+from kyma_wire.sockets import bind
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
 
@@ -88,25 +89,6 @@ _REASONS = {
     503: b"Service Unavailable",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-
-def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """A listening, non-blocking TCP socket on ``host:port`` (IPv6 if ``host`` has a colon).
-
-    Bound here, not by the event loop: ``port=0`` works and the error names the address. (The same
-    as ``embedded_server.bind``, which cannot be imported without uvicorn.)
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(error.errno, f"cannot bind {host}:{port}: {error.strerror}") from None
-    sock.listen(backlog)
-    sock.setblocking(False)
-    return sock
 
 
 class _Date:
