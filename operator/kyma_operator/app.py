@@ -20,7 +20,7 @@ controllers' intakes. Nothing is attached or mutated after construction.
 6. with ``--sharding`` (docs/sharding.md): the shard coordinator (built before the Manager, which
    runs the Kyma and Manifest controllers on every replica behind its per-request gates and takes
    its readiness), the shard label on Kymas and the full re-enqueue of an acquired shard; exposed
-   as ``Operator.shards`` (``SingleReplica`` without sharding); the listener then runs on every
+   as ``Operator.coordinator`` (None without sharding); the listener then runs on every
    replica and hands an event whose shard another replica holds to that holder's internal endpoint
    (``kcp_listener.handoff``, address published in the membership Lease).
 
@@ -56,7 +56,7 @@ import logging
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client as k8s_client
@@ -112,7 +112,6 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
-from kyma_operator.runtime.shardmap import ShardView, SingleReplica
 from kyma_operator.runtime.trace import TraceFile, TracingReconciler
 
 log = logging.getLogger(__name__)
@@ -216,10 +215,9 @@ class Operator:
     """Requests sent to runtime API servers (also the metric ``kyma_operator_runtime_api_requests``)."""
     helm: HelmSource | None = None
     """The ``helm-chart`` source built from the configuration (not one passed in)."""
-    shards: ShardView = field(default_factory=SingleReplica)
-    """Which shards this replica holds and who holds the others (the listener's hand-off asks it)."""
     coordinator: ShardCoordinator | None = None
-    """The shard coordinator with ``--sharding`` (None: ``shards`` is ``SingleReplica``)."""
+    """The shard coordinator (the ``ShardView`` the gates and the listener's hand-off ask) with
+    ``--sharding``; None without."""
 
     async def _close(self) -> None:
         await self.kyma.close()
@@ -495,6 +493,5 @@ async def build_operator(
         oci=oci,
         api_requests=api_requests,
         helm=helm,
-        shards=sharding.coordinator if sharding is not None else SingleReplica(),
         coordinator=sharding.coordinator if sharding is not None else None,
     )

@@ -9,8 +9,8 @@ after their runtime) modulo the shard count. The runtime id is what an authentic
 carries, so any replica can tell the shard of an event without a Kyma cache; a Manifest belongs to
 its Kyma's shard (the operator writes the shard label on both).
 
-``SingleReplica`` is the default (no sharding flags): it holds every shard, so one operator process
-behaves exactly as before sharding existed.
+Without ``--sharding`` there is no ``ShardView`` at all (``None`` where one is taken): one operator
+process behaves exactly as before sharding existed.
 """
 
 from __future__ import annotations
@@ -87,21 +87,3 @@ class ShardView(Protocol):
     def holder(self, shard: int) -> Replica | None:
         """The replica currently holding ``shard`` (self included), ``None`` if nobody does."""
         ...
-
-
-class SingleReplica:
-    """The unsharded default: this process holds every shard."""
-
-    def __init__(self, shards: int = 1, identity: str = "self", address: str = "") -> None:
-        self._shards = shards
-        self._self = Replica(identity, address)
-
-    @property
-    def shards(self) -> int:
-        return self._shards
-
-    def holds(self, shard: int) -> bool:
-        return 0 <= shard < self._shards
-
-    def holder(self, shard: int) -> Replica | None:
-        return self._self if self.holds(shard) else None
