@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import ListenerConfig
 from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
 from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
-from kcp_listener.handoff_client import HttpxHandoffClient
 from kcp_listener.handoff_server import HandoffApp
 from kyma_operator.runtime.shardmap import Replica, shard_of
+from kyma_wire.httpx_transport import HttpxTransport
 from tests.unit.kcp_listener.harness import NS, Clock, Harness
 
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -132,7 +132,10 @@ def cluster(
         registry = CollectorRegistry()
         metrics = HandoffMetrics(registry)
         forwarder = Forwarder(
-            HandoffSigner(key, clock=clock), metrics, client=HttpxHandoffClient(network), parallel=parallel
+            HandoffSigner(key, clock=clock),
+            metrics,
+            client=HttpxTransport(network, timeout=2.0),
+            parallel=parallel,
         )
 
         def current(f: Forwarder = forwarder) -> Forwarder | None:

@@ -10,7 +10,7 @@ import asyncio
 import datetime
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 import pytest
@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.handoff import HANDOFF_PATH, Forwarder, HandoffMetrics, HandoffRequest
 from kcp_listener.handoff_auth import HandoffSigner
-from kcp_listener.handoff_client import HandoffTransportError
 from kyma_operator.runtime.shardmap import Replica
 from kyma_wire.events import EventBatch, Heartbeat, batch_path, heartbeat_path
+from kyma_wire.http_client import HeaderSource, HttpResponse, HttpTransportError
 from tests.unit.kcp_listener.harness import MANAGER, NS, Harness, istio_xfcc
 from tests.unit.kcp_listener.sharded import KEY, Cluster, StaticShards, cluster, runtime_in_shard
 from tests.unit.kcp_listener.test_app import DEPLOY_GVK, event
@@ -388,7 +388,9 @@ class _StuckClient:
     def __init__(self) -> None:
         self.posted = asyncio.Event()
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, refresh: HeaderSource | None = None
+    ) -> HttpResponse:
         self.posted.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
@@ -418,10 +420,12 @@ class _DownClient:
     def __init__(self) -> None:
         self.up = False
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, refresh: HeaderSource | None = None
+    ) -> HttpResponse:
         if not self.up:
-            raise HandoffTransportError("ConnectionRefusedError: refused")
-        return 503, b""
+            raise HttpTransportError("ConnectionRefusedError: refused")
+        return HttpResponse(503, {}, b"")
 
     async def aclose(self) -> None:
         pass

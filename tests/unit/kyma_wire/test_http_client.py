@@ -1,6 +1,6 @@
 """The shared HTTP/1.1 client over real TLS (mTLS, SNI) and plain TCP servers on 127.0.0.1.
 
-The hand-off's own tests (``tests/unit/kcp_listener/test_handoff_client.py``) cover pooling, bounds,
+``test_http_client_pool.py`` covers pooling, bounds,
 idle expiry and malformed answers over plain TCP; these cover what the agent's KCP client adds:
 client certificates, server name checks, response headers, and re-signed resends.
 """
