@@ -94,14 +94,14 @@ def _read_until(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) ->
     return seen
 
 
-def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
-    files = agent_files(tmp_path)
-    env = files.env(
+def _run_agent_until_serving(tmp_path: Path, **settings: str) -> tuple[int, str]:
+    """Start the real agent with ``settings``, stop it (SIGTERM) once it serves; exit code and output."""
+    env = agent_files(tmp_path).env(
         WEBHOOK_PORT=str(free_port()),
         METRICS_PORT=str(free_port()),
-        LOG_LEVEL="INFO",
         SHUTDOWN_TIMEOUT="0.2",
         RESYNC_ON_START="false",
+        **settings,
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "skr_watcher"],
@@ -119,8 +119,13 @@ def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert proc.returncode == 0
-    messages = [line.split(" ", 2)[2] for line in (output + rest).decode().splitlines() if line.strip()]
+    return proc.returncode, (output + rest).decode()
+
+
+def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
+    returncode, output = _run_agent_until_serving(tmp_path, LOG_LEVEL="INFO")
+    assert returncode == 0
+    messages = [line.split(" ", 2)[2] for line in output.splitlines() if line.strip()]
     assert messages, "the agent logged nothing"
     assert [m for m, n in Counter(messages).items() if n > 1] == []
     assert not any("Started server process" in m for m in messages)
@@ -129,32 +134,9 @@ def test_the_real_agent_prints_every_line_once(tmp_path: Path) -> None:
 
 
 def test_the_real_agent_logs_json_lines_with_log_format_json(tmp_path: Path) -> None:
-    files = agent_files(tmp_path)
-    env = files.env(
-        WEBHOOK_PORT=str(free_port()),
-        METRICS_PORT=str(free_port()),
-        LOG_FORMAT="json",
-        SHUTDOWN_TIMEOUT="0.2",
-        RESYNC_ON_START="false",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "skr_watcher"],
-        cwd=REPO,
-        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    with proc:
-        try:
-            output = _read_until(proc, b"admissions on https://", timeout=30)
-            proc.send_signal(signal.SIGTERM)
-            rest, _ = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0
-    lines = [json.loads(line) for line in (output + rest).decode().splitlines() if line.strip()]
+    returncode, output = _run_agent_until_serving(tmp_path, LOG_FORMAT="json")
+    assert returncode == 0
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
     assert lines, "the agent logged nothing"
     assert all({"ts", "level", "logger", "msg"} <= line.keys() for line in lines)
     assert any("admissions on https://" in line["msg"] for line in lines)
