@@ -21,6 +21,7 @@ from kyma_operator.modules.publish import publish_module
 from kyma_operator.modules.reference import RegistryBase
 from kyma_operator.modules.registry import RegistryClient
 from kyma_operator.modules.signing import generate_key, public_key_pem
+from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS
 from tests.controlplane.cluster import APIServer
@@ -64,9 +65,11 @@ def helm_of(s: Setup) -> HelmSource:
 
 
 async def configmap_data(s: Setup, name: str) -> dict[str, str] | None:
-    if not await s.exists(CONFIGMAPS, name, s.module_ns):
+    """The ConfigMap's data, None if it does not exist (one read: a check-then-get races the prune)."""
+    try:
+        data: dict[str, str] = (await s.skr.get(CONFIGMAPS, name, s.module_ns)).get("data") or {}
+    except NotFound:
         return None
-    data: dict[str, str] = (await s.skr.get(CONFIGMAPS, name, s.module_ns)).get("data") or {}
     return data
 
 
