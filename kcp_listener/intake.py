@@ -44,10 +44,9 @@ from kcp_listener.handoff import Handoff, HandoffRequest, HandoffResponse, Hando
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import RequestSink, Router, RoutingError
+from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
 from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
-from kyma_operator.runtime.request import Request
 from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS, AgentEvent, EventBatch, Heartbeat
 from kyma_wire.profile import SignatureError
 
@@ -136,7 +135,7 @@ class EventIntake:
         metrics: ListenerMetrics,
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
-        on_accepted: Callable[[str, str, tuple[Request, ...], tuple[Request, ...]], None] | None = None,
+        on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
         handoff: Handoff | None = None,
     ) -> None:
         self.config = config

@@ -5,7 +5,7 @@ the same shape (``async run()`` until cancelled, ``async shutdown()``) so the Ma
 when it becomes leader and stop it when it loses the Lease or the process ends. Details:
 
 * one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools`` and bounded request headers,
-  ``header_limits``; uvloop when the process runs on a uvloop loop, as ``python -m kcp_listener``
+  ``header_limits``; uvloop when the process runs on a uvloop loop, as ``python -m kyma_operator.listener``
   does), no access log, no lifespan, no signal handlers of its own (the process owner handles them);
 * the socket is bound there, so ``port=0`` works in tests and ``port`` tells the bound port;
 * ``accepting`` turns False as soon as shutdown begins: the intake answers 503 while in-flight

@@ -65,7 +65,6 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
-from kcp_listener.wiring import OperatorListener
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
 from kyma_operator.api import names
@@ -101,6 +100,7 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
