@@ -1,4 +1,4 @@
-"""Hand-off of authenticated agent events to the replica holding their shard (DESIGN.md §10).
+"""Hand-off of authenticated agent events to the replica holding their shard (docs/sharding-handoff.md).
 
 Why: every operator replica serves the public listener (the gateway spreads agents over them), but
 only the holder of a Kyma's shard reconciles it, and only its intakes and heartbeat tracker matter.

@@ -1,4 +1,4 @@
-"""Authentication of the internal hand-off requests between listener replicas (DESIGN.md §10).
+"""Authentication of the internal hand-off requests between listener replicas (docs/sharding-handoff.md).
 
 Why HMAC and not mTLS: a replica that forwards an event vouches for an agent request it has
 already verified; the holder only needs to know that the request comes from another operator

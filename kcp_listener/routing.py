@@ -1,8 +1,9 @@
 """Which reconciles an authenticated event asks for, and the small interfaces the listener needs.
 
 Why: the listener must turn "runtime X says something changed" into exactly the targeted
-reconciles of DESIGN.md 4.5, and an SKR must never be able to trigger reconciles of another
-runtime's objects. This module holds that decision, free of HTTP and of Kubernetes clients:
+reconciles of docs/architecture.md ("What enqueues what"), and an SKR must never be able to trigger
+reconciles of another runtime's objects. This module holds that decision, free of HTTP and of
+Kubernetes clients:
 
 * the runtime id maps to exactly one Kyma (label ``kyma-project.io/runtime-id``); none or several
   is a rejection (upstream drops the event silently; we answer 404 and count it);

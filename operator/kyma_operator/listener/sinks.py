@@ -1,7 +1,7 @@
 """The listener's ``RequestSink`` over a controller's intake: ``ObjectRef`` in, ``Request`` out.
 
 Why a conversion: ``kcp_listener`` depends on ``kyma_wire`` only and names its targets with its own
-``routing.ObjectRef``; the controllers' work queues key on the runtime's ``Request``. This is the
+``kcp_listener.routing.ObjectRef``; the controllers' work queues key on the runtime's ``Request``. This is the
 one place the two meet (one small frozen object per routed target; the listener benchmark
 ``benchmarks/listener_bench.py`` runs through it).
 """

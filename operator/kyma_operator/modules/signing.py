@@ -1,6 +1,6 @@
 """OCM signatures of component versions: RSASSA-PKCS1-V1_5 over the normalised descriptor digest.
 
-Why: the Manifest controller can be told to install only verified component versions (DESIGN §9.2),
+Why: the Manifest controller can be told to install only verified component versions (README.md),
 and ``kyma module sign|verify`` must produce/accept signatures other OCM tools accept. OCM's default
 handler ``RSASSA-PKCS1-V1_5`` signs the SHA-256 digest of the normalised descriptor (the digest bytes
 are signed as a pre-hashed SHA-256 value) and stores the signature hex-encoded with media type
