@@ -75,6 +75,8 @@ async def test_readme_single_cluster_steps_on_a_fresh_cluster(
     # deploy before install: which CRD is missing and what to run
     line = _error_line(await cli(tmp_path, "module", "deploy", "kcp-catalog.yaml", "--kubeconfig", kc))
     assert "moduletemplates.operator.kyma-project.io" in line and "kyma install" in line, line
+    line = _error_line(await cli(tmp_path, "module", "list", "--kubeconfig", kc, "-n", "default"))
+    assert "modulereleasemetas.operator.kyma-project.io" in line and "kyma install" in line, line
 
     # install without modules: CRDs and the namespace
     code, out, err = await cli(tmp_path, "install", "--kubeconfig", kc, "-n", namespace)
