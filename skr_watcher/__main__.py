@@ -2,6 +2,11 @@
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for configuration errors (the message
 names the variable), 1 for unusable credential files or a server failure.
+
+The standard library's event loop, not uvloop: the agent is installed in every customer runtime, and
+uvloop's 14 MB are more than half of the agent distribution's installed-size budget (25 MB); at the
+agent's rates (hundreds of admissions per second, synchronous handlers on an asyncio protocol) the
+stdlib loop keeps the latency target (``benchmarks/results/agent.md``).
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-
-import uvloop
 
 from skr_watcher import __version__, logs
 from skr_watcher.agent import Agent
@@ -57,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(config.log_level, sys.stderr, config.log_format)
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        with asyncio.Runner() as runner:
             runner.run(_serve(config))
     except CredentialError as error:
         log.error("%s", error)
