@@ -4,9 +4,9 @@ Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for configuration er
 names the variable), 1 for unusable credential files or a server failure.
 
 The standard library's event loop, not uvloop: the agent is installed in every customer runtime, and
-uvloop's 14 MB are more than half of the agent distribution's installed-size budget (25 MB); at the
-agent's rates (hundreds of admissions per second, synchronous handlers on an asyncio protocol) the
-stdlib loop keeps the latency target (``benchmarks/results/agent.md``).
+uvloop's 14 MB were more than half of what its distribution installed (budget 25 MB, issue 23); the
+agent's work per admission is a synchronous handler on an asyncio protocol, where the loop's share is
+small (RSS and CPU before/after: ``benchmarks/results/agent.md``, issue 23 section).
 """
 
 from __future__ import annotations
