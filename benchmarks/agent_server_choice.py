@@ -60,7 +60,10 @@ def answer(method: str, path: str, body: bytes) -> tuple[int, bytes]:
     if path == "/healthz":
         return 200, b'{"status":"ok"}'
     if path.startswith("/validate/") and method == "POST":
-        json.loads(body)
+        try:
+            json.loads(body)
+        except ValueError:
+            return 400, b'{"error":"malformed AdmissionReview"}'
         return 200, _ALLOWED
     return 404, b'{"error":"not found"}'
 
@@ -173,18 +176,32 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_serving(port: int, timeout: float = 90.0) -> None:
+def wait_serving(proc: subprocess.Popen[bytes], port: int, timeout: float = 90.0) -> bool:
+    """True once the server answers ``/healthz``; False if the process exited first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
                 sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
                 if sock.recv(100).startswith(b"HTTP/1.1 200"):
-                    return
+                    return True
         except OSError:
             pass
         time.sleep(0.05)  # poll period while the server starts
     raise RuntimeError(f"nothing serves on {port} after {timeout:g} s")
+
+
+def start(name: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``name`` on a free port (again on another port if it lost a bind race, as granian can)."""
+    for _ in range(5):
+        port = free_port()
+        print(f"measuring {name} on port {port}", file=sys.stderr)
+        proc = subprocess.Popen(server_argv(name, port), cwd=REPO, stdin=subprocess.DEVNULL)
+        if wait_serving(proc, port):
+            return proc, port
+    raise RuntimeError(f"{name} did not start")
 
 
 # --- the client process (throughput and latency) --------------------------------------------------------
@@ -293,11 +310,8 @@ async def hostile(target: Target, pid: int) -> dict[str, Any]:
 
 
 def measure(name: str) -> dict[str, Any]:
-    port = free_port()
-    proc = subprocess.Popen(server_argv(name, port), cwd=REPO, stdin=subprocess.DEVNULL)
+    proc, port = start(name)
     try:
-        print(f"measuring {name} on port {port}", file=sys.stderr)
-        wait_serving(port)
         time.sleep(1.0)  # settle before the idle RSS figure
         row: dict[str, Any] = {"server": name, "rss_idle_mb": tree_rss_mb(proc.pid)}
         row["throughput"] = run_client(port, "throughput", 5.0)

@@ -274,6 +274,7 @@ async def never_reading(target: Target, *, request: bytes, give_up_after: float)
                 return Outcome(b"", True, sent, time.monotonic() - started)
             except TimeoutError:  # our send buffer is full: the server stopped reading
                 pass
+            await asyncio.sleep(0)  # drain does not yield while our buffer is short: let others run
         return Outcome(b"", False, sent, time.monotonic() - started)
     finally:
         writer.transport.abort()
