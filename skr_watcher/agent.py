@@ -133,6 +133,7 @@ class Agent:
             name="skr-watcher-webhook",
             ssl_context=self._server_ssl,
             limits=server_limits(config, webhook=True),
+            observe=lambda reason: self.metrics.http_cut.labels("webhook", reason).inc(),
         )
         health = HttpServer(
             health_app(self.metrics, lambda: self._ready),
@@ -140,6 +141,7 @@ class Agent:
             port=config.metrics_port,
             name="skr-watcher-health",
             limits=server_limits(config, webhook=False),
+            observe=lambda reason: self.metrics.http_cut.labels("metrics", reason).inc(),
         )
         await webhook.start()
         try:

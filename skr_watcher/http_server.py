@@ -350,6 +350,7 @@ class _Connection(asyncio.Protocol):
         self._receiving = False
         if self._write_paused:
             # pipelining while not reading the answers: they would pile up in memory
+            self._server.observe("not_reading")
             self.abort()
             raise _Stop
         raw_path = self._url.split(b"?", 1)[0].decode("latin-1")
@@ -386,6 +387,10 @@ class _Connection(asyncio.Protocol):
         """Answer an unusable request with ``status`` and close."""
         if status >= 500:
             log.warning("closing an HTTP connection: %s", message)
+        elif status == 431:
+            self._server.observe("headers_too_large")
+        elif status != 408:  # timeouts are reported by _timed_out
+            self._server.observe("malformed")
         response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
         self._write(render(response, head=False, close=True))
         self._close()
@@ -433,12 +438,17 @@ class _Connection(asyncio.Protocol):
         if self._closing:
             return
         self._server.timeouts += 1
+        self._server.observe("not_reading" if self._write_paused else "timeout")
         if self._write_paused:
             self.abort()  # it does not read: writing more would not help
         elif self._receiving:
             self._fail(408, "request not received in time")
         else:
             self._close()  # idle keep-alive connection
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 class _Stop(Exception):
@@ -458,8 +468,12 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         limits: Limits = Limits(),
         graceful_seconds: float = 2.0,
+        observe: Callable[[str], None] | None = None,
     ) -> None:
         self.handler = handler
+        self.observe = observe or _ignore
+        """Called with the reason whenever the server cuts a client short: ``shed``, ``refused``,
+        ``timeout``, ``not_reading``, ``malformed`` (400/417), ``headers_too_large`` (431)."""
         self.host = host
         self.requested_port = port
         self.name = name
@@ -522,6 +536,7 @@ class HttpServer:
             return False
         if len(self.connections) >= self.limits.max_connections and not self._shed():
             self.refused += 1
+            self.observe("refused")
             return False
         self.connections.add(connection)
         self._idle[connection] = None
@@ -534,6 +549,7 @@ class HttpServer:
             self.connections.discard(victim)
             victim.close_if_idle()
             self.shed += 1
+            self.observe("shed")
             return True
         oldest = min(self.connections, key=lambda connection: connection.since, default=None)
         if oldest is None or asyncio.get_running_loop().time() - oldest.since < self.limits.shed_after:
@@ -541,6 +557,7 @@ class HttpServer:
         self.connections.discard(oldest)
         oldest.abort()
         self.shed += 1
+        self.observe("shed")
         return True
 
     def idle(self, connection: _Connection) -> None:

@@ -42,6 +42,15 @@ _DEADLINE = 10.0
 class Agent:
     webhook: HttpServer
     health: HttpServer
+    metrics: AgentMetrics
+
+    def cut(self, port: str, reason: str) -> float:
+        """``watcher_http_connections_cut_total{port,reason}`` as the agent exposes it."""
+        prefix = f'watcher_http_connections_cut_total{{port="{port}",reason="{reason}"}} '.encode()
+        for line in self.metrics.exposition().splitlines():
+            if line.startswith(prefix):
+                return float(line[len(prefix) :])
+        return 0.0
 
     @property
     def admissions(self) -> Target:
@@ -61,14 +70,20 @@ async def agent_servers(limits: Limits = _LIMITS) -> AsyncIterator[Agent]:
         port=0,
         name="webhook",
         limits=limits,
+        observe=lambda reason: metrics.http_cut.labels("webhook", reason).inc(),
     )
     health = HttpServer(
-        health_app(metrics, lambda: True), host="127.0.0.1", port=0, name="health", limits=limits
+        health_app(metrics, lambda: True),
+        host="127.0.0.1",
+        port=0,
+        name="health",
+        limits=limits,
+        observe=lambda reason: metrics.http_cut.labels("metrics", reason).inc(),
     )
     await webhook.start()
     await health.start()
     try:
-        yield Agent(webhook, health)
+        yield Agent(webhook, health, metrics)
     finally:
         await webhook.stop()
         await health.stop()
@@ -142,6 +157,7 @@ async def test_an_endless_header_is_cut_at_the_limit_as_it_arrives(port_kind: st
         assert outcome.closed and statuses(outcome.answer) == [431]
         # read no further than the limit plus what was in flight (socket buffers), not to the end
         assert outcome.sent < 64 * _HEADER_LIMIT
+        assert agent.cut(port_kind if port_kind == "webhook" else "metrics", "headers_too_large") == 1
         assert await admitted(agent) and await healthy(agent)
 
 
@@ -203,6 +219,7 @@ async def test_idle_connections_at_the_cap_are_shed_for_admissions_and_probes() 
             # the first answer made room by closing the longest idle; each answer frees its own slot
             assert agent.webhook.shed >= 1 and agent.health.shed >= 1
             assert agent.webhook.refused == 0 and agent.health.refused == 0
+            assert agent.cut("webhook", "shed") == agent.webhook.shed and agent.cut("metrics", "shed") >= 1
             await eventually(
                 lambda: _true(idle_webhook.closed() >= 1 and idle_health.closed() >= 1),
                 "shed seen by clients",
