@@ -61,6 +61,7 @@ class Attack:
         self.loop = asyncio.new_event_loop()
         self.stopping = threading.Event()
         self.tally = Tally()
+        self._futures: list[Any] = []
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> Attack:
@@ -68,7 +69,8 @@ class Attack:
         return self
 
     def start(self, coroutine: Any) -> None:
-        asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        # the loop keeps only weak references to tasks: keep the handles, or idle ones are collected
+        self._futures.append(asyncio.run_coroutine_threadsafe(coroutine, self.loop))
 
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
