@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_bench import Agent, Files, Receiver, _rss_mb, load, poll, process
+from benchmarks.agent_bench import Agent, Files, Receiver, _cpu_seconds, _rss_mb, load, poll, process
 from tests.hostile import attacks
 from tests.hostile.attacks import Target
 
@@ -183,7 +183,9 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
             held_before = _connections(proc.pid)
             attack.start(attack.probes(metrics))
             rss_held = _rss_mb(proc.pid)
+            cpu, wall = _cpu_seconds(proc.pid), time.monotonic()
             result = load(files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(seconds))
+            cpu, wall = _cpu_seconds(proc.pid) - cpu, time.monotonic() - wall
             held_after = _connections(proc.pid)
             rss_after = _rss_mb(proc.pid)
             tally = attack.tally
@@ -199,6 +201,9 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
         "probes_failed": tally.probes_failed,
         "probe_p99_ms": probe_ms[int(len(probe_ms) * 0.99) - 1] if probe_ms else float("nan"),
         "attacker_reconnects": tally.reconnects,
+        "agent_cpu_s": cpu,
+        "agent_cpu_share": cpu / wall,
+        "agent_cpu_ms_per_admission": cpu / result["requests"] * 1000,
         "load_average_1m": os.getloadavg()[0],
     }
 
@@ -240,6 +245,9 @@ def report(endless: dict[str, Any], held: dict[str, Any], args: argparse.Namespa
         f"answered, p99 <= 2 ms | {held['load_average_1m']:.2f} |",
         f"| same, `/healthz` 10/s | {held['probes_ok']} answered, {held['probes_failed']} failed, "
         f"p99 {held['probe_p99_ms']:.1f} ms | all answered | |",
+        f"| same, agent CPU during the load | {held['agent_cpu_s']:.1f} s, "
+        f"{held['agent_cpu_share']:.0%} of a core (of the wall time), "
+        f"{held['agent_cpu_ms_per_admission']:.2f} ms per admission incl. the attack | | |",
         f"| same, sockets at the agent before / after the load | {held['connections_at_agent_before']} / "
         f"{held['connections_at_agent_after']}; "
         f"RSS {held['rss_held_mb']:.1f} / {held['rss_after_mb']:.1f} MiB | | |",
