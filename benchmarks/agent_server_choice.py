@@ -217,8 +217,13 @@ def start(name: str) -> tuple[subprocess.Popen[bytes], int]:
         port = free_port()
         print(f"measuring {name} on port {port}", file=sys.stderr)
         proc = subprocess.Popen(server_argv(name, port), cwd=REPO, stdin=subprocess.DEVNULL)
-        if wait_serving(proc, port):
-            return proc, port
+        try:
+            if wait_serving(proc, port):
+                return proc, port
+        except BaseException:
+            proc.kill()  # never leave a server behind
+            proc.wait()
+            raise
     raise RuntimeError(f"{name} did not start")
 
 
