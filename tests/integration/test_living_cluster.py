@@ -8,6 +8,7 @@ node, short node-monitor periods) since it takes that node away.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import (
     CONFIGMAPS,
@@ -323,5 +324,67 @@ async def test_a_node_that_comes_back_readies_its_running_pods_again(lonely_node
             return renewed.timestamp() > paused_until
 
         await eventually(renewing, "the node's Lease renewed after the pause", within=30, interval=0.2)
+    finally:
+        await client.close()
+
+
+async def _available(client: KubeClient, namespace: str) -> dict[str, Any] | None:
+    """The Deployment ``app``'s one pod, once it is Ready and the Deployment Available."""
+    pods = (await client.list(PODS, namespace, label_selector="app=app")).items
+    app = await client.get(DEPLOYMENTS, "app", namespace)
+    done = (app.get("status") or {}).get("availableReplicas") == 1 and len(pods) == 1
+    return pods[0] if done and _condition(pods[0], "Ready") == "True" else None
+
+
+async def test_the_cluster_heals_after_an_api_server_outage_longer_than_the_grace_period(
+    lonely_node: APIServer,
+) -> None:
+    """The issue as `make run` met it: the runtime's API server is away for longer than the node
+    grace period. Neither kwok nor the controller manager can write meanwhile; when it is back the
+    controller manager may find the node's Lease stale and mark the node and its pod not ready
+    before kwok renews it (a race on their clocks), so the test asserts the end state: the node
+    renews its Lease, is Ready and untainted, and the same pod is Ready, its Deployment Available."""
+    (node_name,) = node_names(1)
+    namespace = "api-outage"
+    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path, async_io=True)
+    try:
+        await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+        await client.create(
+            DEPLOYMENTS, {**deployment("app", 1), "metadata": {"name": "app", "namespace": namespace}}
+        )
+
+        uid = (
+            await eventually(lambda: _available(client, namespace), "the Deployment Available", within=60)
+        )["metadata"]["uid"]
+    finally:
+        await client.close()
+
+    lonely_node.process.stop()
+    await asyncio.sleep(15)  # the outage itself (the scenario, not a wait for something): 2.5 grace periods
+    lonely_node.process.start()
+    back_at = time.time()
+
+    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path, async_io=True)
+    try:
+
+        async def healed() -> bool:
+            try:
+                ready, taints = await _node(client, node_name)
+                lease = await client.get(LEASES, node_name, "kube-node-lease")
+                pod = await _available(client, namespace)
+            except KubeError:  # still starting
+                return False
+            renewed = datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+            return (
+                ready == "True"
+                and not any(key.startswith("node.kubernetes.io/") for key in taints)
+                and renewed.timestamp() > back_at
+                and pod is not None
+                and pod["metadata"]["uid"] == uid
+            )
+
+        await eventually(
+            healed, "node renewed, Ready, untainted; the same pod Ready", within=90, interval=0.5
+        )
     finally:
         await client.close()
