@@ -77,7 +77,7 @@ class AgentMetrics:
         )
         self.batch_fallbacks = Counter(
             "watcher_kcp_batch_fallbacks",
-            "Times the listener had no batch route (404/405): events went one by one for a while.",
+            "Times the agent switched to single events because the listener had no batch route (404/405).",
             registry=r,
         )
         self.send_duration = Histogram(
