@@ -72,6 +72,8 @@ from kyma_operator.api import names
 from kyma_operator.api.manifest import RefType
 from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+from kyma_operator.controllers.common.layers import ReconcilerLayer
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.installers import (
     Installers,
@@ -79,13 +81,13 @@ from kyma_operator.controllers.kyma.installers import (
     SingleInstaller,
     WebhookUrlInstallers,
 )
-from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
+from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 from kyma_operator.controllers.manifest.helm.engine import HelmEngine
 from kyma_operator.controllers.manifest.helm.source import HelmSource, HelmSourceConfig
 from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
-from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
+from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
 from kyma_operator.controllers.sharding import Sharding, sharding_config
@@ -341,7 +343,6 @@ async def build_operator(
         host=config.probe_host,
         clock=clock,
         registry=registry,
-        request_gates=sharding.gates if sharding is not None else None,
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
     )
     api_requests = RuntimeApiRequests(manager.registry)
@@ -364,33 +365,40 @@ async def build_operator(
             if config.webhook_urls
             else SingleInstaller(feature.installer)
         )
+    health = (
+        AgentHealth(heartbeats, config.heartbeat_max_silence) if heartbeats is not None else NO_AGENT_HEALTH
+    )
+    trace = (
+        TraceFile(config.reconcile_trace_file, config.replica_id or default_replica_id())
+        if config.reconcile_trace_file is not None
+        else None
+    )
+
+    def layers(name: str) -> list[ReconcilerLayer]:
+        """The reconciler layers of a controller: shard labelling (Kymas, sharded), tracing."""
+        found: list[ReconcilerLayer] = []
+        if sharding is not None and name == KYMA_CONTROLLER:
+            found.append(sharding.kyma_layer(client))
+        if trace is not None:
+            found.append(lambda inner: TracingReconciler(inner, trace, name))
+        return found
+
     kyma = build_kyma_controller(
         client,
         installers=installers,
-        config=KymaControllerConfig(
-            namespace=ns,
-            sync_namespace=config.sync_namespace,
-            workers=config.kyma_workers,
-            modules=config.kyma_modules,
-            restricted_modules=config.restricted_modules,
-            module_rollout_max_delay=config.module_upgrade_rollout_max_delay,
-            healthy_interval=config.kyma_healthy_interval,
-            unhealthy_interval=config.kyma_unhealthy_interval,
-            failure_base_delay=config.failure_base_delay,
-            failure_max_delay=config.failure_max_delay,
-            heartbeat_max_silence=config.heartbeat_max_silence,
-            event_throttle_window=config.event_throttle_window,
-        ),
+        config=config.kyma_controller(),
         clock=clock,
         wall_clock=wall_clock,
         registry=manager.registry,
         kymas=kymas,
-        heartbeats=heartbeats,
+        health=health,
         sources=(feature.fanout,) if feature is not None else (),
         manifests=manifests,
         catalog=catalog,
         api_requests=api_requests,
         runtime_client_idle_ttl=config.runtime_client_idle_ttl,
+        request_gate=sharding.gates[KYMA_CONTROLLER] if sharding is not None else None,
+        layers=layers(KYMA_CONTROLLER),
     )
     if feature is not None:
         feature.add_to(manager)
@@ -409,40 +417,23 @@ async def build_operator(
             source=manifest_source,
             kymas=kymas,
             access=AccessSecrets(kyma.access_secrets),
-            config=ManifestControllerConfig(
-                namespace=ns,
-                sync_namespace=config.sync_namespace,
-                workers=config.manifest_workers,
-                healthy_interval=config.kyma_healthy_interval,
-                unhealthy_interval=config.kyma_unhealthy_interval,
-                processing_interval=config.manifest_processing_interval,
-                failure_base_delay=config.failure_base_delay,
-                failure_max_delay=config.failure_max_delay,
-                apply_concurrency=config.manifest_apply_concurrency,
-                heartbeat_max_silence=config.heartbeat_max_silence,
-            ),
+            config=config.manifest_controller(),
             clock=clock,
             wall_clock=wall_clock,
             registry=manager.registry,
-            heartbeats=heartbeats,
+            health=health,
             manifests=manifests,
             api_requests=api_requests,
             runtime_client_idle_ttl=config.runtime_client_idle_ttl,
+            request_gate=sharding.gates[MANIFEST_CONTROLLER] if sharding is not None else None,
+            layers=layers(MANIFEST_CONTROLLER),
         )
         manifest.add_to(manager)
         manifest_requests = manifest.intake
     else:
         manifest_requests = ManifestRequestLog(manager.registry)
-    trace = (
-        TraceFile(config.reconcile_trace_file, config.replica_id or default_replica_id())
-        if config.reconcile_trace_file is not None
-        else None
-    )
     if sharding is not None:
-        sharding.attach(manager, client, kyma, manifest)
-    for controller in (kyma.controller, manifest.controller if manifest else None):
-        if trace is not None and controller is not None:
-            controller.reconciler = TracingReconciler(controller.reconciler, trace, controller.name)
+        sharding.attach(manager, kyma, manifest)
     if trace is not None and sharding is not None:
         sharding.coordinator.on_acquired(lambda shard: trace.write("acquired", "shard", shard))
         sharding.coordinator.on_released(lambda shard: trace.write("released", "shard", shard))

@@ -16,11 +16,10 @@ process behaves exactly as before sharding existed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from kyma_wire.names import OPERATOR_GROUP, RUNTIME_ID_LABEL
+from kyma_wire.names import OPERATOR_GROUP
 
 SHARD_LABEL = f"{OPERATOR_GROUP}/shard"
 """Label the operator sets on Kymas and Manifests: the shard number, decimal (informer selectors)."""
@@ -55,14 +54,6 @@ def shard_of(key: str, shards: int) -> int:
         raise ValueError("shards must be at least 1")
     digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "big") % shards
-
-
-def kyma_shard_key(kyma: Mapping[str, Any]) -> str:
-    """The key a Kyma is sharded by: its runtime-id label, else its name."""
-    meta = kyma.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    runtime_id = labels.get(RUNTIME_ID_LABEL)
-    return str(runtime_id) if runtime_id else str(meta.get("name") or "")
 
 
 @dataclass(frozen=True, slots=True)

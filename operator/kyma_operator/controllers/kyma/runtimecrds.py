@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kyma_operator.api import names
-from kyma_operator.controllers.manifest.apply import up_to_date
+from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer, ListWatcher
