@@ -102,11 +102,11 @@ from kyma_operator.controllers.watcher.feature import (
     build_watcher_feature,
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
-from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.identity.store import IdentityConfig
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
-from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
@@ -34,9 +33,9 @@ from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.moduleresolution import restriction_allows, template_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import Resource
 
-JSON = dict[str, Any]
 MANAGED_BY_KYMA_SELECTOR = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_KYMA}"
 
 
