@@ -286,6 +286,49 @@ def _watcher_feature(
     )
 
 
+def _leader_election(config: OperatorConfig) -> LeaderElectionConfig | None:
+    if not config.leader_elect:
+        return None
+    return LeaderElectionConfig(
+        lease_name=config.leader_election_id,
+        lease_namespace=config.namespace,
+        lease_duration=config.leader_elect_lease_duration,
+        renew_deadline=config.leader_elect_renew_deadline,
+        retry_period=config.leader_elect_retry_period,
+    )
+
+
+def _installers(
+    config: OperatorConfig, feature: WatcherFeature | None, wall_clock: Callable[[], datetime.datetime]
+) -> Installers:
+    """Who installs each runtime's agent: nobody without the Watcher feature, else one installer
+    (or one per Kyma with ``--webhook-urls``)."""
+    if feature is None:
+        return NoAgentInstallers()
+    if config.webhook_urls:
+        return WebhookUrlInstallers(
+            feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
+        )
+    return SingleInstaller(feature.installer)
+
+
+def _reconciler_layers(
+    client: KubeClient, sharding: Sharding | None, trace: TraceFile | None
+) -> Callable[[str], list[ReconcilerLayer]]:
+    """The reconciler layers of a controller, composed as it is built: shard labelling (the Kyma
+    controller, sharded), then tracing (``--reconcile-trace-file``)."""
+
+    def layers(name: str) -> list[ReconcilerLayer]:
+        found: list[ReconcilerLayer] = []
+        if sharding is not None and name == KYMA_CONTROLLER:
+            found.append(sharding.kyma_layer(client))
+        if trace is not None:
+            found.append(lambda inner: TracingReconciler(inner, trace, name))
+        return found
+
+    return layers
+
+
 async def build_operator(
     config: OperatorConfig,
     client: KubeClient,
@@ -302,17 +345,7 @@ async def build_operator(
     agent_addr = ""
     if config.watcher_enabled:
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
-    leader = (
-        LeaderElectionConfig(
-            lease_name=config.leader_election_id,
-            lease_namespace=ns,
-            lease_duration=config.leader_elect_lease_duration,
-            renew_deadline=config.leader_elect_renew_deadline,
-            retry_period=config.leader_elect_retry_period,
-        )
-        if config.leader_elect
-        else None
-    )
+    leader = _leader_election(config)
     kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
     manifests = manifest_informer(client, ns, clock=clock)
     registry = CollectorRegistry()
@@ -355,16 +388,9 @@ async def build_operator(
         else None
     )
     feature: WatcherFeature | None = None
-    installers: Installers = NoAgentInstallers()
     if config.watcher_enabled:
         feature = _watcher_feature(config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock)
-        installers = (
-            WebhookUrlInstallers(
-                feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
-            )
-            if config.webhook_urls
-            else SingleInstaller(feature.installer)
-        )
+    installers = _installers(config, feature, wall_clock)
     health = (
         AgentHealth(heartbeats, config.heartbeat_max_silence) if heartbeats is not None else NO_AGENT_HEALTH
     )
@@ -373,16 +399,7 @@ async def build_operator(
         if config.reconcile_trace_file is not None
         else None
     )
-
-    def layers(name: str) -> list[ReconcilerLayer]:
-        """The reconciler layers of a controller: shard labelling (Kymas, sharded), tracing."""
-        found: list[ReconcilerLayer] = []
-        if sharding is not None and name == KYMA_CONTROLLER:
-            found.append(sharding.kyma_layer(client))
-        if trace is not None:
-            found.append(lambda inner: TracingReconciler(inner, trace, name))
-        return found
-
+    layers = _reconciler_layers(client, sharding, trace)
     kyma = build_kyma_controller(
         client,
         installers=installers,

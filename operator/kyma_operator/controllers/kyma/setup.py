@@ -120,6 +120,26 @@ class KymaController:
         await self.skr_clients.close()
 
 
+def _module_half(
+    client: KubeClient, cfg: KymaControllerConfig, manifests: Informer | None, catalog: Catalog | None
+) -> ModuleHalf:
+    """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
+    if not cfg.modules:
+        return NO_MODULE_HALF
+    assert manifests is not None and catalog is not None
+    module_sync = ModuleSync(
+        client,
+        catalog=catalog,
+        manifests=manifests,
+        sync_namespace=cfg.sync_namespace,
+        restricted_modules=cfg.restricted_modules,
+    )
+    catalog_sync = RuntimeCatalogSync(
+        catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
+    )
+    return ModuleHalf(module_sync, catalog_sync)
+
+
 def build_kyma_controller(
     client: KubeClient,
     *,
@@ -163,20 +183,7 @@ def build_kyma_controller(
         )
     crds = crd_informers(client, clock=clock)
     metrics = KymaMetrics(registry)
-    module_half: ModuleHalf = NO_MODULE_HALF
-    if cfg.modules:
-        assert manifests is not None and catalog is not None
-        module_sync = ModuleSync(
-            client,
-            catalog=catalog,
-            manifests=manifests,
-            sync_namespace=cfg.sync_namespace,
-            restricted_modules=cfg.restricted_modules,
-        )
-        catalog_sync = RuntimeCatalogSync(
-            catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
-        )
-        module_half = ModuleHalf(module_sync, catalog_sync)
+    module_half = _module_half(client, cfg, manifests, catalog)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
