@@ -1,13 +1,12 @@
-"""Which shard a Kyma belongs to and which replica holds a shard: the contract between the shard
+"""Which shard a key belongs to and which replica holds a shard: the contract between the shard
 coordinator (Leases, ``runtime/sharding``), the controllers' per-request gate and the listener's
 hand-off of events to the holder (DESIGN.md §10).
 
 Why one small module: three parts of the operator must agree on the same answer without calling
-each other's internals. The shard of a Kyma is a stable hash of its **runtime id** (label
-``kyma-project.io/runtime-id``; the Kyma's name when the label is missing, as upstream names Kymas
-after their runtime) modulo the shard count. The runtime id is what an authenticated agent event
-carries, so any replica can tell the shard of an event without a Kyma cache; a Manifest belongs to
-its Kyma's shard (the operator writes the shard label on both).
+each other's internals. The shard of a key is a stable hash of it modulo the shard count. Which key
+an object is sharded by is the controllers' business (``controllers.sharding.kyma_shard_key``: a
+Kyma's runtime id, which an authenticated agent event carries, so any replica can tell the shard of
+an event without a Kyma cache); the runtime knows only keys, shards and replicas.
 
 Without ``--sharding`` there is no ``ShardView`` at all (``None`` where one is taken): one operator
 process behaves exactly as before sharding existed.
