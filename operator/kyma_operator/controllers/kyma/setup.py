@@ -120,6 +120,19 @@ class KymaController:
         await self.skr_clients.close()
 
 
+def _access_secret_source(access: AccessSecrets, kymas: Informer) -> SecretChanges:
+    """A Kyma's access Secret added, deleted, or changed while the Kyma is not Ready -> that Kyma."""
+
+    def secret_changed(request: Request, what: str) -> list[Request]:
+        if what == "changed":
+            obj = kymas.get(request.namespace, request.name)
+            if obj is not None and (obj.get("status") or {}).get("state") == "Ready":
+                return []  # a rotated kubeconfig of a healthy runtime is used from the next reconcile on
+        return [request]
+
+    return SecretChanges(access, secret_changed, reason=KymaTrigger.ACCESS_SECRET)
+
+
 def _module_half(
     client: KubeClient, cfg: KymaControllerConfig, manifests: Informer | None, catalog: Catalog | None
 ) -> ModuleHalf:
@@ -229,15 +242,7 @@ def build_kyma_controller(
         clock=clock,
     )
     controller.add_source(intake)
-
-    def secret_changed(request: Request, what: str) -> list[Request]:
-        if what == "changed":
-            obj = kymas.get(request.namespace, request.name)
-            if obj is not None and (obj.get("status") or {}).get("state") == "Ready":
-                return []  # a rotated kubeconfig of a healthy runtime is used from the next reconcile on
-        return [request]
-
-    controller.add_source(SecretChanges(access, secret_changed, reason=KymaTrigger.ACCESS_SECRET))
+    controller.add_source(_access_secret_source(access, kymas))
     sweep: HeartbeatSweep | None = None
     if health.tracked:
         sweep = HeartbeatSweep(
