@@ -12,8 +12,8 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.app import Operator, build_operator
-from kyma_operator.controllers.kyma.reconciler import ReconcileReport
-from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT, RUNTIME_EVENT_REREAD
+from kyma_operator.controllers.kyma.report import KymaReport as ReconcileReport
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.controllers.manifest.reconciler import ManifestReport
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.kube import KubeClient
@@ -151,7 +151,8 @@ class LocalSystem:
 
 
 def is_event_reconcile(report: ReconcileReport) -> bool:
-    return any(t == RUNTIME_EVENT or t.startswith(RUNTIME_EVENT_REREAD) for t in report.triggers)
+    event = {KymaTrigger.RUNTIME_EVENT, KymaTrigger.RUNTIME_EVENT_REREAD}
+    return any(t in event for t in report.triggers)
 
 
 @contextlib.asynccontextmanager

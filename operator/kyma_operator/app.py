@@ -62,6 +62,8 @@ from kyma_operator.api import names
 from kyma_operator.api.manifest import RefType
 from kyma_operator.api.resources import KYMAS, resource_for
 from kyma_operator.config import OperatorConfig
+from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+from kyma_operator.controllers.common.layers import ReconcilerLayer
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.installers import (
     Installers,
@@ -69,16 +71,16 @@ from kyma_operator.controllers.kyma.installers import (
     SingleInstaller,
     WebhookUrlInstallers,
 )
-from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig
+from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
 from kyma_operator.controllers.kyma.setup import KymaController, build_kyma_controller
 from kyma_operator.controllers.kyma.triggers import ManifestRequestLog
 from kyma_operator.controllers.manifest.helm.engine import HelmEngine
 from kyma_operator.controllers.manifest.helm.source import HelmSource, HelmSourceConfig
 from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
-from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig
+from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
-from kyma_operator.controllers.sharding import Sharding, sharding_config
+from kyma_operator.controllers.sharding import Sharding
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -90,12 +92,12 @@ from kyma_operator.controllers.watcher.feature import (
     build_watcher_feature,
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
-from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.identity.store import IdentityConfig
 from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
-from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
@@ -275,6 +277,49 @@ def _watcher_feature(
     )
 
 
+def _leader_election(config: OperatorConfig) -> LeaderElectionConfig | None:
+    if not config.leader_elect:
+        return None
+    return LeaderElectionConfig(
+        lease_name=config.leader_election_id,
+        lease_namespace=config.namespace,
+        lease_duration=config.leader_elect_lease_duration,
+        renew_deadline=config.leader_elect_renew_deadline,
+        retry_period=config.leader_elect_retry_period,
+    )
+
+
+def _installers(
+    config: OperatorConfig, feature: WatcherFeature | None, wall_clock: Callable[[], datetime.datetime]
+) -> Installers:
+    """Who installs each runtime's agent: nobody without the Watcher feature, else one installer
+    (or one per Kyma with ``--webhook-urls``)."""
+    if feature is None:
+        return NoAgentInstallers()
+    if config.webhook_urls:
+        return WebhookUrlInstallers(
+            feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
+        )
+    return SingleInstaller(feature.installer)
+
+
+def _reconciler_layers(
+    client: KubeClient, sharding: Sharding | None, trace: TraceFile | None
+) -> Callable[[str], list[ReconcilerLayer]]:
+    """The reconciler layers of a controller, composed as it is built: shard labelling (the Kyma
+    controller, sharded), then tracing (``--reconcile-trace-file``)."""
+
+    def layers(name: str) -> list[ReconcilerLayer]:
+        found: list[ReconcilerLayer] = []
+        if sharding is not None and name == KYMA_CONTROLLER:
+            found.append(sharding.kyma_layer(client))
+        if trace is not None:
+            found.append(lambda inner: TracingReconciler(inner, trace, name))
+        return found
+
+    return layers
+
+
 async def build_operator(
     config: OperatorConfig,
     client: KubeClient,
@@ -291,22 +336,12 @@ async def build_operator(
     agent_addr = ""
     if config.watcher_enabled:
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
-    leader = (
-        LeaderElectionConfig(
-            lease_name=config.leader_election_id,
-            lease_namespace=ns,
-            lease_duration=config.leader_elect_lease_duration,
-            renew_deadline=config.leader_elect_renew_deadline,
-            retry_period=config.leader_elect_retry_period,
-        )
-        if config.leader_elect
-        else None
-    )
+    leader = _leader_election(config)
     kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
     manifests = manifest_informer(client, ns, clock=clock)
     registry = CollectorRegistry()
     try:
-        shard_config = sharding_config(config) if config.sharding else None
+        shard_config = config.sharding_config() if config.sharding else None
     except ValueError as exc:  # e.g. a host name that is no valid replica id
         raise StartupError(f"--sharding: {exc} (set --replica-id)") from exc
     sharding = (
@@ -332,7 +367,6 @@ async def build_operator(
         host=config.probe_host,
         clock=clock,
         registry=registry,
-        request_gates=sharding.gates if sharding is not None else None,
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
     )
     api_requests = RuntimeApiRequests(manager.registry)
@@ -345,43 +379,34 @@ async def build_operator(
         else None
     )
     feature: WatcherFeature | None = None
-    installers: Installers = NoAgentInstallers()
     if config.watcher_enabled:
         feature = _watcher_feature(config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock)
-        installers = (
-            WebhookUrlInstallers(
-                feature.installer, feature.controller.watchers, config.webhook_urls, wall_clock=wall_clock
-            )
-            if config.webhook_urls
-            else SingleInstaller(feature.installer)
-        )
+    installers = _installers(config, feature, wall_clock)
+    health = (
+        AgentHealth(heartbeats, config.heartbeat_max_silence) if heartbeats is not None else NO_AGENT_HEALTH
+    )
+    trace = (
+        TraceFile(config.reconcile_trace_file, config.replica_id or default_replica_id())
+        if config.reconcile_trace_file is not None
+        else None
+    )
+    layers = _reconciler_layers(client, sharding, trace)
     kyma = build_kyma_controller(
         client,
         installers=installers,
-        config=KymaControllerConfig(
-            namespace=ns,
-            sync_namespace=config.sync_namespace,
-            workers=config.kyma_workers,
-            modules=config.kyma_modules,
-            restricted_modules=config.restricted_modules,
-            module_rollout_max_delay=config.module_upgrade_rollout_max_delay,
-            healthy_interval=config.kyma_healthy_interval,
-            unhealthy_interval=config.kyma_unhealthy_interval,
-            failure_base_delay=config.failure_base_delay,
-            failure_max_delay=config.failure_max_delay,
-            heartbeat_max_silence=config.heartbeat_max_silence,
-            event_throttle_window=config.event_throttle_window,
-        ),
+        config=config.kyma_controller(),
         clock=clock,
         wall_clock=wall_clock,
         registry=manager.registry,
         kymas=kymas,
-        heartbeats=heartbeats,
+        health=health,
         sources=(feature.fanout,) if feature is not None else (),
         manifests=manifests,
         catalog=catalog,
         api_requests=api_requests,
         runtime_client_idle_ttl=config.runtime_client_idle_ttl,
+        request_gate=sharding.gates[KYMA_CONTROLLER] if sharding is not None else None,
+        layers=layers(KYMA_CONTROLLER),
     )
     if feature is not None:
         feature.add_to(manager)
@@ -400,40 +425,23 @@ async def build_operator(
             source=manifest_source,
             kymas=kymas,
             access=AccessSecrets(kyma.access_secrets),
-            config=ManifestControllerConfig(
-                namespace=ns,
-                sync_namespace=config.sync_namespace,
-                workers=config.manifest_workers,
-                healthy_interval=config.kyma_healthy_interval,
-                unhealthy_interval=config.kyma_unhealthy_interval,
-                processing_interval=config.manifest_processing_interval,
-                failure_base_delay=config.failure_base_delay,
-                failure_max_delay=config.failure_max_delay,
-                apply_concurrency=config.manifest_apply_concurrency,
-                heartbeat_max_silence=config.heartbeat_max_silence,
-            ),
+            config=config.manifest_controller(),
             clock=clock,
             wall_clock=wall_clock,
             registry=manager.registry,
-            heartbeats=heartbeats,
+            health=health,
             manifests=manifests,
             api_requests=api_requests,
             runtime_client_idle_ttl=config.runtime_client_idle_ttl,
+            request_gate=sharding.gates[MANIFEST_CONTROLLER] if sharding is not None else None,
+            layers=layers(MANIFEST_CONTROLLER),
         )
         manifest.add_to(manager)
         manifest_requests = manifest.intake
     else:
         manifest_requests = ManifestRequestLog(manager.registry)
-    trace = (
-        TraceFile(config.reconcile_trace_file, config.replica_id or default_replica_id())
-        if config.reconcile_trace_file is not None
-        else None
-    )
     if sharding is not None:
-        sharding.attach(manager, client, kyma, manifest)
-    for controller in (kyma.controller, manifest.controller if manifest else None):
-        if trace is not None and controller is not None:
-            controller.reconciler = TracingReconciler(controller.reconciler, trace, controller.name)
+        sharding.attach(manager, kyma, manifest)
     if trace is not None and sharding is not None:
         sharding.coordinator.on_acquired(lambda shard: trace.write("acquired", "shard", shard))
         sharding.coordinator.on_released(lambda shard: trace.write("released", "shard", shard))

@@ -14,6 +14,7 @@ otherwise (in a cluster: ``--probe-host 0.0.0.0 --listener-host 0.0.0.0``).
 from __future__ import annotations
 
 import argparse
+import os
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,10 @@ from pydantic.fields import FieldInfo
 
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
+from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
+from kyma_operator.runtime.sharding import ShardingConfig, default_replica_id
 from kyma_operator.runtime.shardmap import DEFAULT_SHARDS
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 from kyma_wire.logs import LogFormat
@@ -248,6 +252,53 @@ class OperatorConfig(BaseModel):
         if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
             raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
         return self
+
+    # -- the controllers' typed sub-configs (each flag goes to one place) -------------------------
+
+    def _controller_base(self) -> dict[str, Any]:
+        """The settings both reconciling controllers share (``common.config.ControllerConfig``)."""
+        return {
+            "healthy_interval": self.kyma_healthy_interval,
+            "unhealthy_interval": self.kyma_unhealthy_interval,
+            "failure_base_delay": self.failure_base_delay,
+            "failure_max_delay": self.failure_max_delay,
+            "event_throttle_window": self.event_throttle_window,
+        }
+
+    def sharding_config(self) -> ShardingConfig:
+        """The shard coordinator's settings (shard Leases use the leader election's timings)."""
+        host = os.environ.get("POD_IP") or self.handoff_host
+        address = self.internal_address or f"http://{host}:{self.handoff_port}"
+        return ShardingConfig(
+            namespace=self.namespace,
+            replica_id=self.replica_id or default_replica_id(),
+            address=address,
+            shards=self.shards,
+            lease_duration=self.leader_elect_lease_duration,
+            renew_deadline=self.leader_elect_renew_deadline,
+            retry_period=self.leader_elect_retry_period,
+        )
+
+    def kyma_controller(self) -> KymaControllerConfig:
+        return KymaControllerConfig(
+            **self._controller_base(),
+            namespace=self.namespace,
+            sync_namespace=self.sync_namespace,
+            workers=self.kyma_workers,
+            modules=self.kyma_modules,
+            restricted_modules=self.restricted_modules,
+            module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
+        )
+
+    def manifest_controller(self) -> ManifestControllerConfig:
+        return ManifestControllerConfig(
+            **self._controller_base(),
+            namespace=self.namespace,
+            sync_namespace=self.sync_namespace,
+            workers=self.manifest_workers,
+            processing_interval=self.manifest_processing_interval,
+            apply_concurrency=self.manifest_apply_concurrency,
+        )
 
 
 def flag_name(field: str) -> str:

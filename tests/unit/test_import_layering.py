@@ -37,8 +37,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"skr_watcher", "kcp_listener", "kyma_operator.runtime"},
         {"kyma_operator.api"},
         {"kyma_operator.modules", "kyma_operator.remote", "kyma_operator.identity", "kyma_operator.listener"},
-        {"kyma_operator.config", "kyma_operator.agentinstall"},
+        {"kyma_operator.agentinstall"},
         {"kyma_operator.controllers"},
+        # the operator's flags build each controller's typed sub-config
+        {"kyma_operator.config"},
         {"kyma_operator.app"},
         {"kyma_operator", "kyma_operator.cli", "kyma_operator.__main__"},
     )
@@ -51,16 +53,6 @@ ONLY: dict[str, frozenset[str]] = {
     # (``kcp_listener.routing``, ``kcp_listener.handoff``); the operator adapts to them
     "kcp_listener": frozenset({"kyma_wire", "embedded_server"}),
 }
-
-# TODO(issue 23, item 3): ``kyma_operator.runtime`` must know nothing about Kymas. Once the helper
-# taking controller scaffolding apart has moved ``runtime/shardmap.kyma_shard_key`` out, assert it:
-#
-# def test_runtime_knows_nothing_about_kymas() -> None:
-#     for module in modules_of("kyma_operator"):
-#         if unit_of(module.name) == "kyma_operator.runtime":
-#             nodes = ast.walk(module.tree)
-#             defined = {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-#             assert not {name for name in defined if "kyma" in name.lower()}, module.name
 
 
 @dataclass(frozen=True)
@@ -198,3 +190,13 @@ def test_relative_imports_resolve_to_their_package(tmp_path: Path) -> None:
         "kyma_operator.listener.sinks.ControllerSink",
         "kyma_operator.runtime.informer",
     ]
+
+
+def test_runtime_knows_nothing_about_kymas() -> None:
+    """``kyma_operator.runtime`` is the controller runtime: no function or class of it is about Kymas
+    (the shard key of a Kyma lives in ``controllers/sharding.py``)."""
+    for module in modules_of("kyma_operator"):
+        if unit_of(module.name) == "kyma_operator.runtime":
+            nodes = ast.walk(module.tree)
+            defined = {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+            assert not {name for name in defined if "kyma" in name.lower()}, module.name

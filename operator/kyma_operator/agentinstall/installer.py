@@ -40,7 +40,8 @@ from kyma_operator.api.meta import InvalidObjectError
 from kyma_operator.api.watcher import Watcher
 from kyma_operator.api.watcher_validation import validate_watcher
 from kyma_operator.identity.ca import material_digest
-from kyma_operator.identity.store import IdentityStore, RuntimeIdentity, utc_now
+from kyma_operator.identity.store import IdentityStore, RuntimeIdentity
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import (

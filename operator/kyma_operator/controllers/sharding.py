@@ -2,9 +2,9 @@
 shard label on Kymas, and the full re-enqueue of a shard this replica starts to hold.
 
 Why here and not in ``runtime/``: the runtime knows Leases and requests, not Kymas. A Kyma request
-belongs to the shard of its Kyma (``shardmap.kyma_shard_key``: its runtime id, read from the Kyma
-cache); a Manifest request to its Kyma's shard (via the ``kyma-name`` label, then the Manifest's
-own ``SHARD_LABEL``). The gate admits a request only while the coordinator holds its shard (and
+belongs to the shard of its Kyma (``kyma_shard_key``: its runtime id, read from the Kyma cache);
+a Manifest request to its Kyma's shard (via the ``kyma-name`` label, then the Manifest's own
+``SHARD_LABEL``). The gate admits a request only while the coordinator holds its shard (and
 counts it in flight, so a hand-over waits for it); anything else is dropped, since the holder has
 it, or will enqueue everything of the shard when it acquires it.
 """
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +21,12 @@ from prometheus_client import CollectorRegistry, Counter
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS
-from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
 from kyma_operator.controllers.kyma.setup import KymaController
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
@@ -35,22 +35,20 @@ from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
-from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig, default_replica_id
-from kyma_operator.runtime.shardmap import (
-    SHARD_LABEL,
-    kyma_shard_key,
-    parse_shard_label,
-    shard_label_value,
-    shard_of,
-)
+from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
+from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
 
 log = logging.getLogger(__name__)
 
-SHARD_ACQUIRED = "shard acquired"
-"""Trigger of the one full reconcile of every Kyma and Manifest of a shard this replica starts to hold
-(never the Kyma controller's modules-only fast path, which takes only Manifest-changed triggers)."""
-
 ShardFunc = Callable[[Request], int]
+
+
+def kyma_shard_key(kyma: Mapping[str, Any]) -> str:
+    """The key a Kyma is sharded by: its runtime-id label, else its name."""
+    meta = kyma.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    runtime_id = labels.get(names.RUNTIME_ID_LABEL)
+    return str(runtime_id) if runtime_id else str(meta.get("name") or "")
 
 
 def kyma_shard(kymas: Informer, shards: int) -> ShardFunc:
@@ -101,15 +99,18 @@ class ShardGate:
         self.coordinator.leave(ticket)
 
 
-def enqueue_shard(controller: Controller, informer: Informer, shard_for: ShardFunc) -> Callable[[int], None]:
-    """``on_acquired`` callback: every cached object of the shard once, reason ``SHARD_ACQUIRED``."""
+def enqueue_shard(
+    controller: Controller, informer: Informer, shard_for: ShardFunc, reason: str
+) -> Callable[[int], None]:
+    """``on_acquired`` callback: every cached object of the shard once, with the controller's
+    ``SHARD_ACQUIRED`` trigger (a full reconcile)."""
 
     def enqueue(shard: int) -> None:
         count = 0
         for obj in informer.list():
             request = Request.for_object(obj)
             if shard_for(request) == shard:
-                controller.enqueue(request, SHARD_ACQUIRED)
+                controller.enqueue(request, reason)
                 count += 1
         log.info("shard %d: %d %s enqueued for a full reconcile", shard, count, controller.name)
 
@@ -198,21 +199,6 @@ class ShardLabelling:
             log.info("Kyma %s: could not set the shard label: %s", request, exc)
 
 
-def sharding_config(config: OperatorConfig) -> ShardingConfig:
-    """The coordinator's settings from the operator's (shard Leases use the leader election's timings)."""
-    host = os.environ.get("POD_IP") or config.handoff_host
-    address = config.internal_address or f"http://{host}:{config.handoff_port}"
-    return ShardingConfig(
-        namespace=config.namespace,
-        replica_id=config.replica_id or default_replica_id(),
-        address=address,
-        shards=config.shards,
-        lease_duration=config.leader_elect_lease_duration,
-        renew_deadline=config.leader_elect_renew_deadline,
-        retry_period=config.leader_elect_retry_period,
-    )
-
-
 @dataclass
 class Sharding:
     """The coordinator and the Kyma and Manifest controllers' gates, built before the Manager."""
@@ -245,25 +231,30 @@ class Sharding:
         }
         return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates)
 
-    def attach(
-        self, manager: Manager, client: KubeClient, kyma: KymaController, manifest: ManifestController | None
-    ) -> None:
-        """Run the coordinator on every replica; label Kymas; on acquiring a shard re-enqueue its
-        objects; on releasing it close its runtime clients and drop what the reconcilers remember of
-        its objects, metric series included (the new holder exports them: no double counting)."""
+    def kyma_layer(self, client: KubeClient) -> Callable[[Reconciler], Reconciler]:
+        """Wraps the Kyma reconciler so that it writes each Kyma's shard label (``ShardLabelling``)."""
+        return lambda inner: ShardLabelling(inner, client, self.kymas, self.coordinator.shards)
+
+    def attach(self, manager: Manager, kyma: KymaController, manifest: ManifestController | None) -> None:
+        """Run the coordinator on every replica; on acquiring a shard re-enqueue its objects; on
+        releasing it close its runtime clients and drop what the reconcilers remember of its
+        objects, metric series included (the new holder exports them: no double counting). The
+        gates and the Kyma's shard labelling are given to the controllers as they are built
+        (``gates``, ``kyma_layer``)."""
         manager.add_runnable(self.coordinator, leader_only=False)
-        kyma.controller.reconciler = ShardLabelling(
-            kyma.controller.reconciler, client, self.kymas, self.coordinator.shards
+        self.coordinator.on_acquired(
+            enqueue_shard(kyma.controller, self.kymas, self.kyma_shard, KymaTrigger.SHARD_ACQUIRED)
         )
-        self.coordinator.on_acquired(enqueue_shard(kyma.controller, self.kymas, self.kyma_shard))
         self.coordinator.on_released(for_shard(self.kymas, self.kyma_shard, kyma.reconciler.forget))
         caches = [kyma.skr_clients]
         if manifest is not None:
             self.coordinator.on_acquired(
-                enqueue_shard(manifest.controller, self.manifests, self.manifest_shard)
+                enqueue_shard(
+                    manifest.controller, self.manifests, self.manifest_shard, ManifestTrigger.SHARD_ACQUIRED
+                )
             )
             self.coordinator.on_released(
-                for_shard(self.manifests, self.manifest_shard, manifest.metrics.forget)
+                for_shard(self.manifests, self.manifest_shard, manifest.reconciler.memories.forget)
             )
             caches.append(manifest.skr_clients)
         self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))

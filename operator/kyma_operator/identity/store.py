@@ -30,15 +30,12 @@ from kyma_operator.identity.bundle import GatewayTrust, RotationPolicy
 from kyma_operator.identity.ca import CertificateAuthority, KeyPair
 from kyma_operator.identity.leaf import LeafSpec, issue_leaf, renew_at, renewal_reason
 from kyma_operator.identity.signing_keys import KeyRing, SigningKey, SigningPolicy
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
 
 WallClock = Callable[[], datetime.datetime]
-
-
-def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
 
 
 class IdentityConfig(BaseModel):

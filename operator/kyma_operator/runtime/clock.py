@@ -8,11 +8,18 @@ exactly the sleepers and timers that became due, in deadline order.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import heapq
 import itertools
 import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
+
+
+def utc_now() -> datetime.datetime:
+    """Wall-clock time for timestamps written into objects (conditions, status); the one default of
+    every ``wall_clock`` parameter (tests inject a fixed one)."""
+    return datetime.datetime.now(datetime.UTC)
 
 
 @runtime_checkable

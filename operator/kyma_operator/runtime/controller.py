@@ -139,6 +139,7 @@ class Controller:
         clock: Clock | None = None,
         metrics: RuntimeMetrics | None = None,
         graceful_timeout: float = 30.0,
+        request_gate: RequestGate | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -165,6 +166,9 @@ class Controller:
         """Seconds after which a request held back by the gate is tried again."""
         self.gated = 0
         """Reconciles not started because the gate was closed."""
+        self.request_gate = request_gate
+        """Sharding: asked per request whether this replica may reconcile it (given at construction;
+        a controller with one runs on every replica, see ``Manager``)."""
         self._request_gate: RequestGate | None = None
         self.dropped = 0
         """Requests dropped because the request gate did not admit them (shard held elsewhere)."""
@@ -233,7 +237,7 @@ class Controller:
         if self._running:
             raise RuntimeError(f"controller {self.name} is already running")
         self._gate = gate
-        self._request_gate = request_gate
+        self._request_gate = request_gate if request_gate is not None else self.request_gate
         self._running = True
         stopping = asyncio.Event()
         pumps = [

@@ -8,8 +8,9 @@ on 127.0.0.1, and shuts everything down in
 order: leader work first (in-flight reconciles finish), then the Lease is released, then informers
 and servers. Signal handlers are installed only by ``run_until_signal``.
 
-Sharding (``runtime/sharding``): controllers named in ``request_gates`` run on every replica, not
-only the leader, once the caches are synced; each of their requests passes its gate (the shard
+Sharding (``runtime/sharding``): controllers built with a request gate
+(``Controller(request_gate=)``, or named in ``request_gates``) run on every replica, not only the
+leader, once the caches are synced; each of their requests passes its gate (the shard
 coordinator admits only shards this replica holds). Everything else (the Watcher controller, CA
 rotation, leader-only runnables) still runs on the leader only.
 """
@@ -267,9 +268,12 @@ class Manager:
         exc = task.exception()
         self._fail(exc if exc is not None else LeaderElectionLost(f"manager {self.name} lost its lease"))
 
+    def _sharded(self, controller: Controller) -> bool:
+        return controller.name in self.request_gates or controller.request_gate is not None
+
     def _start_sharded_work(self) -> None:
         for controller in self._controllers:
-            gate = self.request_gates.get(controller.name)
+            gate = self.request_gates.get(controller.name) or controller.request_gate
             if gate is not None:
                 log.info("manager %s: starting sharded controller %s", self.name, controller.name)
                 coro = controller.run(request_gate=gate)
@@ -280,7 +284,7 @@ class Manager:
             return
         log.info("manager %s: starting controllers", self.name)
         for controller in self._controllers:
-            if controller.name in self.request_gates:
+            if self._sharded(controller):
                 continue
             gate = (lambda: self.is_leader) if self.elector is not None else None
             self._spawn(self._leader_tasks, controller.run(gate), f"controller {controller.name}")

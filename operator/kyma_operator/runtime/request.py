@@ -54,7 +54,9 @@ class Result:
     requeue_after: float | None = None
     requeue: bool = False
     reason: str | None = None
-    """Why the reconciler asks to run again (noted as the next run's trigger, see ``triggers``)."""
+    """Why the reconciler asks to run again: a note for logs and metrics (shown among the next run's
+    triggers, see ``triggers``). Never state: what a later run must know lives in the reconciler's
+    memory of the object."""
 
     def __post_init__(self) -> None:
         if self.requeue_after is not None and self.requeue_after < 0:

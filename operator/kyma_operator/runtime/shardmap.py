@@ -1,13 +1,12 @@
-"""Which shard a Kyma belongs to and which replica holds a shard: the contract between the shard
+"""Which shard a key belongs to and which replica holds a shard: the contract between the shard
 coordinator (Leases, ``runtime/sharding``), the controllers' per-request gate and the listener's
 hand-off of events to the holder (docs/sharding.md).
 
 Why one small module: three parts of the operator must agree on the same answer without calling
-each other's internals. The shard of a Kyma is a stable hash of its **runtime id** (label
-``kyma-project.io/runtime-id``; the Kyma's name when the label is missing, as upstream names Kymas
-after their runtime) modulo the shard count. The runtime id is what an authenticated agent event
-carries, so any replica can tell the shard of an event without a Kyma cache; a Manifest belongs to
-its Kyma's shard (the operator writes the shard label on both).
+each other's internals. The shard of a key is a stable hash of it modulo the shard count. Which key
+an object is sharded by is the controllers' business (``controllers.sharding.kyma_shard_key``: a
+Kyma's runtime id, which an authenticated agent event carries, so any replica can tell the shard of
+an event without a Kyma cache); the runtime knows only keys, shards and replicas.
 
 Without ``--sharding`` there is no ``ShardView`` at all (``None`` where one is taken): one operator
 process behaves exactly as before sharding existed.
@@ -16,11 +15,10 @@ process behaves exactly as before sharding existed.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from kyma_wire.names import OPERATOR_GROUP, RUNTIME_ID_LABEL
+from kyma_wire.names import OPERATOR_GROUP
 
 SHARD_LABEL = f"{OPERATOR_GROUP}/shard"
 """Label the operator sets on Kymas and Manifests: the shard number, decimal (informer selectors)."""
@@ -55,14 +53,6 @@ def shard_of(key: str, shards: int) -> int:
         raise ValueError("shards must be at least 1")
     digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:8], "big") % shards
-
-
-def kyma_shard_key(kyma: Mapping[str, Any]) -> str:
-    """The key a Kyma is sharded by: its runtime-id label, else its name."""
-    meta = kyma.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    runtime_id = labels.get(RUNTIME_ID_LABEL)
-    return str(runtime_id) if runtime_id else str(meta.get("name") or "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from kyma_operator.api import names
 from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.app import Operator, build_operator
 from kyma_operator.config import OperatorConfig
-from kyma_operator.controllers.kyma.reconciler import ReconcileReport
+from kyma_operator.controllers.kyma.report import KymaReport as ReconcileReport
 from kyma_operator.controllers.manifest.reconciler import ManifestReport
 from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.runtime.errors import AlreadyExists, NotFound

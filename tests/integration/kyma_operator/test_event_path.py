@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from tests.controlplane.cluster import APIServer, free_port
@@ -50,7 +50,7 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
             await skr_client.patch(KYMAS, "default", {"spec": {"channel": "fast"}}, running.sync_namespace)
 
             await running.wait_report(
-                lambda r: r.request.name == "kyma-a" and RUNTIME_EVENT in r.triggers,
+                lambda r: r.request.name == "kyma-a" and KymaTrigger.RUNTIME_EVENT in r.triggers,
                 what="the targeted reconcile of kyma-a",
                 after=mark,
             )

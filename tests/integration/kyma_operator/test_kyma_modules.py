@@ -15,9 +15,8 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
-from kyma_operator.controllers.kyma.catalogtriggers import MANIFEST_CHANGED
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER
-from kyma_operator.controllers.kyma.triggers import RUNTIME_EVENT
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS
@@ -58,7 +57,9 @@ async def test_enable_switch_downgrade_bump_and_disable(
         await env.set_runtime_spec({"modules": [{"name": MODULE}]})
         manifest = await env.wait_manifest(lambda m: True, "the module's Manifest created")
         await env.running.wait_report(
-            lambda r: any(t.startswith(RUNTIME_EVENT) for t in r.triggers) and bool(r.manifests_applied),
+            lambda r: (
+                any(t.startswith(KymaTrigger.RUNTIME_EVENT) for t in r.triggers) and bool(r.manifests_applied)
+            ),
             what="the Manifest written by the reconcile the agent's event triggered",
             after=mark,
         )
@@ -105,7 +106,9 @@ async def test_enable_switch_downgrade_bump_and_disable(
             "module and Kyma Ready",
         )
         await env.running.wait_report(
-            lambda r: MANIFEST_CHANGED in r.triggers, what="a reconcile woken by the Manifest", after=mark
+            lambda r: KymaTrigger.MANIFEST_CHANGED in r.triggers,
+            what="a reconcile woken by the Manifest",
+            after=mark,
         )
         assert condition_of(kyma, "Modules")["status"] == "True"  # type: ignore[index]
         assert kyma["status"]["activeChannel"] == "regular"

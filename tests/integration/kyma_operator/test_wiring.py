@@ -18,8 +18,8 @@ async def test_one_kyma_informer_and_one_heartbeat_tracker_are_shared(
     kymas = operator.kyma.kymas
     assert listener.kymas is kymas and manifest.reconciler.kymas is kymas
     assert listener.manifests is manifest.manifests
-    assert operator.kyma.reconciler.heartbeats is listener.heartbeats
-    assert manifest.reconciler.heartbeats is listener.heartbeats
+    assert operator.kyma.reconciler.health.source is listener.heartbeats
+    assert manifest.reconciler.health is operator.kyma.reconciler.health
     watched = [i for i in operator.manager._informers if i.resource == KYMAS]
     assert watched == [kymas], "one watch on Kymas"
     await operator.kyma.close()

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from kyma_operator.api.meta import InvalidObjectError, KubeObject
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.objects import JSON
 
-JSON = dict[str, Any]
 T = TypeVar("T", bound=KubeObject)
 
 

@@ -23,18 +23,14 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from kyma_operator.api import names
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.informer import FuncHandler, Informer
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.source import Enqueuer
 
-JSON = dict[str, Any]
-
-MANIFEST_CHANGED = "Manifest changed"
-CATALOG_CHANGED = "module catalog changed"
-CATALOG_REFRESH = "runtime catalog refresh"
 KYMAS_BY_STATUS_MODULE = "kyma/status-module"
 """Index of the Kyma informer: the module names in ``status.modules``."""
 
@@ -73,9 +69,8 @@ def manifest_change_matters(old: JSON, new: JSON) -> bool:
 class ManifestToKyma:
     """Source: Manifest changes -> the owning Kyma, at once (see the module docstring)."""
 
-    def __init__(self, manifests: Informer, *, reason: str = MANIFEST_CHANGED) -> None:
+    def __init__(self, manifests: Informer) -> None:
         self.manifests = manifests
-        self.reason = reason
         self._queue: Enqueuer | None = None
 
     def bind(self, queue: Enqueuer) -> None:
@@ -87,7 +82,7 @@ class ManifestToKyma:
     def _changed(self, obj: JSON) -> None:
         request = kyma_of_manifest(obj)
         if request is not None and self._queue is not None:
-            self._queue.add(request, self.reason)
+            self._queue.add(request, KymaTrigger.MANIFEST_CHANGED)
 
     def _updated(self, old: JSON, new: JSON) -> None:
         if manifest_change_matters(old, new):
@@ -182,13 +177,13 @@ class CatalogFanout:
                     users = {u for u in users if u.namespace == namespace}
         for request in users:
             if users_at_once:
-                queue.add(request, CATALOG_CHANGED)
+                queue.add(request, KymaTrigger.CATALOG_CHANGED)
             else:
-                queue.add_after(request, self._delay(), CATALOG_CHANGED)
+                queue.add_after(request, self._delay(), KymaTrigger.CATALOG_CHANGED)
         for kyma in self.kymas.list(namespace if not everyone else None):
             request = _request(kyma)
             if request not in users:
-                queue.add_after(request, self._delay(), CATALOG_REFRESH)
+                queue.add_after(request, self._delay(), KymaTrigger.CATALOG_REFRESH)
 
 
 def _request(kyma: JSON) -> Request:

@@ -15,24 +15,16 @@ dictionary look-ups).
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from kyma_operator.api import names
+from kyma_operator.controllers.common.heartbeat import AgentHealth
 from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.source import Enqueuer
 
 log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
-
-
-class HeartbeatSource(Protocol):
-    """What the controller reads (``kcp_listener.health.HeartbeatTracker`` implements it)."""
-
-    def is_healthy(self, runtime_id: str, max_silence: float | None = None) -> bool: ...
-
-    def last_seen(self, runtime_id: str) -> float | None: ...
 
 
 class KymaCache(Protocol):
@@ -65,7 +57,7 @@ class HeartbeatSweep:
         self,
         kymas: KymaCache,
         observed: ObservedHealth,
-        heartbeats: HeartbeatSource,
+        health: AgentHealth,
         *,
         reason: str,
         namespace: str | None = None,
@@ -76,7 +68,7 @@ class HeartbeatSweep:
             raise ValueError("interval must be positive")
         self._kymas = kymas
         self._observed = observed
-        self._heartbeats = heartbeats
+        self._health = health
         self._reason = reason
         self._namespace = namespace
         self.interval = interval
@@ -96,7 +88,7 @@ class HeartbeatSweep:
         if queue is None:
             raise RuntimeError("sweep is not bound to a controller")
         self.sweeps += 1
-        heartbeats = self._heartbeats
+        health = self._health
         count = 0
         for obj in self._kymas.list(self._namespace):
             meta = obj.get("metadata") or {}
@@ -105,7 +97,7 @@ class HeartbeatSweep:
                 continue
             request = Request(meta.get("namespace") or "", meta["name"])
             seen = self._observed.get(request)
-            if seen is not None and seen != heartbeats.is_healthy(runtime_id):
+            if seen is not None and seen != health.healthy(runtime_id):
                 queue.add(request, self._reason)
                 count += 1
         if count:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from kyma_operator.agentinstall.installer import AgentInstaller, KymaRef, WatcherCache
 from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api.kyma import Kyma
-from kyma_operator.identity.store import utc_now
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.kube import KubeClient
 
 

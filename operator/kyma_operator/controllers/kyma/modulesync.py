@@ -42,6 +42,7 @@ from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.meta import InvalidObjectError, State
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
+from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
@@ -49,7 +50,6 @@ from kyma_operator.controllers.kyma.manifestbuild import (
     is_cluster_scoped,
 )
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve, template_name
-from kyma_operator.controllers.manifest.apply import up_to_date
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer

@@ -22,21 +22,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.moduleresolution import restriction_allows, template_name
-from kyma_operator.controllers.manifest.apply import up_to_date
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import Resource
 
-JSON = dict[str, Any]
 MANAGED_BY_KYMA_SELECTOR = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_KYMA}"
 
 

@@ -16,17 +16,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kyma_operator.api import names
-from kyma_operator.controllers.manifest.apply import up_to_date
+from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer, ListWatcher
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import CRDS
 
-JSON = dict[str, Any]
 MANAGED_BY_KYMA_SELECTOR = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY_KYMA}"
 
 

@@ -29,21 +29,25 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from kyma_operator.api.resources import KYMAS
+from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+from kyma_operator.controllers.common.layers import ReconcilerLayer, layered
+from kyma_operator.controllers.common.secretsource import SecretChanges
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, ManifestToKyma
-from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource, HeartbeatSweep, ObservedHealth
+from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
+from kyma_operator.controllers.kyma.modulehalf import NO_MODULE_HALF, ModuleHalf
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
-from kyma_operator.controllers.kyma.reconciler import KymaControllerConfig, KymaReconciler, utc_now
+from kyma_operator.controllers.kyma.reconciler import KymaReconciler
 from kyma_operator.controllers.kyma.runtimecatalog import RuntimeCatalogSync
 from kyma_operator.controllers.kyma.runtimecrds import RuntimeCrdSync, crd_informers
-from kyma_operator.controllers.kyma.triggers import ACCESS_SECRET, HEARTBEAT, KYMA_CHANGED, RUNTIME_EVENT
+from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -57,7 +61,7 @@ from kyma_operator.remote.cache import (
 )
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
-from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.controller import (
     AnyOf,
     Controller,
@@ -65,6 +69,7 @@ from kyma_operator.runtime.controller import (
     EnqueueForObject,
     GenerationChanged,
     LabelsChanged,
+    RequestGate,
 )
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
@@ -75,8 +80,6 @@ from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.source import Source
 
 CONTROLLER_NAME = "kyma"
-
-JSON = dict[str, Any]
 
 
 @dataclass
@@ -117,6 +120,39 @@ class KymaController:
         await self.skr_clients.close()
 
 
+def _access_secret_source(access: AccessSecrets, kymas: Informer) -> SecretChanges:
+    """A Kyma's access Secret added, deleted, or changed while the Kyma is not Ready -> that Kyma."""
+
+    def secret_changed(request: Request, what: str) -> list[Request]:
+        if what == "changed":
+            obj = kymas.get(request.namespace, request.name)
+            if obj is not None and (obj.get("status") or {}).get("state") == "Ready":
+                return []  # a rotated kubeconfig of a healthy runtime is used from the next reconcile on
+        return [request]
+
+    return SecretChanges(access, secret_changed, reason=KymaTrigger.ACCESS_SECRET)
+
+
+def _module_half(
+    client: KubeClient, cfg: KymaControllerConfig, manifests: Informer | None, catalog: Catalog | None
+) -> ModuleHalf:
+    """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
+    if not cfg.modules:
+        return NO_MODULE_HALF
+    assert manifests is not None and catalog is not None
+    module_sync = ModuleSync(
+        client,
+        catalog=catalog,
+        manifests=manifests,
+        sync_namespace=cfg.sync_namespace,
+        restricted_modules=cfg.restricted_modules,
+    )
+    catalog_sync = RuntimeCatalogSync(
+        catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
+    )
+    return ModuleHalf(module_sync, catalog_sync)
+
+
 def build_kyma_controller(
     client: KubeClient,
     *,
@@ -128,20 +164,25 @@ def build_kyma_controller(
     api_requests: RuntimeApiRequests | None = None,
     registry: CollectorRegistry | None = None,
     kymas: Informer | None = None,
-    heartbeats: HeartbeatSource | None = None,
+    health: AgentHealth = NO_AGENT_HEALTH,
     sources: Sequence[Source] = (),
     manifests: Informer | None = None,
     catalog: Catalog | None = None,
     rng: Callable[[], float] | None = None,
     runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
+    request_gate: RequestGate | None = None,
+    layers: Sequence[ReconcilerLayer] = (),
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
-    ``heartbeats``: the listener's tracker (condition ``SKRWatcherHeartbeat``, adaptive safety net,
-    sweep); without it every runtime's agent counts as unhealthy. ``sources``: further triggers
+    ``health``: the runtimes' agent liveness from the listener's tracker (condition
+    ``SKRWatcherHeartbeat``, adaptive safety net, sweep); without it every runtime's agent counts as
+    unhealthy. ``sources``: further triggers
     (the Watcher fan-out). ``manifests`` / ``catalog``: the shared Manifest and catalog informers
     (built here when not given, and then run with this controller's informers).
     ``runtime_client_idle_ttl``: seconds after which an unused runtime client is closed.
+    ``request_gate`` (sharding) and ``layers`` (shard labelling, tracing) make the controller final
+    as built.
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -155,20 +196,7 @@ def build_kyma_controller(
         )
     crds = crd_informers(client, clock=clock)
     metrics = KymaMetrics(registry)
-    module_sync: ModuleSync | None = None
-    catalog_sync: RuntimeCatalogSync | None = None
-    if cfg.modules:
-        assert manifests is not None and catalog is not None
-        module_sync = ModuleSync(
-            client,
-            catalog=catalog,
-            manifests=manifests,
-            sync_namespace=cfg.sync_namespace,
-            restricted_modules=cfg.restricted_modules,
-        )
-        catalog_sync = RuntimeCatalogSync(
-            catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
-        )
+    module_half = _module_half(client, cfg, manifests, catalog)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
@@ -184,45 +212,44 @@ def build_kyma_controller(
         skr_clients=skr_clients,
         installers=installers,
         config=cfg,
-        heartbeats=heartbeats,
+        health=health,
         observed_health=observed,
         clock=clock,
         wall_clock=wall_clock,
-        modules=module_sync,
-        catalog_sync=catalog_sync,
+        modules=module_half,
         crds=RuntimeCrdSync(crds, field_manager=cfg.field_manager, clock=clock),
         metrics=metrics,
     )
     rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
     controller = Controller(
-        CONTROLLER_NAME, reconciler, workers=cfg.workers, rate_limiter=rate_limiter, clock=clock
+        CONTROLLER_NAME,
+        layered(reconciler, layers),
+        workers=cfg.workers,
+        rate_limiter=rate_limiter,
+        clock=clock,
+        request_gate=request_gate,
     )
     controller.watch(
         kymas,
         EnqueueForObject(),
         AnyOf(GenerationChanged(), LabelsChanged(), DeletionTimestampChanged()),
-        reason=KYMA_CHANGED,
+        reason=KymaTrigger.KYMA_CHANGED,
     )
     intake = Intake(
-        RUNTIME_EVENT, capacity=cfg.intake_capacity, throttle_window=cfg.event_throttle_window, clock=clock
+        KymaTrigger.RUNTIME_EVENT,
+        capacity=cfg.intake_capacity,
+        throttle_window=cfg.event_throttle_window,
+        clock=clock,
     )
     controller.add_source(intake)
-
-    def secret_changed(request: Request, what: str) -> None:
-        if what == "changed":
-            obj = kymas.get(request.namespace, request.name)
-            if obj is not None and (obj.get("status") or {}).get("state") == "Ready":
-                return  # a rotated kubeconfig of a healthy runtime is used from the next reconcile on
-        controller.enqueue(request, ACCESS_SECRET)
-
-    access.on_change(secret_changed)
+    controller.add_source(_access_secret_source(access, kymas))
     sweep: HeartbeatSweep | None = None
-    if heartbeats is not None:
+    if health.tracked:
         sweep = HeartbeatSweep(
             kymas,
             observed,
-            heartbeats,
-            reason=HEARTBEAT,
+            health,
+            reason=KymaTrigger.HEARTBEAT,
             namespace=cfg.namespace,
             interval=cfg.heartbeat_sweep_interval,
             clock=clock,

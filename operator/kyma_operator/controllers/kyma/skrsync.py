@@ -23,9 +23,8 @@ from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import NAMESPACES
-
-JSON = dict[str, Any]
 
 COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SUBACCOUNT_ID_LABEL)
 NAMESPACE_LABELS = {

@@ -1,8 +1,12 @@
-"""Why a Kyma reconcile ran: the reasons the Kyma controller's sources add requests with.
+"""Why a Kyma reconcile ran: the one typed definition of the Kyma controller's triggers.
 
-Each source of the Kyma controller (see ``setup.py``) adds its requests with one of these reasons
+Each source of the Kyma controller (see ``setup.py``) adds its requests with one ``KymaTrigger``
 (``kyma_operator.runtime.triggers``); the reconcile logs them and the local run prints them. A
-reconcile with none is a requeue (backoff, readiness polling or the safety net).
+reconcile with none is a requeue (backoff, readiness polling or the safety net). Reconciles stay
+level-based: a trigger never selects what a full reconcile would not do. The reconciler reads them
+only as members of this enum (a renamed trigger fails type checking), for two things: a runtime
+event starts the settle re-reads (``common.settle``), and a reconcile woken by Manifest changes
+alone may reuse the last runtime round (``memory.KymaMemory.reusable_round``).
 
 ``ManifestRequestLog`` is the listener's Manifest intake when the operator runs without a Manifest
 controller (``--manifest-controller-enabled=false``): a targeted Manifest request is logged and
@@ -12,6 +16,8 @@ counted (``kyma_operator_manifest_requests_unhandled_total``) instead of silentl
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -20,14 +26,29 @@ from kyma_operator.runtime.request import Request
 
 log = logging.getLogger(__name__)
 
-RUNTIME_EVENT = "runtime event"
-RUNTIME_EVENT_REREAD = "runtime event, re-read"
-RUNTIME_EVENT_REREADS = tuple(f"{RUNTIME_EVENT_REREAD} {n}" for n in (1, 2, 3))
-"""The trigger notes of the re-reads after a runtime event (one per ``event_settle_delays``)."""
-KYMA_CHANGED = "KCP Kyma changed"
-WATCHER_FANOUT = FANOUT_REASON
-ACCESS_SECRET = "access Secret changed"
-HEARTBEAT = "agent heartbeat health changed"
+
+class KymaTrigger(StrEnum):
+    RUNTIME_EVENT = "runtime event"
+    """The listener's intake: a signed event from the runtime's agent."""
+    RUNTIME_EVENT_REREAD = "runtime event, re-read"
+    """A settle re-read after a runtime event (noted for logs; scheduled in the Kyma's memory)."""
+    KYMA_CHANGED = "KCP Kyma changed"
+    WATCHER_FANOUT = FANOUT_REASON
+    ACCESS_SECRET = "access Secret changed"
+    HEARTBEAT = "agent heartbeat health changed"
+    MANIFEST_CHANGED = "Manifest changed"
+    CATALOG_CHANGED = "module catalog changed"
+    CATALOG_REFRESH = "runtime catalog refresh"
+    SHARD_ACQUIRED = "shard acquired"
+    """This replica started to hold the Kyma's shard: one full reconcile."""
+
+    @classmethod
+    def of(cls, reasons: Iterable[str]) -> frozenset[KymaTrigger]:
+        """The reasons of a reconcile as members (a reason of no member is ignored)."""
+        return frozenset(cls(r) for r in reasons if r in _KYMA_VALUES)
+
+
+_KYMA_VALUES = frozenset(t.value for t in KymaTrigger)
 
 
 class ManifestRequestLog:

@@ -4,14 +4,13 @@
 ``ManifestController``; its ``intake`` is the listener's Manifest sink (runtime drift -> that
 Manifest at once). One concern per module: ``source`` (where the raw manifest comes from),
 ``render``, ``discovery``, ``apply``, ``prune``, ``defaultcr``, ``readiness``, ``status``,
-``metrics``, ``reconciler`` (the flow) and ``setup`` (the triggers).
+``metrics``, ``triggers``, ``memory``, ``base`` (collaborators and KCP writes), ``uninstall``,
+``reconciler`` (the flow) and ``setup`` (the sources).
 """
 
-from kyma_operator.controllers.manifest.reconciler import (
-    ManifestControllerConfig,
-    ManifestReconciler,
-    ManifestReport,
-)
+from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+from kyma_operator.controllers.manifest.reconciler import ManifestReconciler
+from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.setup import (
     CONTROLLER_NAME,
     ManifestController,

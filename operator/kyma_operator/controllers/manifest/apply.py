@@ -20,19 +20,20 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kyma_operator.api import names
 from kyma_operator.api.manifest import SyncedResource
+from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import CRDS, Resource
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 CRD_GROUP = "apiextensions.k8s.io"
@@ -72,47 +73,6 @@ def synced_id(obj: JSON) -> SyncedResource:
 
 def is_crd(obj: JSON) -> bool:
     return obj.get("kind") == CRD_KIND and str(obj.get("apiVersion", "")).startswith(f"{CRD_GROUP}/")
-
-
-def contains(desired: Any, live: Any) -> bool:
-    """True if ``live`` holds every value of ``desired`` (maps: subset; lists: same length, items
-    pairwise); ``None`` and empty maps/lists in ``desired`` ask for nothing."""
-    if desired is None:
-        return True
-    if isinstance(desired, dict):
-        if not desired:
-            return live is None or isinstance(live, dict)
-        if not isinstance(live, dict):
-            return False
-        return all(contains(value, live.get(key)) for key, value in desired.items())
-    if isinstance(desired, list):
-        if not desired:
-            return live is None or live == []
-        if not isinstance(live, list) or len(live) != len(desired):
-            return False
-        return all(contains(d, lv) for d, lv in zip(desired, live, strict=True))
-    if isinstance(desired, bool) or isinstance(live, bool):
-        return desired is live
-    return bool(desired == live)
-
-
-def up_to_date(desired: JSON, live: JSON | None) -> bool:
-    """The live object needs no apply: it exists, is not being deleted and contains ``desired``
-    (``status`` aside; metadata compared by labels and annotations only)."""
-    if live is None:
-        return False
-    live_meta = live.get("metadata") or {}
-    if live_meta.get("deletionTimestamp"):
-        return False
-    meta = desired.get("metadata") or {}
-    for key in ("labels", "annotations"):
-        if not contains(meta.get(key) or {}, live_meta.get(key) or {}):
-            return False
-    return all(
-        contains(value, live.get(key))
-        for key, value in desired.items()
-        if key not in ("metadata", "status", "apiVersion", "kind")
-    )
 
 
 @dataclass

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import Resource
-
-JSON = dict[str, Any]
 
 FIELD_MANAGER = "resource.kyma-project.io/finalizer"
 """Upstream creates the default CR with this owner."""

@@ -11,14 +11,12 @@ the module just installed).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import Resource
-
-JSON = dict[str, Any]
 
 DEFAULT_NAMESPACE = "default"
 

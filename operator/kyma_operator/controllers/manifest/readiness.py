@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest.apply import describe
-
-JSON = dict[str, Any]
+from kyma_operator.runtime.objects import JSON
 
 PROCESSING_REASONS = frozenset({"FoundNewReplicaSet", "NewReplicaSetCreated", "ReplicaSetUpdated"})
 READY_REASON = "NewReplicaSetAvailable"

@@ -19,13 +19,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import yaml
 
 from kyma_operator.api import names
-
-JSON = dict[str, Any]
+from kyma_operator.runtime.objects import JSON
 
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
 PART_OF_LABEL: Final = "app.kubernetes.io/part-of"

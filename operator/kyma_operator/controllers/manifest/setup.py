@@ -20,20 +20,19 @@ by the caller and passed in; the runtime clients are this controller's own.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from kyma_operator.controllers.kyma.heartbeat import HeartbeatSource
+from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+from kyma_operator.controllers.common.layers import ReconcilerLayer, layered
+from kyma_operator.controllers.common.secretsource import SecretChanges
+from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
-from kyma_operator.controllers.manifest.reconciler import (
-    RUNTIME_EVENT,
-    ManifestControllerConfig,
-    ManifestReconciler,
-    utc_now,
-)
+from kyma_operator.controllers.manifest.reconciler import ManifestReconciler
 from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX, manifest_informer
 from kyma_operator.remote.cache import (
     DEFAULT_IDLE_TTL,
@@ -43,7 +42,7 @@ from kyma_operator.remote.cache import (
 )
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
-from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.controller import (
     AnnotationsChanged,
     AnyOf,
@@ -52,6 +51,7 @@ from kyma_operator.runtime.controller import (
     EnqueueForObject,
     GenerationChanged,
     LabelsChanged,
+    RequestGate,
 )
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
@@ -62,9 +62,6 @@ from kyma_operator.runtime.request import Request
 
 CONTROLLER_NAME = "manifest"
 BY_KYMA_INDEX = MANIFESTS_BY_KYMA_INDEX
-
-MANIFEST_CHANGED = "Manifest changed"
-ACCESS_SECRET = "access Secret changed"
 
 
 @dataclass
@@ -108,12 +105,14 @@ def build_manifest_controller(
     client_factory: ClientFactory | None = None,
     registry: CollectorRegistry | None = None,
     manifests: Informer | None = None,
-    heartbeats: HeartbeatSource | None = None,
+    health: AgentHealth = NO_AGENT_HEALTH,
     api_requests: RuntimeApiRequests | None = None,
     runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
+    request_gate: RequestGate | None = None,
+    layers: Sequence[ReconcilerLayer] = (),
 ) -> ManifestController:
     """The controller (not started). ``kymas`` and ``access`` are shared with the Kyma controller;
-    ``heartbeats`` (the listener's tracker) lengthens the safety net of healthy runtimes."""
+    ``health`` (the listener's heartbeats) lengthens the safety net of healthy runtimes."""
     cfg = config or ManifestControllerConfig()
     if manifests is None:  # (an empty Informer is falsy: never "or")
         manifests = manifest_informer(client, cfg.namespace, clock=clock)
@@ -132,35 +131,45 @@ def build_manifest_controller(
         skr_clients=skr_clients,
         source=source,
         config=cfg,
-        heartbeats=heartbeats,
+        health=health,
         metrics=metrics,
         clock=clock,
         wall_clock=wall_clock,
     )
     rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
     controller = Controller(
-        CONTROLLER_NAME, reconciler, workers=cfg.workers, rate_limiter=rate_limiter, clock=clock
+        CONTROLLER_NAME,
+        layered(reconciler, layers),
+        workers=cfg.workers,
+        rate_limiter=rate_limiter,
+        clock=clock,
+        request_gate=request_gate,
     )
     controller.watch(
         manifests,
         EnqueueForObject(),
         AnyOf(GenerationChanged(), LabelsChanged(), AnnotationsChanged(), DeletionTimestampChanged()),
-        reason=MANIFEST_CHANGED,
+        reason=ManifestTrigger.MANIFEST_CHANGED,
     )
     intake = Intake(
-        RUNTIME_EVENT, capacity=cfg.intake_capacity, throttle_window=cfg.event_throttle_window, clock=clock
+        ManifestTrigger.RUNTIME_EVENT,
+        capacity=cfg.intake_capacity,
+        throttle_window=cfg.event_throttle_window,
+        clock=clock,
     )
     controller.add_source(intake)
 
-    def secret_changed(kyma: Request, what: str) -> None:
+    def secret_changed(kyma: Request, what: str) -> list[Request]:
+        found: list[Request] = []
         for obj in manifests.by_index(BY_KYMA_INDEX, kyma.name):
             if (obj.get("metadata") or {}).get("namespace") != kyma.namespace:
                 continue
             if what == "changed" and (obj.get("status") or {}).get("state") == "Ready":
                 continue
-            controller.enqueue(Request.for_object(obj), ACCESS_SECRET)
+            found.append(Request.for_object(obj))
+        return found
 
-    access.on_change(secret_changed)
+    controller.add_source(SecretChanges(access, secret_changed, reason=ManifestTrigger.ACCESS_SECRET))
     return ManifestController(
         controller=controller,
         reconciler=reconciler,

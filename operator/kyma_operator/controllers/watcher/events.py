@@ -12,15 +12,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CORE_EVENTS
 
 log = logging.getLogger(__name__)
-
-
-def _utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
 
 
 class EventRecorder:
@@ -29,7 +26,7 @@ class EventRecorder:
         client: KubeClient,
         *,
         component: str,
-        wall_clock: Callable[[], datetime.datetime] = _utc_now,
+        wall_clock: Callable[[], datetime.datetime] = utc_now,
     ) -> None:
         self._client = client
         self._component = component

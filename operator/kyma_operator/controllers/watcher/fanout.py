@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from kyma_operator.runtime.clock import Clock, RealClock, TimerHandle
 from kyma_operator.runtime.informer import FuncHandler, Informer
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.source import Enqueuer
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 FANOUT_REASON = "Watcher change fan-out"
 """The trigger reason of the Kymas a fan-out enqueues."""

@@ -28,8 +28,8 @@ from kyma_operator.controllers.watcher.setup import WatcherController, build_wat
 from kyma_operator.identity.bundle import RotationPolicy
 from kyma_operator.identity.rotator import TrustRotator
 from kyma_operator.identity.signing_keys import SigningPolicy
-from kyma_operator.identity.store import IdentityConfig, IdentityStore, utc_now
-from kyma_operator.runtime.clock import Clock
+from kyma_operator.identity.store import IdentityConfig, IdentityStore
+from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 

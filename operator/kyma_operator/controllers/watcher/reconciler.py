@@ -17,7 +17,7 @@ import contextlib
 import datetime
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,15 +40,15 @@ from kyma_operator.api.watcher_validation import (
 )
 from kyma_operator.controllers.watcher import virtualservice as vs
 from kyma_operator.controllers.watcher.events import EventRecorder
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.controller import TerminalError
 from kyma_operator.runtime.errors import AlreadyExists, KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request, Result
 
 log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
 
 
 class WatcherControllerConfig(BaseModel):
@@ -64,10 +64,6 @@ class WatcherControllerConfig(BaseModel):
     """The networking.istio.io version read and written (upstream: v1beta1; our CRDs serve v1 too)."""
 
 
-def _utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
-
-
 class WatcherReconciler:
     def __init__(
         self,
@@ -78,7 +74,7 @@ class WatcherReconciler:
         virtual_services: Informer,
         config: WatcherControllerConfig | None = None,
         events: EventRecorder | None = None,
-        wall_clock: Callable[[], datetime.datetime] = _utc_now,
+        wall_clock: Callable[[], datetime.datetime] = utc_now,
     ) -> None:
         self.config = config or WatcherControllerConfig()
         self._client = client

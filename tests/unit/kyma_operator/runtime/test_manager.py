@@ -86,10 +86,12 @@ def test_bad_runnable_is_rejected_when_added(client: KubeClient) -> None:
         manager.add_runnable(42)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("gate_given_to", ["controller", "manager"])
 async def test_sharded_controllers_run_without_leading_and_readiness_follows_the_shards(
-    client: KubeClient,
+    client: KubeClient, gate_given_to: str
 ) -> None:
-    """The Lease is unreachable (never leading): the gated controller runs anyway, the other waits."""
+    """The Lease is unreachable (never leading): the gated controller runs anyway, the other waits.
+    The gate is the controller's own (given when it is built) or named to the manager."""
     from kyma_operator.runtime import Controller, LeaderElectionConfig, Request, Result
 
     done: list[str] = []
@@ -122,10 +124,11 @@ async def test_sharded_controllers_run_without_leading_and_readiness_follows_the
         leader_election=LeaderElectionConfig(
             lease_name="l", lease_namespace="ns", lease_duration=4, renew_deadline=3, retry_period=1
         ),
-        request_gates={"sharded": gate},
+        request_gates={"sharded": gate} if gate_given_to == "manager" else None,
         readiness=lambda: holding,
     )
-    sharded = manager.add_controller(Controller("sharded", Record("sharded")))
+    own_gate = gate if gate_given_to == "controller" else None
+    sharded = manager.add_controller(Controller("sharded", Record("sharded"), request_gate=own_gate))
     leader_only = manager.add_controller(Controller("leader-only", Record("leader-only")))
     for name in ("mine", "theirs"):
         sharded.enqueue(Request("ns", name), "test")

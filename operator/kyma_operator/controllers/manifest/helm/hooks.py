@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
+
+from kyma_operator.runtime.objects import JSON
 
 HOOK_ANNOTATION: Final = "helm.sh/hook"
 APPLIED: Final = frozenset({"pre-install", "post-install", "pre-upgrade", "post-upgrade"})
@@ -32,8 +34,6 @@ SKIPPED: Final = frozenset({"pre-delete", "post-delete", "pre-rollback", "post-r
 CONDITION_TYPE: Final = "HelmHooks"
 REASON_SUPPORTED: Final = "HooksSupported"
 REASON_SKIPPED: Final = "HooksSkipped"
-
-JSON = dict[str, Any]
 
 
 def hook_events(obj: JSON) -> tuple[str, ...]:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT_TRIGGERS, ManifestReport
-from kyma_operator.controllers.manifest.setup import MANIFEST_CHANGED
+from kyma_operator.controllers.manifest.report import ManifestReport
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -25,6 +25,8 @@ from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
 from tests.polling import eventually
 from tests.registry.server import LocalRegistry
+
+_EVENT = {ManifestTrigger.RUNTIME_EVENT, ManifestTrigger.RUNTIME_EVENT_REREAD}
 
 
 @pytest.fixture
@@ -79,7 +81,7 @@ async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_even
     repairs = await eventually(lambda: repaired(mark), "the report of the repairing reconcile")
     # woken by the event, or by its re-read when the event overtook the deletion (admission runs
     # first); a Manifest informer event that raced in is also no timer
-    assert set(repairs[0].triggers) & {*RUNTIME_EVENT_TRIGGERS, MANIFEST_CHANGED}, repairs[0].triggers
+    assert set(repairs[0].triggers) & {*_EVENT, ManifestTrigger.MANIFEST_CHANGED}, repairs[0].triggers
     assert repairs[0].applied == (f"ConfigMap {s.module_ns}/sample-config",)
     assert Request(s.ns, "sample") in s.running.routed_manifests
 
@@ -88,7 +90,7 @@ async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_even
     await s.skr.patch(CONFIGMAPS, "sample-config", {"data": {"value": "edited"}}, s.module_ns)
     await eventually(restored, "sample-config edit reverted", within=10.0)
     repairs = await eventually(lambda: repaired(mark), "the report of the reverting reconcile")
-    assert set(repairs[0].triggers) & {*RUNTIME_EVENT_TRIGGERS, MANIFEST_CHANGED}, repairs[0].triggers
+    assert set(repairs[0].triggers) & {*_EVENT, ManifestTrigger.MANIFEST_CHANGED}, repairs[0].triggers
     registry = s.running.operator.manager.registry
     assert (registry.get_sample_value("kyma_operator_manifest_drift_repairs_total") or 0) >= 2
 
@@ -105,4 +107,4 @@ async def test_the_workloads_status_event_makes_the_manifest_ready_without_polli
         return [r for r in s.running.manifest_reports[mark:] if r.outcome == "Ready"]
 
     first = (await eventually(woken, "the report of the reconcile that found the Manifest Ready"))[0]
-    assert set(RUNTIME_EVENT_TRIGGERS) & set(first.triggers)
+    assert _EVENT & set(first.triggers)

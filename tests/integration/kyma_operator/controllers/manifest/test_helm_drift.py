@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kyma_operator.controllers.manifest.reconciler import MANIFESTS, RUNTIME_EVENT_TRIGGERS, ManifestReport
-from kyma_operator.controllers.manifest.setup import MANIFEST_CHANGED
+from kyma_operator.controllers.manifest.base import MANIFESTS
+from kyma_operator.controllers.manifest.report import ManifestReport
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -32,6 +33,9 @@ from tests.integration.kyma_operator.controllers.manifest.chart import (
 from tests.integration.kyma_operator.controllers.manifest.harness import Setup
 from tests.polling import eventually
 from tests.registry.server import LocalRegistry
+
+_EVENT = {ManifestTrigger.RUNTIME_EVENT, ManifestTrigger.RUNTIME_EVENT_REREAD}
+
 
 JOBS = Resource("batch", "v1", "jobs", "Job")
 
@@ -109,7 +113,7 @@ async def test_chart_objects_are_restored_by_the_agents_event_and_hooks_follow_t
         return [r for r in s.running.manifest_reports[mark:] if r.applied]
 
     repairs = await eventually(repaired, "the report of the repairing reconcile")
-    assert set(repairs[0].triggers) & {*RUNTIME_EVENT_TRIGGERS, MANIFEST_CHANGED}, repairs[0].triggers
+    assert set(repairs[0].triggers) & {*_EVENT, ManifestTrigger.MANIFEST_CHANGED}, repairs[0].triggers
     assert repairs[0].applied == (f"ConfigMap {s.module_ns}/sample-config",)
     assert Request(s.ns, "sample") in s.running.routed_manifests
     assert helm.engine.runs == runs  # repaired from the cached render

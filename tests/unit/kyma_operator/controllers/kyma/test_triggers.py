@@ -7,8 +7,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from kyma_operator.controllers.common.heartbeat import AgentHealth
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
-from kyma_operator.controllers.kyma.triggers import HEARTBEAT, ManifestRequestLog
+from kyma_operator.controllers.kyma.triggers import KymaTrigger, ManifestRequestLog
 from kyma_operator.runtime.clock import FakeClock, settle
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.request import Request, Result
@@ -74,8 +75,8 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     sweep = HeartbeatSweep(
         Kymas(kyma("a", "rt-a"), kyma("b", "rt-b"), kyma("c", "rt-c"), kyma("d", None)),
         observed,
-        heartbeats,
-        reason=HEARTBEAT,
+        AgentHealth(heartbeats),
+        reason=KymaTrigger.HEARTBEAT,
         namespace=KCP_NAMESPACE,
         interval=30,
         clock=clock,
@@ -94,23 +95,38 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     await settle()
     task.cancel()
     assert sorted(controller.queue.get_nowait() for _ in range(2)) == [A, B]  # type: ignore[type-var]
-    assert controller.triggers.take(A) == (HEARTBEAT,)
+    assert controller.triggers.take(A) == (KymaTrigger.HEARTBEAT,)
     assert sweep.enqueued == 2
 
 
-def test_manifest_changes_take_the_modules_only_path_even_with_a_re_read_pending() -> None:
-    from kyma_operator.controllers.kyma.catalogtriggers import MANIFEST_CHANGED
-    from kyma_operator.controllers.kyma.reconciler import modules_only
-    from kyma_operator.controllers.kyma.triggers import KYMA_CHANGED, RUNTIME_EVENT, RUNTIME_EVENT_REREADS
+def test_manifest_changes_reuse_the_runtime_round_even_with_a_re_read_pending() -> None:
+    from kyma_operator.api.meta import State
+    from kyma_operator.controllers.kyma import status as st
+    from kyma_operator.controllers.kyma.memory import KymaMemory, RuntimeRound
 
-    assert modules_only((MANIFEST_CHANGED,))
-    # a re-read's reason is noted when it is scheduled: a Manifest change before it is due takes it
-    assert modules_only((RUNTIME_EVENT_REREADS[1], MANIFEST_CHANGED))
-    assert modules_only((MANIFEST_CHANGED, RUNTIME_EVENT_REREADS[2]))
+    memory = KymaMemory()
+    manifest = frozenset({KymaTrigger.MANIFEST_CHANGED})
+    assert memory.reusable_round(manifest, None) is None  # no full reconcile yet
+    memory.round = RuntimeRound({}, st.Outcome(State.READY, (), "kyma is ready"), None)
+    assert memory.reusable_round(manifest, None) is memory.round
+    # a re-read's note (for logs) does not count as a cause
+    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT_REREAD}, None) is memory.round
+    # a later re-read pending (not due): the Manifest change reuses the round
+    memory.settle.after(1, True, (0.03, 0.5), now=10.0)
+    assert memory.settle.pending == 2
+    assert memory.reusable_round(manifest, None) is memory.round
     # ... but not before the first re-read: the runtime write the event overtook may be landing now
-    assert not modules_only((MANIFEST_CHANGED, RUNTIME_EVENT_REREADS[0], RUNTIME_EVENT_REREADS[1]))
-    # anything that may have changed the runtime or the KCP Kyma needs the full reconcile
-    assert not modules_only((RUNTIME_EVENT, MANIFEST_CHANGED))
-    assert not modules_only((KYMA_CHANGED, MANIFEST_CHANGED))
-    assert not modules_only((RUNTIME_EVENT_REREADS[0],))
-    assert not modules_only(())
+    memory.settle.after(0, True, (0.03, 0.5), now=10.0)
+    assert memory.settle.pending == 1
+    assert memory.reusable_round(manifest, None) is None
+    memory.settle.after(1, False, (0.03, 0.5), now=10.0)
+    # a re-read due now, or anything that may have changed the runtime or the KCP Kyma: full
+    assert memory.reusable_round(manifest, 1) is None
+    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT}, None) is None
+    assert memory.reusable_round(manifest | {KymaTrigger.KYMA_CHANGED}, None) is None
+    assert memory.reusable_round(frozenset(), None) is None
+
+
+def test_triggers_parse_into_members_and_ignore_other_notes() -> None:
+    reasons = ("Manifest changed", "runtime event", "something else")
+    assert KymaTrigger.of(reasons) == {KymaTrigger.MANIFEST_CHANGED, KymaTrigger.RUNTIME_EVENT}

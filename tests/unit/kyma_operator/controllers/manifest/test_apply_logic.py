@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kyma_operator.api.manifest import SyncedResource
-from kyma_operator.controllers.manifest.apply import contains, up_to_date
+from kyma_operator.controllers.common.drift import contains, up_to_date
 from kyma_operator.controllers.manifest.prune import phases, prune_candidates
 
 

@@ -59,16 +59,6 @@ def test_nothing_to_write_when_nothing_changed() -> None:
     assert st.next_status(again, keep, LATER) is None
 
 
-def test_event_re_reads_step_through_the_delays() -> None:
-    from kyma_operator.controllers.manifest.reconciler import RUNTIME_EVENT_TRIGGERS, _event_step
-
-    assert _event_step(("Manifest changed",)) is None
-    assert _event_step((RUNTIME_EVENT_TRIGGERS[0],)) == 0
-    assert _event_step((RUNTIME_EVENT_TRIGGERS[1],)) == 1
-    # a new event during the re-reads starts them again
-    assert _event_step((RUNTIME_EVENT_TRIGGERS[2], RUNTIME_EVENT_TRIGGERS[0])) == 0
-
-
 class Heartbeats:
     """The listener's heartbeat tracker as the reconciler reads it: one runtime is alive."""
 
@@ -80,10 +70,13 @@ class Heartbeats:
 
 
 def test_adaptive_safety_net() -> None:
-    from kyma_operator.controllers.manifest.reconciler import ManifestControllerConfig, ready_interval
+    from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+    from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+    from kyma_operator.controllers.manifest.reconciler import ready_interval
 
     config = ManifestControllerConfig()
-    assert ready_interval(config, Heartbeats(), "rt-alive") == 1800.0
-    assert ready_interval(config, Heartbeats(), "rt-silent") == 300.0
-    assert ready_interval(config, Heartbeats(), "") == 300.0
-    assert ready_interval(config, None, "rt-alive") == 300.0
+    health = AgentHealth(Heartbeats())
+    assert ready_interval(config, health, "rt-alive") == 1800.0
+    assert ready_interval(config, health, "rt-silent") == 300.0
+    assert ready_interval(config, health, "") == 300.0
+    assert ready_interval(config, NO_AGENT_HEALTH, "rt-alive") == 300.0

@@ -1,0 +1,42 @@
+"""The Kyma controller's settings (on top of the shared ``common.config.ControllerConfig``) and the
+one switch of the reconcile's mode that is read from the Kyma itself (single-cluster)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.controllers.common.config import ControllerConfig
+
+
+def single_cluster(kyma: Kyma) -> bool:
+    """Single-cluster mode: the Kyma's runtime is the control plane itself.
+
+    Marker: label ``operator.kyma-project.io/sync=false`` on the Kyma (the label older upstream
+    versions used to switch the remote sync off). No access Secret is needed or read.
+    """
+    return kyma.labels.get(names.SYNC_LABEL, "").lower() == names.DISABLE_LABEL_VALUE
+
+
+class KymaControllerConfig(ControllerConfig):
+    namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
+    """Where Kymas and their access Secrets live (upstream: kcp-system)."""
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
+    """The runtime namespace of the Kyma copy and the agent (upstream ``--sync-namespace``)."""
+    remote_kyma_name: str = Field(default=names.DEFAULT_REMOTE_KYMA_NAME, min_length=1)
+    modules: bool = True
+    """Run the module half (``ModuleSync``): Manifests, ``status.modules``, the runtime catalog."""
+    restricted_modules: tuple[str, ...] = ()
+    """Modules whose ModuleReleaseMeta may restrict them to Kymas by ``kymaSelector``."""
+    deletion_interval: float = Field(default=5.0, gt=0)
+    """Fallback poll while a deletion waits for Manifests (their removal wakes the Kyma at once)."""
+    event_settle_delays: tuple[float, ...] = Field(default=(0.03, 0.5), max_length=3)
+    """Re-reads when a runtime event arrived but the runtime Kyma looks unchanged (the event
+    overtook its write): a write lands within milliseconds, so the first re-read is early and the
+    later ones cover a slow API server."""
+    heartbeat_sweep_interval: float = Field(default=30.0, gt=0)
+    module_rollout_max_delay: float = Field(default=300.0, ge=0)
+    """Catalog changes reach the Kymas they concern spread over a random delay up to this (upstream
+    ``--module-upgrade-rollout-max-delay``, 5 min); 0: at once."""
+    field_manager: str = Field(default=names.FIELD_MANAGER, min_length=1)

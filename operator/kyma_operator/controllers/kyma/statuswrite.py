@@ -1,0 +1,80 @@
+"""The Kyma's own writes in KCP: its status (only when it changes) and its finalizer and label.
+
+Shared by the reconcile's one status tail and the deletion flow; the status as written (or found
+unchanged) is remembered per Kyma, to be copied into the runtime Kyma.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.resources import KYMAS
+from kyma_operator.controllers.kyma import status as st
+from kyma_operator.controllers.kyma.memory import KymaMemories
+from kyma_operator.controllers.kyma.report import Collector
+from kyma_operator.runtime.errors import Conflict
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.request import Request
+
+
+class KymaWriter:
+    def __init__(self, client: KubeClient, memories: KymaMemories, *, field_manager: str) -> None:
+        self.client = client
+        self.memories = memories
+        self.field_manager = field_manager
+        self.status_writes = 0
+
+    async def ensure_finalizer(self, kyma: Kyma) -> str:
+        """Add finalizer and managed-by label if missing; returns the resourceVersion to write on."""
+        rv = kyma.metadata.resource_version or ""
+        finalizers = list(kyma.metadata.finalizers)
+        needs_finalizer = (
+            names.KYMA_FINALIZER not in finalizers and names.FOREGROUND_DELETION_FINALIZER not in finalizers
+        )
+        needs_label = kyma.labels.get(names.MANAGED_BY_LABEL) != names.OPERATOR_NAME
+        if not needs_finalizer and not needs_label:
+            return rv
+        patch: JSON = {"metadata": {"resourceVersion": rv}}
+        if needs_finalizer:
+            patch["metadata"]["finalizers"] = [*finalizers, names.KYMA_FINALIZER]
+        if needs_label:
+            patch["metadata"]["labels"] = {names.MANAGED_BY_LABEL: names.OPERATOR_NAME}
+        updated = await self.client.patch(
+            KYMAS, kyma.name, patch, kyma.namespace, field_manager=self.field_manager
+        )
+        return str((updated.get("metadata") or {}).get("resourceVersion") or rv)
+
+    async def status(
+        self, kyma: Kyma, rv: str, outcome: st.Outcome, now: datetime.datetime, report: Collector
+    ) -> bool:
+        """Patch the status subresource if ``outcome`` changes it; True if written.
+
+        The cache may lag behind our own last write (e.g. the reconcile woken by our finalizer
+        patch): on a conflict the Kyma is read once from the API and compared again.
+        """
+        memory = self.memories[Request(kyma.namespace, kyma.name)]
+        desired = st.next_status(kyma.status, outcome, now)
+        report.modules = tuple((m.name, m.state.value) for m in (outcome.modules or ()))
+        if desired is None:
+            memory.last_status = st.status_patch(kyma.status)
+            return False
+        patch = {"metadata": {"resourceVersion": rv}, "status": st.status_patch(desired)}
+        try:
+            await self.client.patch_status(KYMAS, kyma.name, patch, kyma.namespace)
+        except Conflict:
+            fresh = Kyma.from_object(await self.client.get(KYMAS, kyma.name, kyma.namespace))
+            desired = st.next_status(fresh.status, outcome, now)
+            if desired is None:
+                memory.last_status = st.status_patch(fresh.status)
+                return False
+            patch = {
+                "metadata": {"resourceVersion": fresh.metadata.resource_version},
+                "status": st.status_patch(desired),
+            }
+            await self.client.patch_status(KYMAS, kyma.name, patch, kyma.namespace)
+        memory.last_status = st.status_patch(desired)
+        self.status_writes += 1
+        return True

@@ -1,0 +1,214 @@
+"""The Manifest reconciler's groundwork: its collaborators, the runtime it installs into, and its
+own writes in KCP (status only on change, finalizers and annotations).
+
+``ManifestUninstall`` (``uninstall``) and ``ManifestReconciler`` (``reconciler``, the install flow)
+build on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Callable, Sequence
+
+from kyma_operator.api import names
+from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.manifest import Manifest, ManifestStatus, SyncedResource
+from kyma_operator.api.meta import InvalidObjectError, State
+from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
+from kyma_operator.controllers.manifest import status as st
+from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+from kyma_operator.controllers.manifest.discovery import DiscoveryCache
+from kyma_operator.controllers.manifest.memory import ManifestMemories
+from kyma_operator.controllers.manifest.metrics import ManifestMetrics
+from kyma_operator.controllers.manifest.report import Collector as _Report
+from kyma_operator.controllers.manifest.report import ManifestReport
+from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.remote.cache import SkrClientCache
+from kyma_operator.remote.errors import SkrAccessError
+from kyma_operator.runtime.clock import Clock, RealClock, utc_now
+from kyma_operator.runtime.errors import Conflict, NotFound
+from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.resources import Resource
+
+MANIFESTS = Resource(names.OPERATOR_GROUP, names.OPERATOR_VERSION, "manifests", "Manifest")
+KYMA_CACHE_KEY_LOCAL = Request("", "<kcp>")
+"""Discovery key of the KCP itself (Manifests with ``spec.remote: false``)."""
+
+
+class ManifestBase:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        manifests: Informer,
+        kymas: Informer,
+        skr_clients: SkrClientCache,
+        source: ManifestSource,
+        config: ManifestControllerConfig | None = None,
+        health: AgentHealth = NO_AGENT_HEALTH,
+        metrics: ManifestMetrics | None = None,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], datetime.datetime] = utc_now,
+    ) -> None:
+        self.client = client
+        self.manifests = manifests
+        self.kymas = kymas
+        self.skr_clients = skr_clients
+        self.source = source
+        self.config = config or ManifestControllerConfig()
+        self.metrics = metrics or ManifestMetrics()
+        self.clock = clock or RealClock()
+        self._now = wall_clock
+        self.discoveries = DiscoveryCache()
+        self.health = health
+        """The runtimes' agent liveness; ``NO_AGENT_HEALTH``: every runtime counts as unhealthy."""
+        self.observers: list[Callable[[ManifestReport], None]] = []
+        self.status_writes = 0
+        self.metadata_writes = 0
+        self.settle_rereads = 0
+        self._removal_waits: dict[Request, int] = {}
+        """Consecutive reconciles of a Manifest that waited for a removal (the backoff step)."""
+        self.memories = ManifestMemories(self.metrics)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _kyma(self, manifest: Manifest) -> Kyma | None:
+        name = manifest.kyma_name()
+        obj = self.kymas.get(manifest.namespace, name) if name else None
+        if obj is None:
+            return None
+        try:
+            return Kyma.from_object(obj)
+        except InvalidObjectError:
+            return None
+
+    def _runtime_key(self, manifest: Manifest) -> Request:
+        if not manifest.spec.remote:
+            return KYMA_CACHE_KEY_LOCAL
+        return Request(manifest.namespace, manifest.kyma_name() or "")
+
+    async def _runtime(self, manifest: Manifest) -> tuple[KubeClient, Request]:
+        key = self._runtime_key(manifest)
+        if not manifest.spec.remote:
+            return self.client, key
+        if not key.name:
+            raise SkrAccessError(f"the Manifest has no label {names.KYMA_NAME_LABEL}")
+        return await self.skr_clients.get(key), key
+
+    async def _fail(
+        self,
+        manifest: Manifest,
+        report: _Report,
+        message: str,
+        *,
+        synced: Sequence[SyncedResource] | None = None,
+        state: State = State.ERROR,
+    ) -> Result:
+        outcome = st.Outcome(state, message, synced=synced)
+        with contextlib.suppress(NotFound):
+            await self._write_status(manifest, outcome, report)
+        report.set(state.value, message)
+        if state is State.DELETING:
+            return Result(requeue_after=self.config.processing_interval)
+        return Result(requeue=True)
+
+    async def _write_status(self, manifest: Manifest, outcome: st.Outcome, report: _Report) -> Manifest:
+        """Patch the status if ``outcome`` changes it; returns the Manifest as it now is (a later
+        metadata patch must carry the resourceVersion this write produced, or it conflicts)."""
+        self.metrics.state(Request(manifest.namespace, manifest.name), outcome.state)
+        desired = st.next_status(manifest, outcome, self._now())
+        if desired is None:
+            return manifest
+        rv = manifest.metadata.resource_version
+        try:
+            written = await self._patch_status(manifest, desired, rv)
+        except Conflict:
+            fresh = Manifest.from_object(await self.client.get(MANIFESTS, manifest.name, manifest.namespace))
+            desired = st.next_status(fresh, outcome, self._now())
+            if desired is None:
+                return fresh
+            written = await self._patch_status(fresh, desired, fresh.metadata.resource_version)
+        report.status_written = True
+        return written
+
+    async def _patch_status(self, manifest: Manifest, desired: ManifestStatus, rv: str | None) -> Manifest:
+        patch = {"metadata": {"resourceVersion": rv}, "status": st.status_patch(desired)}
+        updated = await self.client.patch_status(MANIFESTS, manifest.name, patch, manifest.namespace)
+        self.status_writes += 1
+        return Manifest.from_object(updated)
+
+    def _removal_delay(self, report: _Report) -> float:
+        """When to look again while the runtime removes something: ``removal_poll_initial``,
+        doubled per consecutive wait of the same Manifest, at most ``removal_poll_max`` (and never
+        beyond ``processing_interval``)."""
+        report.waiting_removal = True
+        memory = self.memories[report.request]
+        step = memory.removal_waits
+        memory.removal_waits = step + 1
+        cap = min(self.config.removal_poll_max, self.config.processing_interval)
+        return removal_delay(step, self.config.removal_poll_initial, cap)
+
+    async def _ensure_finalizers(self, manifest: Manifest) -> Manifest:
+        return await self._ensure_meta(
+            manifest, finalizers=(names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER)
+        )
+
+    async def _ensure_meta(
+        self, manifest: Manifest, *, finalizers: Sequence[str] = (), annotations: dict[str, str] | None = None
+    ) -> Manifest:
+        missing = [f for f in finalizers if f not in manifest.metadata.finalizers]
+        changed = {k: v for k, v in (annotations or {}).items() if manifest.annotations.get(k) != v}
+        if not missing and not changed:
+            return manifest
+        meta: JSON = {"resourceVersion": manifest.metadata.resource_version}
+        if missing:
+            meta["finalizers"] = [*manifest.metadata.finalizers, *missing]
+        if changed:
+            meta["annotations"] = changed
+        return await self._patch_meta(manifest, meta)
+
+    async def _drop_finalizers(self, manifest: Manifest, drop: Sequence[str]) -> Manifest:
+        kept = [f for f in manifest.metadata.finalizers if f not in drop]
+        if kept == manifest.metadata.finalizers:
+            return manifest
+        meta: JSON = {"resourceVersion": manifest.metadata.resource_version, "finalizers": kept}
+        try:
+            return await self._patch_meta(manifest, meta)
+        except NotFound:
+            return manifest
+        except Conflict:  # another writer (a finalizer of someone else): once more on what is there
+            try:
+                fresh = Manifest.from_object(
+                    await self.client.get(MANIFESTS, manifest.name, manifest.namespace)
+                )
+            except NotFound:
+                return manifest
+            kept = [f for f in fresh.metadata.finalizers if f not in drop]
+            if kept == fresh.metadata.finalizers:
+                return fresh
+            meta = {"resourceVersion": fresh.metadata.resource_version, "finalizers": kept}
+            try:
+                return await self._patch_meta(fresh, meta)
+            except NotFound:
+                return fresh
+
+    async def _patch_meta(self, manifest: Manifest, meta: JSON) -> Manifest:
+        updated = await self.client.patch(
+            MANIFESTS,
+            manifest.name,
+            {"metadata": meta},
+            manifest.namespace,
+            field_manager=self.config.field_manager,
+        )
+        self.metadata_writes += 1
+        return Manifest.from_object(updated)
+
+
+def removal_delay(step: int, initial: float, cap: float) -> float:
+    """The ``step``-th look (from 0) at a removal still under way: ``initial`` doubled, at most
+    ``cap``."""
+    return min(cap, initial * 2.0 ** min(step, 32))

@@ -1,0 +1,25 @@
+"""The Manifest controller's settings on top of the shared ``common.config.ControllerConfig``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kyma_operator.api import names
+from kyma_operator.controllers.common.config import ControllerConfig
+
+
+class ManifestControllerConfig(ControllerConfig):
+    namespace: str = Field(default=names.KCP_NAMESPACE, min_length=1)
+    sync_namespace: str = Field(default=names.SKR_NAMESPACE, min_length=1)
+    """Default namespace of default CRs; never pruned."""
+    processing_interval: float = Field(default=5.0, gt=0)
+    removal_poll_initial: float = Field(default=0.2, gt=0)
+    """First look again while waiting for the runtime to remove what was deleted (a Namespace, a
+    CRD, a module CR): doubled on every further wait up to ``removal_poll_max``. Nothing in the
+    runtime reports the moment such an object disappears (the namespace controller finalizes it
+    without an admission call), so a short bounded backoff stands in for the event; a look costs
+    one GET per object still there."""
+    removal_poll_max: float = Field(default=1.0, gt=0)
+    apply_concurrency: int = Field(default=8, ge=1, le=256)
+    crd_established_timeout: float = Field(default=30.0, gt=0)
+    field_manager: str = Field(default=names.MANIFEST_APPLIER_FIELD_MANAGER, min_length=1)

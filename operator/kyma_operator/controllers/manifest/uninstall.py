@@ -1,0 +1,154 @@
+"""Uninstalling a module (upstream §4.4) and unmanaging one.
+
+A runtime whose access Secret is gone, or that cannot be reached while its Kyma is gone too ->
+drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> drop finalizers,
+leave the runtime alone. Else: module CRs block (``Deleting`` names them); the default CR is
+deleted first; then every synced object is pruned (two phases); then the finalizers go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+from kyma_operator.api import names
+from kyma_operator.api.manifest import Manifest, SyncedResource
+from kyma_operator.api.meta import State
+from kyma_operator.controllers.manifest import defaultcr
+from kyma_operator.controllers.manifest import status as st
+from kyma_operator.controllers.manifest.base import ManifestBase
+from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
+from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
+from kyma_operator.controllers.manifest.report import Collector as _Report
+from kyma_operator.remote.errors import AccessSecretNotFound, SkrAccessError, is_connection_error
+from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request, Result
+
+
+class ManifestUninstall(ManifestBase):
+    async def _delete(self, manifest: Manifest, request: Request, report: _Report) -> Result:
+        ours = (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER)
+        if not any(f in manifest.metadata.finalizers for f in ours):
+            report.set("deleted", "deleting; no finalizer of ours left")
+            self.memories.forget(request)
+            return Result()
+        try:
+            skr, key = await self._runtime(manifest)
+        except AccessSecretNotFound as exc:
+            await self._drop_finalizers(manifest, ours)
+            report.set("deleted", f"runtime gone ({exc.message}): finalizers removed, nothing uninstalled")
+            self.memories.forget(request)
+            return Result()
+        except SkrAccessError as exc:
+            return await self._fail(
+                manifest,
+                report,
+                f"cannot reach the runtime to uninstall: {exc.message}",
+                state=State.DELETING,
+            )
+        if manifest.is_unmanaged():
+            await self._drop_finalizers(manifest, ours)
+            report.set("deleted", "unmanaged: finalizers removed, runtime resources left in place")
+            self.memories.forget(request)
+            return Result()
+        discovery = self.discoveries.for_client(key, skr)
+        try:
+            return await self._uninstall(manifest, skr, discovery, report, ours)
+        except KubeError as exc:
+            if is_connection_error(exc) and manifest.spec.remote:
+                await self.skr_clients.evict_on_error(key, exc)
+                if self._kyma(manifest) is None:
+                    # the runtime cannot be reached and its Kyma is gone: it is being deprovisioned
+                    await self._drop_finalizers(manifest, ours)
+                    report.set("deleted", f"runtime unreachable and Kyma gone ({exc}): finalizers removed")
+                    self.memories.forget(request)
+                    return Result()
+            return await self._fail(manifest, report, f"uninstall: runtime API: {exc}", state=State.DELETING)
+
+    async def _uninstall(
+        self, manifest: Manifest, skr: KubeClient, discovery: Discovery, report: _Report, ours: Sequence[str]
+    ) -> Result:
+        blocking = await defaultcr.blocking_crs(skr, manifest, discovery, self.config.sync_namespace)
+        if blocking:
+            message = f"waiting for module CRs to be deleted: {', '.join(blocking[:10])}"
+            return await self._deleting(manifest, report, message)
+        if st.wants_module_cr(manifest):
+            with contextlib.suppress(UnknownKind, defaultcr.DefaultCRError):
+                cr = await defaultcr.default_cr(manifest, discovery, self.config.sync_namespace)
+                if cr is not None and await defaultcr.delete_default(skr, cr):
+                    return await self._deleting(
+                        manifest, report, f"waiting for default CR {cr.describe()} to go"
+                    )
+        if names.DEFAULT_CR_FINALIZER in manifest.metadata.finalizers:
+            manifest = await self._drop_finalizers(manifest, (names.DEFAULT_CR_FINALIZER,))
+        synced = list(manifest.status.synced) if manifest.status else []
+        candidates = prune_candidates(synced, (), (names.SKR_NAMESPACE, self.config.sync_namespace))
+        pruner = Pruner(skr, discovery, concurrency=self.config.apply_concurrency)
+        remaining = await pruner.delete(candidates)
+        report.pruned.extend(pruner.deleted)
+        self.metrics.pruned(len(pruner.deleted))
+        if remaining:
+            left = [c for c in candidates if describe_entry(c) in remaining]
+            return await self._deleting(
+                manifest, report, f"waiting for the removal of {', '.join(remaining[:5])}", synced=left
+            )
+        with contextlib.suppress(NotFound):
+            outcome = st.Outcome(State.DELETING, "all resources removed", synced=[])
+            manifest = await self._write_status(manifest, outcome, report)
+        foreign = [f for f in manifest.metadata.finalizers if f not in ours]
+        await self._drop_finalizers(manifest, ours)
+        self.memories.forget(Request(manifest.namespace, manifest.name))
+        if foreign:
+            report.set(
+                State.DELETING.value, f"uninstalled; waiting as other finalizers are present: {foreign}"
+            )
+        else:
+            report.set("deleted", "uninstalled, finalizers removed")
+        return Result()
+
+    async def _deleting(
+        self,
+        manifest: Manifest,
+        report: _Report,
+        message: str,
+        *,
+        synced: Sequence[SyncedResource] | None = None,
+    ) -> Result:
+        outcome = st.Outcome(State.DELETING, message, synced=synced)
+        with contextlib.suppress(NotFound):
+            await self._write_status(manifest, outcome, report)
+        report.set(State.DELETING.value, message)
+        return Result(requeue_after=self._removal_delay(report))
+
+    # -- unmanage --------------------------------------------------------------------------------
+
+    async def _unmanage(self, manifest: Manifest, skr: KubeClient, report: _Report) -> Result:
+        if names.LABEL_REMOVAL_FINALIZER in manifest.metadata.finalizers:
+            key = self._runtime_key(manifest)
+            discovery = self.discoveries.for_client(key, skr)
+            synced = list(manifest.status.synced) if manifest.status else []
+            for entry in synced:
+                api_version = f"{entry.group}/{entry.version}" if entry.group else entry.version
+                try:
+                    resource = await discovery.resource(api_version, entry.kind)
+                    await skr.patch(
+                        resource,
+                        entry.name,
+                        {"metadata": {"labels": {names.MANAGED_BY_LABEL: None}}},
+                        entry.namespace or None,
+                    )
+                except (UnknownKind, NotFound):
+                    continue
+            manifest = await self._drop_finalizers(manifest, (names.LABEL_REMOVAL_FINALIZER,))
+        outcome = st.Outcome(
+            State.UNMANAGED, "module unmanaged: resources left in the runtime without our label"
+        )
+        await self._write_status(manifest, outcome, report)
+        report.set(State.UNMANAGED.value, outcome.operation)
+        return Result(requeue_after=self.config.skip_interval)
+
+
+def describe_entry(entry: SyncedResource) -> str:
+    where = f"{entry.namespace}/{entry.name}" if entry.namespace else entry.name
+    return f"{entry.kind} {where}"
