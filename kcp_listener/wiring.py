@@ -100,7 +100,7 @@ class OperatorListener:
         # A deleted Kyma's runtime leaves the heartbeat series (no unbounded growth over churn).
         self.kymas.add_handler(FuncHandler(on_delete=self._forget_runtime))
         self.metrics = ListenerMetrics(registry)
-        self.server = ListenerServer(config)
+        self.server = ListenerServer(config, on_rejected=self.metrics.connection_refused)
         self._is_leader = is_leader
         self.handoff: Handoff | None = None
         self.handoff_server: HandoffServer | None = None

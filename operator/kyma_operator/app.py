@@ -457,6 +457,10 @@ async def build_operator(
             handoff_host=config.handoff_host,
             handoff_port=config.handoff_port,
             heartbeat_max_silence_seconds=config.heartbeat_max_silence,
+            header_timeout_seconds=config.listener_header_timeout,
+            body_timeout_seconds=config.listener_body_timeout,
+            idle_timeout_seconds=config.listener_idle_timeout,
+            write_timeout_seconds=config.listener_write_timeout,
         )
         listener = OperatorListener(
             listener_config,
