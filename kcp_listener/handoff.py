@@ -366,6 +366,11 @@ class Handoff:
         shards = self.shards
         return shards.holds(shard_of(runtime_id, shards.shards))
 
+    def held_since(self, runtime_id: str) -> float | None:
+        """Wall-clock seconds since this replica holds the runtime's shard; None if it does not."""
+        shards = self.shards
+        return shards.held_since(shard_of(runtime_id, shards.shards))
+
     def holder(self, runtime_id: str) -> Replica | None:
         """The other replica holding the runtime's shard; ``None`` if nobody (else) does now."""
         shards = self.shards

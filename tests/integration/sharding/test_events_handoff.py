@@ -114,7 +114,8 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
         beat = Heartbeat.model_validate({"sentAt": "2027-01-01T00:00:00Z"}).to_wire()
         heartbeat = await agents.deliver(port[b], heartbeat_path(MANAGER), beat, target, within=10)
         assert heartbeat.accepted, heartbeat.statuses
-        assert {*single.statuses, *early, *heartbeat.statuses} <= {200, 503}
+        # 401 (with Retry-After): signed before the holder took the shard, within the skew (docs)
+        assert {*single.statuses, *early, *heartbeat.statuses} <= {200, 401, 503}
         await eventually(
             lambda: {r for r, _ in starts(fleet.trace, target.kyma, sent_ns)} == {a},
             "the holder reconciles the Kyma",
