@@ -13,7 +13,9 @@ import pytest
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.connection_limits import LimitedProtocol
+from kcp_listener.handoff_server import HandoffServer
 from kcp_listener.server import ListenerServer
+from tests.unit.kcp_listener.sharded import cluster
 
 TIMEOUT = 0.4
 """Every connection timeout of the server under test, in seconds."""
@@ -115,13 +117,13 @@ async def test_slowloris_headers_are_cut_at_the_header_timeout(
     served: tuple[ListenerServer, App, dict[str, int]],
 ) -> None:
     listener, app, refused = served
+    loop = asyncio.get_running_loop()
+    started = loop.time()  # before the server's clock for this connection starts
     reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
     writer.write(b"POST /v2/x/event HTTP/1.1\r\nhost: kcp\r\nx-slow: ")
     slow = asyncio.create_task(trickle(writer, b"a", TIMEOUT / 8))  # never idle, never done
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     assert await closed_by_server(reader) == b""
-    assert loop.time() - started >= TIMEOUT * 0.9  # not before its deadline
+    assert loop.time() - started >= TIMEOUT  # not before its deadline
     await slow
     writer.close()
     assert refused == {"header-timeout": 1}
@@ -223,3 +225,29 @@ async def test_malformed_requests_are_counted_each_and_logged_rarely(
     lines = [r for r in caplog.records if "malformed" in r.getMessage() or "Invalid HTTP" in r.getMessage()]
     assert len(lines) == 1  # one per reason every 10 s, not one per request
     assert app.calls == 0
+
+
+async def test_the_hand_off_server_has_the_same_deadlines_and_counts_them() -> None:
+    """The internal hand-off endpoint shares the protocol: anything on the pod network can connect."""
+    config = ListenerConfig(
+        header_timeout_seconds=TIMEOUT,
+        body_timeout_seconds=TIMEOUT,
+        idle_timeout_seconds=TIMEOUT,
+        write_timeout_seconds=TIMEOUT,
+    )
+    replicas = cluster(["a"], config)
+    node = replicas["a"]
+    server = HandoffServer(node.app, host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /internal/v1/handoff HTTP/1.1\r\nhost: a\r\n")  # and never the rest
+        assert await closed_by_server(reader) == b""
+        writer.close()
+        await until(
+            lambda: node.sample("kcp_listener_connections_refused_total", {"reason": "header-timeout"}) == 1,
+            "the timeout counted in the listener's metrics",
+        )
+    finally:
+        await server.shutdown()
+        await replicas.aclose()
