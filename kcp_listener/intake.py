@@ -17,6 +17,13 @@ another replica holds is validated here (step 7) and handed to the holder, which
 (:meth:`EventIntake.accept_handoff`, reached through ``handoff_server``); ``process`` then returns an
 awaitable of the reply. Without ``handoff`` nothing of this runs.
 
+Replays across failovers (docs/sharding-handoff.md): the replay record of step 6 lives in this
+process only, so a process that took over a runtime's events (the leader Lease, the runtime's shard,
+or a restart) does not know what its predecessor accepted. The holder therefore refuses a signature
+created at or before ``held_since(runtime) + skew`` with 401 ``predates-holder`` and ``Retry-After``
+(the predecessor accepted nothing after that moment, so nothing it accepted can pass); the agent
+signs anew and retries. Checked where the record is: locally held events and ``accept_handoff``.
+
 Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
 reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
 they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
