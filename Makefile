@@ -12,7 +12,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run demo test lint typecheck unit integration binaries bench clean
+.PHONY: run demo test lint typecheck unit integration binaries bench agent-lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ unit: $(STAMP)
 
 bench: binaries
 	$(PY) -m benchmarks $(BENCH_ARGS)
+
+# The agent image's dependency pins (agent/requirements-agent.lock), derived from requirements.lock:
+# re-run after changing agent/pyproject.toml's dependencies or their versions in requirements.lock.
+agent-lock: $(STAMP)
+	$(PY) -m tests.agentdist --lock
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

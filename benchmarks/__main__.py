@@ -72,6 +72,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--duration", "20", "--rate", "500", "--rounds", "3", "--events", "10000", "--burst", "10000"),
         ("--duration", "2", "--rate", "200", "--rounds", "1", "--events", "500", "--burst", "500"),
     ),
+    Benchmark(
+        "agent_hostile",
+        "agent_hostile",
+        ("--duration", "20", "--held", "1000", "--endless", "8", "--endless-seconds", "20"),
+        ("--duration", "2", "--held", "100", "--endless", "2", "--endless-seconds", "2"),
+    ),
     Benchmark("failover_bench", "failover", ("--runs", "10"), ("--runs", "1")),
     Benchmark(
         "manifest_bench",

@@ -8,8 +8,8 @@ with batching on and off (``BATCH_MAX_EVENTS=1``).
 
 Set-up, all on 127.0.0.1 and in separate processes so that each one's CPU is its own:
 
-* the agent: the real ``python -m skr_watcher`` (uvloop, httptools, TLS 1.2+ with its serving
-  certificate), configured by environment variables as in a runtime, signing every event;
+* the agent: the real ``python -m skr_watcher`` (stdlib event loop, httptools, TLS 1.2+ with its
+  serving certificate), configured by environment variables as in a runtime, signing every event;
 * KCP: ``benchmarks.agent_receiver`` (HTTPS with mTLS, counts events; signature verification off
   so it takes little CPU away from the agent on this 2-core machine);
 * the API server: ``benchmarks.agent_load`` (raw HTTP/1.1 keep-alive over TLS, 8 connections,

@@ -5,7 +5,8 @@ set to the checkout whose agent is measured (so an older tree can be compared in
 needs only ``skr_watcher``'s ``Delivery``/``KcpClient``/``SendQueue`` and the event model, wherever
 that tree keeps it). ``N`` distinct events are queued, then the real sender (TLS, mTLS, signing)
 delivers them to the receiver; the process's own CPU time (user + system) is what the send path
-costs, since nothing else runs in it. Prints one JSON object.
+costs, since nothing else runs in it, on the event loop the agent runs on (the standard library's).
+Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import json
 import resource
 import time
 from typing import Any
-
-import uvloop
 
 from skr_watcher import credentials, retry
 from skr_watcher.clock import SystemClock
@@ -113,7 +112,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--batch", type=int, default=1, help="batch_max_events (1: one request per event)")
     args = parser.parse_args()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with asyncio.Runner() as runner:  # the agent's own loop: the standard library's (skr_watcher.__main__)
         result = runner.run(run(json.loads(args.env), args.events, args.tasks, args.connections, args.batch))
     print(json.dumps(result))
 

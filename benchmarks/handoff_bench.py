@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m benchmarks.handoff_bench [--events 3000] [--rate 300]
 Results go to ``benchmarks/results/listener.md`` by hand.
 
 Set-up: two sharded listener replicas ``a`` and ``b``, each in its own process on uvloop +
-httptools (the same pieces ``kcp_listener.wiring.OperatorListener`` assembles, with in-memory
+httptools (the same pieces ``kyma_operator.listener.wiring.OperatorListener`` assembles, with in-memory
 Kymas and keys instead of informers, and counting sinks instead of controllers), 2 shards:
 ``a`` holds shard 0, ``b`` shard 1, each replica's hand-off endpoint on its own port. Every request
 goes to ``a``: signed events of shard-0 runtimes are handled by ``a`` (local); events of shard-1
@@ -52,6 +52,7 @@ from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, Router
 from kcp_listener.server import ListenerServer
+from kyma_operator.listener.shards import RuntimeShardView
 from kyma_operator.runtime.shardmap import Replica, shard_of
 from kyma_wire.keys import load_public_key
 
@@ -107,7 +108,7 @@ async def serve(args: argparse.Namespace) -> None:
         heartbeats=HeartbeatTracker(clock=time.time, max_silence=180),
         metrics=ListenerMetrics(registry),
         clock=time.time,
-        handoff=Handoff(view, metrics, lambda: forwarder),
+        handoff=Handoff(RuntimeShardView(view), metrics, lambda: forwarder),
     )
     handoff_app = HandoffApp(
         intake, HandoffVerifier(KEY), metrics, max_body_bytes=config.handoff_max_body_bytes

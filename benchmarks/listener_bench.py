@@ -70,6 +70,7 @@ from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import InMemoryDirectory, Router
 from kcp_listener.verifier import SignatureVerifier
+from kyma_operator.listener.sinks import ControllerSink
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.request import Request
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation, event_path
@@ -486,11 +487,12 @@ class _NeverCoalesce:
         raise AssertionError("nothing sleeps in this measurement")
 
 
-def _intake() -> Intake:
-    """The Kyma controller's intake as the operator builds it (throttled), over a counting queue."""
+def _intake() -> ControllerSink:
+    """The Kyma controller's intake as the operator builds it (throttled, behind the listener's
+    ``ControllerSink``), over a counting queue."""
     intake = Intake("runtime event", throttle_window=0.5, clock=_NeverCoalesce())
     intake.bind(_Count())
-    return intake
+    return ControllerSink(intake)
 
 
 async def pipeline(runtimes: Runtimes, count: int = 5000, repeats: int = 4) -> float:

@@ -29,8 +29,9 @@ from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import InMemoryDirectory, RequestSink, Router
+from kcp_listener.routing import InMemoryDirectory, ObjectRef, RequestSink, Router
 from kcp_listener.server import ListenerServer
+from kyma_operator.listener.sinks import ControllerSink
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.request import Request, Result
@@ -64,7 +65,7 @@ class CountSink:
         self.count = 0
         self.coalesced = 0
 
-    def offer(self, ref: Request) -> bool:
+    def offer(self, ref: ObjectRef) -> bool:
         self.count += 1
         return True
 
@@ -153,7 +154,7 @@ async def serve(args: argparse.Namespace) -> None:
             )
             kyma.add_source(kyma_intake)
             manifest.add_source(manifest_intake)
-            sinks = (kyma_intake, manifest_intake)
+            sinks = (ControllerSink(kyma_intake), ControllerSink(manifest_intake))
         else:
             controllers = []
             sinks = (CountSink(), CountSink())

@@ -98,6 +98,11 @@ TARGETS: tuple[Target, ...] = (
         lambda f: max(f) <= 45,
     ),
     Target(
+        "#23", "agent image's installed packages (fresh venv, `du` of site-packages)", "<= 25 MB",
+        "no figure (a Go binary)", "agent_install", r"\*\*agent image's site-packages: ([\d.]+) MB", "{0} MB",
+        lambda f: f[0] <= 25,
+    ),
+    Target(
         "§7/§9.3", "API requests per Ready Kyma-hour (5 modules), vs upstream's 5-minute polling",
         "<= 10 % of upstream", "every 5 minutes: Kyma + each Manifest reconciled", "module",
         r"^\| all \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) % \|", "{0} vs {1} ({2} %)", lambda f: f[2] <= 10,

@@ -1,4 +1,4 @@
-"""Hand-off of authenticated agent events to the replica holding their shard (DESIGN.md §10).
+"""Hand-off of authenticated agent events to the replica holding their shard (docs/sharding-handoff.md).
 
 Why: every operator replica serves the public listener (the gateway spreads agents over them), but
 only the holder of a Kyma's shard reconciles it, and only its intakes and heartbeat tracker matter.
@@ -32,13 +32,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kcp_listener.handoff_auth import HandoffSigner
-from kyma_operator.runtime.shardmap import Replica, ShardView, shard_of
 from kyma_wire.events import MAX_BATCH_EVENTS, AgentEvent, Heartbeat
 from kyma_wire.http_client import HttpClient, HttpTransport, HttpTransportError
 
@@ -52,6 +51,8 @@ __all__ = [
     "HandoffRequest",
     "HandoffResponse",
     "HandoffResult",
+    "Holder",
+    "RuntimeShards",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,40 @@ MAX_ENVELOPE_REQUESTS = 256
 MAX_ENVELOPE_EVENTS = MAX_BATCH_EVENTS
 
 _Text = Annotated[str, Field(max_length=256)]
+
+
+class Holder(Protocol):
+    """The replica holding a runtime's shard, as the forwarder needs it (the operator's
+    ``kyma_operator.runtime.shardmap.Replica`` is one)."""
+
+    @property
+    def identity(self) -> str:
+        """Its name in logs (the Lease holder identity)."""
+        ...
+
+    @property
+    def address(self) -> str:
+        """``scheme://host:port`` of its internal hand-off endpoint; empty when it publishes none."""
+        ...
+
+
+class RuntimeShards(Protocol):
+    """Which replica takes a runtime's events, answered from memory. The listener asks by runtime
+    id and knows nothing of shard numbers or Leases; the operator answers from its shard map
+    (``kyma_operator.listener.shards.RuntimeShardView``)."""
+
+    def holds(self, runtime_id: str) -> bool:
+        """True only while this replica holds the runtime's shard."""
+        ...
+
+    def holder(self, runtime_id: str) -> Holder | None:
+        """The replica holding the runtime's shard (this one included), ``None`` if nobody does."""
+        ...
+
+    def held_since(self, runtime_id: str) -> float | None:
+        """Wall-clock seconds since this replica holds the runtime's shard without a break; None if
+        it does not. A previous holder accepted nothing after it (the replay rule, ``intake``)."""
+        ...
 
 
 class HandoffRequest(BaseModel):
@@ -223,7 +258,7 @@ class Forwarder:
             client if client is not None else HttpClient(max_connections=parallel, timeout=timeout)
         )
 
-    async def forward(self, holder: Replica, request: HandoffRequest) -> HandoffResponse | None:
+    async def forward(self, holder: Holder, request: HandoffRequest) -> HandoffResponse | None:
         lane = self._lanes.get(holder.address)
         if lane is None:
             lane = self._lanes[holder.address] = _Lane()
@@ -236,7 +271,7 @@ class Forwarder:
             task.add_done_callback(self._tasks.discard)
         return await answer
 
-    async def _drain(self, holder: Replica, lane: _Lane) -> None:
+    async def _drain(self, holder: Holder, lane: _Lane) -> None:
         try:
             while lane.pending:
                 items = self._take(lane)
@@ -270,7 +305,7 @@ class Forwarder:
 
     async def _post(
         self,
-        holder: Replica,
+        holder: Holder,
         items: list[tuple[HandoffRequest, bytes, asyncio.Future[HandoffResponse | None]]],
     ) -> None:
         body = b'{"requests":[' + b",".join(item[1] for item in items) + b"]}"
@@ -303,7 +338,7 @@ class Forwarder:
             if not future.done():
                 future.set_result(answer)
 
-    def _failed(self, holder: Replica, error: HttpTransportError) -> None:
+    def _failed(self, holder: Holder, error: HttpTransportError) -> None:
         """Log a holder's outage once, not per event: while a killed holder's shards move, every
         agent retry would fail the same way (the count is in the ``failed`` metric)."""
         if holder.address in self._failing:
@@ -322,7 +357,7 @@ class Forwarder:
 
     @staticmethod
     def _answers(
-        holder: Replica, status: int, content: bytes, count: int
+        holder: Holder, status: int, content: bytes, count: int
     ) -> list[HandoffResponse | None] | None:
         if status != 200:
             if status != 503:
@@ -354,7 +389,7 @@ class Handoff:
 
     def __init__(
         self,
-        shards: ShardView,
+        shards: RuntimeShards,
         metrics: HandoffMetrics,
         forwarder: Callable[[], Forwarder | None],
     ) -> None:
@@ -363,18 +398,15 @@ class Handoff:
         self._forwarder = forwarder
 
     def holds(self, runtime_id: str) -> bool:
-        shards = self.shards
-        return shards.holds(shard_of(runtime_id, shards.shards))
+        return self.shards.holds(runtime_id)
 
     def held_since(self, runtime_id: str) -> float | None:
         """Wall-clock seconds since this replica holds the runtime's shard; None if it does not."""
-        shards = self.shards
-        return shards.held_since(shard_of(runtime_id, shards.shards))
+        return self.shards.held_since(runtime_id)
 
-    def holder(self, runtime_id: str) -> Replica | None:
+    def holder(self, runtime_id: str) -> Holder | None:
         """The other replica holding the runtime's shard; ``None`` if nobody (else) does now."""
-        shards = self.shards
-        replica = shards.holder(shard_of(runtime_id, shards.shards))
+        replica = self.shards.holder(runtime_id)
         if replica is None or not replica.address:
             return None
         return replica

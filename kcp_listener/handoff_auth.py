@@ -1,4 +1,4 @@
-"""Authentication of the internal hand-off requests between listener replicas (DESIGN.md §10).
+"""Authentication of the internal hand-off requests between listener replicas (docs/sharding-handoff.md).
 
 Why HMAC and not mTLS: a replica that forwards an event vouches for an agent request it has
 already verified; the holder only needs to know that the request comes from another operator
@@ -13,40 +13,28 @@ and the SHA-256 of the body. The receiver rejects a timestamp outside ``window``
 clock and a nonce seen within the window (replay), compares in constant time, and the caller bounds
 the body size before it gets here.
 
-The key: the first replica creates the Secret ``HANDOFF_KEY_SECRET`` with 32 random bytes; a
-replica that loses that race (``AlreadyExists``) reads the winner's key. Every replica therefore
-ends with the same key without coordination beyond the API server.
+The key comes from outside: in the operator, ``kyma_operator.listener.handoff_key`` keeps it in one
+KCP Secret that the first replica creates (this package knows nothing of Kubernetes).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
 
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kyma_operator.runtime.errors import AlreadyExists
-from kyma_operator.runtime.resources import SECRETS, Resource
-from kyma_wire.names import OPERATOR_NAME
 
 __all__ = [
-    "HANDOFF_KEY_FIELD",
-    "HANDOFF_KEY_SECRET",
+    "MIN_KEY_BYTES",
     "HandoffAuthError",
     "HandoffSigner",
     "HandoffVerifier",
-    "SecretClient",
-    "ensure_handoff_key",
 ]
 
-HANDOFF_KEY_SECRET = f"{OPERATOR_NAME}-listener-handoff-key"
-"""KCP Secret (in the operator namespace) holding the replicas' shared hand-off key."""
-HANDOFF_KEY_FIELD = "key"
-KEY_BYTES = 32
+MIN_KEY_BYTES = 16
 
 TIMESTAMP_HEADER = "x-klm-handoff-timestamp"
 NONCE_HEADER = "x-klm-handoff-nonce"
@@ -80,8 +68,8 @@ class HandoffSigner:
         clock: Callable[[], float] = time.time,
         nonces: Callable[[], str] = lambda: secrets.token_hex(16),
     ) -> None:
-        if len(key) < 16:
-            raise ValueError("the hand-off key must have at least 16 bytes")
+        if len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"the hand-off key must have at least {MIN_KEY_BYTES} bytes")
         self._key = key
         self._clock = clock
         self._nonces = nonces
@@ -107,8 +95,8 @@ class HandoffVerifier:
         window: float = 30.0,
         max_entries: int = 200_000,
     ) -> None:
-        if len(key) < 16:
-            raise ValueError("the hand-off key must have at least 16 bytes")
+        if len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"the hand-off key must have at least {MIN_KEY_BYTES} bytes")
         self._key = key
         self._clock = clock
         self._window = window
@@ -133,50 +121,3 @@ class HandoffVerifier:
         if verdict is ReplayVerdict.FULL:
             raise HandoffAuthError("replay-cache-full")
         self._seen.remember("handoff", nonce, created)
-
-
-@runtime_checkable
-class SecretClient(Protocol):
-    """The two API calls the key bootstrap needs (``kyma_operator.runtime.kube.KubeClient``)."""
-
-    async def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]: ...
-
-    async def create(
-        self, res: Resource, body: dict[str, Any], *, field_manager: str | None = None
-    ) -> dict[str, Any]: ...
-
-
-def _key_of(secret: Mapping[str, Any]) -> bytes:
-    encoded = (secret.get("data") or {}).get(HANDOFF_KEY_FIELD)
-    if not isinstance(encoded, str):
-        raise ValueError(f"Secret {HANDOFF_KEY_SECRET} has no {HANDOFF_KEY_FIELD!r}")
-    key = base64.b64decode(encoded)
-    if len(key) < 16:
-        raise ValueError(f"Secret {HANDOFF_KEY_SECRET}: the key is shorter than 16 bytes")
-    return key
-
-
-async def ensure_handoff_key(
-    client: SecretClient,
-    namespace: str,
-    *,
-    generate: Callable[[], bytes] = lambda: secrets.token_bytes(KEY_BYTES),
-) -> bytes:
-    """The shared key: create the Secret with a fresh key, or read it if another replica was first."""
-    key = generate()
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": HANDOFF_KEY_SECRET,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": OPERATOR_NAME},
-        },
-        "type": "Opaque",
-        "data": {HANDOFF_KEY_FIELD: base64.b64encode(key).decode()},
-    }
-    try:
-        created = await client.create(SECRETS, body, field_manager=OPERATOR_NAME)
-    except AlreadyExists:
-        return _key_of(await client.get(SECRETS, HANDOFF_KEY_SECRET, namespace))
-    return _key_of(created)

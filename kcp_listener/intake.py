@@ -1,7 +1,7 @@
 """The request pipeline of the event and heartbeat routes, independent of the web framework.
 
 Why: the checks must run in one fixed order, cheapest first, and nothing may be enqueued unless the
-request passed all of them (DESIGN.md 4.2):
+request passed all of them (docs/architecture.md, "The event path"):
 
 1. method (405) - 2. body size, also for chunked bodies, reading stops at the limit (413) -
 3. manager known (404) - 4. serving, i.e. leader and not shutting down (503) -
@@ -12,7 +12,7 @@ request passed all of them (DESIGN.md 4.2):
 9. hand the targets to the controllers' intakes (``kyma_operator.runtime.intake.Intake``: bounded,
    429 with Retry-After when full; they throttle event storms per target) - 200.
 
-Sharded listeners (``handoff``, DESIGN.md §10): after step 6, an event whose runtime's shard
+Sharded listeners (``handoff``, docs/sharding-handoff.md): after step 6, an event whose runtime's shard
 another replica holds is validated here (step 7) and handed to the holder, which runs steps 8-9
 (:meth:`EventIntake.accept_handoff`, reached through ``handoff_server``); ``process`` then returns an
 awaitable of the reply. Without ``handoff`` nothing of this runs.
@@ -31,7 +31,7 @@ A nonce is remembered once the request was authenticated and answered for good (
 a 429 or 503 leaves it unused so the agent may retry the same signed request.
 
 Everything on the accepted path is written for a CPU budget of a few microseconds next to the
-Ed25519 verification (DESIGN.md §7, ``benchmarks/results/listener.md``): no exceptions, no
+Ed25519 verification (``benchmarks/results/listener.md``): no exceptions, no
 logging, no per-request dataclasses, pydantic-core validation straight from the bytes.
 """
 
@@ -51,10 +51,9 @@ from kcp_listener.handoff import Handoff, HandoffRequest, HandoffResponse, Hando
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import RequestSink, Router, RoutingError
+from kcp_listener.routing import ObjectRef, RequestSink, Router, RoutingError
 from kcp_listener.verifier import KeyResolver, SignatureVerifier
 from kcp_listener.xfcc import XfccError, XfccParser
-from kyma_operator.runtime.request import Request
 from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS, AgentEvent, EventBatch, Heartbeat
 from kyma_wire.profile import SignatureError
 
@@ -155,7 +154,7 @@ class EventIntake:
         metrics: ListenerMetrics,
         serving: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
-        on_accepted: Callable[[str, str, tuple[Request, ...], tuple[Request, ...]], None] | None = None,
+        on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
         handoff: Handoff | None = None,
         held_since: Callable[[str], float | None] | None = None,
     ) -> None:

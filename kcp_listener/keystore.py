@@ -64,7 +64,7 @@ def _decode(value: object) -> bytes | None:
 
 
 class KeyStore:
-    """Implements ``signing.KeyResolver``; thread-unsafe by design (one event loop)."""
+    """Implements ``verifier.KeyResolver``; thread-unsafe by design (one event loop)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         # source (namespace/name of the Secret, or any caller-chosen id) -> (runtime id, version -> key)

@@ -26,7 +26,8 @@ __all__ = ["CONTROLLERS", "ListenerMetrics"]
 
 
 class _Intake(Protocol):
-    coalesced: int
+    @property
+    def coalesced(self) -> int: ...
 
     def depth(self) -> int: ...
 

@@ -6,7 +6,8 @@ when it becomes leader and stop it when it loses the Lease or the process ends. 
 
 * one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools``, bounded request headers,
   ``header_limits``, and deadlines on header and body reads, idle connections and stalled writes,
-  ``connection_limits``; uvloop when the process runs on a uvloop loop, as ``python -m kcp_listener``
+  ``connection_limits``; uvloop when the process runs on a uvloop loop, as
+  ``python -m kyma_operator.listener``
   does), no access log, no lifespan, no signal handlers of its own (the process owner handles them);
 * the socket is bound there, so ``port=0`` works in tests and ``port`` tells the bound port;
 * ``accepting`` turns False as soon as shutdown begins: the intake answers 503 while in-flight

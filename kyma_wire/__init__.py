@@ -1,12 +1,12 @@
 """The wire contract between the runtime agent, the KCP listener and the operator.
 
-Why a top-level package and not ``kcp_listener.contract``: DESIGN §3 places the contract on the
-listener's side, and it still belongs to the listener in the sense that the listener defines what it
-accepts. But the agent runs on every customer's nodes and must not load the listener's verification
-libraries (PyNaCl, http-message-signatures) or anything else of it just to build an event; a
-separate package makes that boundary visible in every import line (``skr_watcher`` imports
-``kyma_wire``, never ``kcp_listener``) and lets a test enforce it. The same reasoning as
-controller-runtime's tiny shared ``pkg/reconcile``.
+Why a top-level package and not a module of ``kcp_listener``: the contract belongs to the listener
+in the sense that the listener defines what it accepts. But the agent runs on every customer's
+nodes and must not load the listener's verification libraries (PyNaCl, http-message-signatures) or
+anything else of it just to build an event; a separate package makes that boundary visible in every
+import line (``skr_watcher`` imports ``kyma_wire``, never ``kcp_listener``) and lets a test enforce
+it (``tests/unit/test_import_layering.py``; docs/architecture.md, "Packages and layering"). The
+same reasoning as controller-runtime's tiny shared ``pkg/reconcile``.
 
 What is here, one concern per module, importing nothing heavier than pydantic and ``cryptography``:
 

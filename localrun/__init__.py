@@ -14,7 +14,9 @@ What runs:
 * every cluster is a living one (kube-controller-manager, kube-scheduler and kwok with simulated
   nodes, ``tests/controlplane/living.py``): the agent Deployment the operator installs gets a
   ReplicaSet and a pod that is scheduled onto a kwok node and reported Ready by kwok, so the
-  Deployment's readiness, garbage collection and namespace deletion are the cluster's own;
+  Deployment's readiness, garbage collection and namespace deletion are the cluster's own (and
+  heal like a real cluster's after an API server outage: kwok readies the nodes and the pods the
+  controller manager marked not ready again, ``tests/controlplane/kwok/stages.yaml``);
 * per runtime a real agent process (``python -m skr_watcher``), started by ``LocalAgent`` as the
   container of that pod (a kwok pod runs nothing): environment from the Deployment, credential
   files from the ``skr-webhook-tls`` Secret (kept up to date under ``.local/run/<skr>/ssl``).

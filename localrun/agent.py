@@ -13,11 +13,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from kyma_operator.agentinstall import artefacts
 from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.resources import DEPLOYMENTS, PODS, SECRETS
 from localrun.kcp import SYNC_NAMESPACE, Runtime
 from localrun.output import Say
-from skr_watcher import artefacts
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port
 

@@ -2,7 +2,16 @@
 
 from importlib import metadata as _metadata
 
-try:
-    __version__ = _metadata.version("kyma-lifecycle")
-except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+
+def _version() -> str:
+    """The installed distribution's version: the agent's own (``kyma-skr-watcher``, the image), or the
+    whole project's (``kyma-lifecycle``, the development venv)."""
+    for distribution in ("kyma-skr-watcher", "kyma-lifecycle"):
+        try:
+            return _metadata.version(distribution)
+        except _metadata.PackageNotFoundError:
+            continue
+    return "0.0.0"  # pragma: no cover - running from a source tree
+
+
+__version__ = _version()

@@ -2,6 +2,11 @@
 
 Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for configuration errors (the message
 names the variable), 1 for unusable credential files or a server failure.
+
+The standard library's event loop, not uvloop: the agent is installed in every customer runtime, and
+uvloop's 14 MB were more than half of what its distribution installed (budget 25 MB, issue 23); the
+agent's work per admission is a synchronous handler on an asyncio protocol, where the loop's share is
+small (RSS and CPU before/after: ``benchmarks/results/agent.md``, issue 23 section).
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-
-import uvloop
 
 from skr_watcher import __version__, logs
 from skr_watcher.agent import Agent
@@ -57,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(config.log_level, sys.stderr, config.log_format)
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        with asyncio.Runner() as runner:
             runner.run(_serve(config))
     except CredentialError as error:
         log.error("%s", error)

@@ -1,7 +1,7 @@
 """AdmissionReview parsing and change detection: which admissions become watch events.
 
 The API server calls the agent for every create, update and delete of a watched object. This module
-decides, without any I/O, whether that admission is worth an event for KCP (DESIGN 4.1): CREATE and
+decides, without any I/O, whether that admission is worth an event for KCP: CREATE and
 DELETE always are; an UPDATE of the main resource is when ``.spec`` changed (any change when the
 object has no spec); an UPDATE of the ``status`` subresource is when ``.status`` changed; dry runs,
 other subresources and CONNECT never are. It parses only the envelope fields it needs with a lean
@@ -149,7 +149,7 @@ _OPERATIONS = {"CREATE": Operation.CREATE, "UPDATE": Operation.UPDATE, "DELETE":
 
 
 def decide(request: AdmissionRequest, observed_at: datetime.datetime) -> Outcome:
-    """Change detection for one admission request (pure; DESIGN 4.1)."""
+    """Change detection for one admission request (pure; the rules are in the module docstring)."""
     if request.dry_run:
         return Outcome(Decision.DRY_RUN)
     operation = _OPERATIONS.get(request.operation)

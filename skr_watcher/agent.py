@@ -28,11 +28,25 @@ from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, 
 log = logging.getLogger(__name__)
 
 
-# Keep-alive longer than the API server's idle timeout for webhook connections (Go's 90 s): the
-# client closes idle connections, not the server in the middle of a new request. A request must
-# arrive within 30 s of its first byte (the API server gives up on a webhook after at most 30 s).
-_WEBHOOK_LIMITS = Limits(max_body_bytes=MAX_REVIEW_BYTES, request_timeout=30.0, keep_alive_timeout=120.0)
-_HEALTH_LIMITS = Limits(max_body_bytes=64 * 1024, request_timeout=30.0, keep_alive_timeout=120.0)
+_HEALTH_MAX_BODY_BYTES = 64 * 1024
+
+
+def server_limits(config: AgentConfig, *, webhook: bool) -> Limits:
+    """The webhook's or the metrics/health port's limits (each port its own connection cap).
+
+    The idle keep-alive timeout is short (issue 26: 120 s let held-open connections pile up); the
+    API server's webhook client reconnects after it, and a request racing the close is a sub-ms
+    window once per idle period. The header and body timeouts bound slow clients well below the
+    API server's webhook timeout.
+    """
+    return Limits(
+        max_body_bytes=MAX_REVIEW_BYTES if webhook else _HEALTH_MAX_BODY_BYTES,
+        header_timeout=config.http_header_timeout,
+        body_timeout=config.http_body_timeout,
+        keep_alive_timeout=config.http_idle_timeout,
+        write_timeout=config.http_write_timeout,
+        max_connections=config.webhook_max_connections if webhook else config.metrics_max_connections,
+    )
 
 
 class Agent:
@@ -118,14 +132,16 @@ class Agent:
             port=config.webhook_port,
             name="skr-watcher-webhook",
             ssl_context=self._server_ssl,
-            limits=_WEBHOOK_LIMITS,
+            limits=server_limits(config, webhook=True),
+            observe=lambda reason: self.metrics.http_cut.labels("webhook", reason).inc(),
         )
         health = HttpServer(
             health_app(self.metrics, lambda: self._ready),
             host=config.bind_address,
             port=config.metrics_port,
             name="skr-watcher-health",
-            limits=_HEALTH_LIMITS,
+            limits=server_limits(config, webhook=False),
+            observe=lambda reason: self.metrics.http_cut.labels("metrics", reason).inc(),
         )
         await webhook.start()
         try:

@@ -121,6 +121,30 @@ class AgentConfig(BaseModel):
     """Seconds between checks for rotated certificate, key and signing-key files."""
     shutdown_timeout: Seconds = Field(default=10.0, validation_alias="SHUTDOWN_TIMEOUT")
     """Seconds to deliver queued events on SIGTERM before exiting."""
+    http_header_timeout: Annotated[float, Field(gt=0, le=300)] = Field(
+        default=10.0, validation_alias="HTTP_HEADER_TIMEOUT"
+    )
+    """Seconds for a request line and headers to arrive on the webhook and metrics ports (slowloris)."""
+    http_body_timeout: Annotated[float, Field(gt=0, le=300)] = Field(
+        default=10.0, validation_alias="HTTP_BODY_TIMEOUT"
+    )
+    """Seconds for a request body to arrive once its headers are in (else 408 and a close)."""
+    http_idle_timeout: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=15.0, validation_alias="HTTP_IDLE_TIMEOUT"
+    )
+    """Seconds an idle keep-alive connection to the webhook or metrics port stays open."""
+    http_write_timeout: Annotated[float, Field(gt=0, le=300)] = Field(
+        default=30.0, validation_alias="HTTP_WRITE_TIMEOUT"
+    )
+    """Seconds a client that does not read its answers keeps its connection."""
+    webhook_max_connections: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=1000, validation_alias="WEBHOOK_MAX_CONNECTIONS"
+    )
+    """Connections to the webhook port; at the cap the longest idle (then the slowest) is closed."""
+    metrics_max_connections: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        default=100, validation_alias="METRICS_MAX_CONNECTIONS"
+    )
+    """Connections to the metrics/health port (its own cap: it never starves the webhook port)."""
     resync_on_start: bool = Field(default=True, validation_alias="RESYNC_ON_START")
     """Send a resync event at start (KCP reconciles this runtime once)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
@@ -138,6 +162,10 @@ class AgentConfig(BaseModel):
         "tls_check_interval",
         "shutdown_timeout",
         "batch_interval",
+        "http_header_timeout",
+        "http_body_timeout",
+        "http_idle_timeout",
+        "http_write_timeout",
         mode="before",
     )
     @classmethod

@@ -180,9 +180,11 @@ class Delivery:
                 return
             batch = [entry]
             try:
+                # again after pacing: another sender may have found the route missing meanwhile
                 if self._batching(entry.manager):
                     await self._pace()
-                    batch += self.queue.take_more(entry.manager, self._batch_max - 1)
+                    if self._batching(entry.manager):
+                        batch += self.queue.take_more(entry.manager, self._batch_max - 1)
                 if len(batch) == 1:
                     await self._deliver(entry)
                 else:
@@ -279,8 +281,13 @@ class Delivery:
         return kept
 
     def _batch_route_missing(self, manager: str, status: int) -> None:
-        self.metrics.batch_fallbacks.inc()
+        """Single events for ``manager`` for a while; counted and logged once per switch (batches
+        that were under way at the same time get the same answer)."""
+        switching = not self._no_batch_until.get(manager, 0.0) > self.clock.monotonic()
         self._no_batch_until[manager] = self.clock.monotonic() + BATCH_RETRY_SECONDS
+        if not switching:
+            return
+        self.metrics.batch_fallbacks.inc()
         log.info(
             "KCP answered %d without per-event results on the batch route for %s (an upstream"
             " listener?): sending events one by one, trying batches again in %.0f s",

@@ -14,12 +14,25 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
 * keep-alive and pipelining (answers in order), ``Transfer-Encoding: chunked`` bodies,
   ``Expect: 100-continue``, HEAD without a body, HTTP/1.0 closes unless asked to keep alive;
 * bounded input: request target + headers at most ``max_header_bytes`` and ``max_headers`` lines
-  (else 431), body at most ``max_body_bytes`` (else the handler's ``Request.body_too_large``
-  answer, normally 413, then the connection closes: the rest of the body is never read);
-  malformed requests get 400 and a close; at most ``max_connections`` connections at a time;
-* slow clients: a request must arrive completely within ``request_timeout`` of its first byte, an
-  idle keep-alive connection is closed after ``keep_alive_timeout``, a client that does not read
-  its answers is cut off after ``request_timeout``; TLS handshakes are bounded the same way;
+  (else 431), counted AS THEY ARRIVE: httptools buffers a header name or value until it ends, so
+  a header that never ends would otherwise grow without bound (issue 26: eight such connections
+  took the agent from 44 to 492 MiB). While a request's head is being read, at most the bytes
+  left under the limit (plus one) are fed to the parser at a time, so the parser never holds more
+  than about twice the limit for one connection. Body at most ``max_body_bytes`` (else the
+  handler's ``Request.body_too_large`` answer, normally 413, then the connection closes: the rest
+  of the body is never read); malformed requests get 400 and a close;
+* slow clients: the request line and headers must arrive within ``header_timeout`` of the first
+  byte (slowloris), the body within ``body_timeout`` of the headers (else 408 and a close); an
+  idle keep-alive connection is closed after ``keep_alive_timeout``; a client that does not read
+  its answers is cut off ``write_timeout`` after the answers began to pile up, and one that keeps
+  pipelining requests meanwhile at once (its answers would otherwise pile up in memory); TLS
+  handshakes are bounded by ``header_timeout``;
+* at most ``max_connections`` connections per server (each port has its own, so the metrics port
+  can never starve the webhook port): at the cap, a new connection first displaces the connection
+  idle for longest, then one whose request has been arriving for more than ``shed_after`` seconds
+  (a slow or stalled client: a healthy request arrives in milliseconds); only when every
+  connection is busy with a fresh request is the new one refused. So held-open connections, idle
+  or slow, cannot keep the API server's admissions or the kubelet's probes out;
 * graceful stop: stop accepting, close idle connections at once, let requests that are arriving
   finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
 
@@ -137,12 +150,17 @@ class _RequestError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """What one server allows a client (seconds for the timeouts; see the module docstring)."""
+
     max_header_bytes: int = 64 * 1024
     max_headers: int = 100
     max_body_bytes: int = 1024 * 1024
-    request_timeout: float = 30.0
-    keep_alive_timeout: float = 120.0
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
+    keep_alive_timeout: float = 15.0
+    write_timeout: float = 30.0
     max_connections: int = 1000
+    shed_after: float = 1.0
 
 
 class _Connection(asyncio.Protocol):
@@ -157,8 +175,15 @@ class _Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._closing = False
         self._write_paused = False
+        self.since = self._loop.time()
+        """When the connection entered its current state (idle, receiving, not reading)."""
         # the request being received
         self._receiving = False
+        self._in_head = True
+        """Between requests or inside a request's head: the bytes fed are counted."""
+        self._head_bytes = 0
+        self._heads = 0
+        """Heads completed so far (tells ``data_received`` that a head ended inside a piece)."""
         self._url = b""
         self._headers: list[Header] = []
         self._header_bytes = 0
@@ -171,25 +196,22 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses, but are ones
         self._transport = transport
-        server = self._server
-        if server.stopping or len(server.connections) >= self._limits.max_connections:
-            transport.close()
+        if not self._server.admit(self):
+            transport.abort()
             self._closing = True
             return
-        server.connections.add(self)
         self._arm(self._limits.keep_alive_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_timer()
-        self._server.connections.discard(self)
-        self._server.connection_closed()
+        self._server.forget(self)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         try:
-            self._parser.feed_data(data)
+            self._feed(data)
         except httptools.HttpParserCallbackError as error:
             cause = error.__context__
             if isinstance(cause, _Stop):
@@ -199,10 +221,34 @@ class _Connection(asyncio.Protocol):
             else:  # a bug in a callback: answer, log, close
                 log.error("HTTP request handling failed", exc_info=cause or error)
                 self._fail(500, "internal error")
+        except _RequestError as error:
+            self._fail(error.status, str(error))
         except httptools.HttpParserUpgrade:
             self._fail(400, "protocol upgrades are not supported")
         except httptools.HttpParserError as error:
             self._fail(400, f"malformed HTTP request: {error}")
+
+    def _feed(self, data: bytes) -> None:
+        """Feed the parser; inside a head, never more than the bytes left under the limit (+1)."""
+        limit = self._limits.max_header_bytes
+        feed = self._parser.feed_data
+        while data and not self._closing:
+            if not self._in_head:
+                feed(data)  # a body: its size is policed by on_body
+                return
+            room = limit - self._head_bytes + 1
+            piece = data if len(data) <= room else data[:room]
+            data = data[len(piece) :]
+            heads = self._heads
+            feed(piece)
+            if self._closing:
+                return
+            if self._heads == heads:  # the whole piece belonged to the head still being read
+                self._head_bytes += len(piece)
+                if self._head_bytes > limit:
+                    raise _RequestError(431, f"request target and headers larger than {limit} bytes")
+            # else a head ended inside the piece; a next head that began in it is counted from the
+            # next piece on (at most one piece, i.e. the limit, uncounted)
 
     def eof_received(self) -> bool | None:
         return None  # close our side too (a half-open client gets no more answers)
@@ -210,27 +256,35 @@ class _Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         """The client does not read its answers: read no more requests, give it a deadline."""
         self._write_paused = True
+        self.since = self._loop.time()
+        self._server.busy(self)
         if self._transport is not None:
             self._transport.pause_reading()
-        self._arm(self._limits.request_timeout)
+        self._arm(self._limits.write_timeout)
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._transport is not None and not self._closing:
-            self._transport.resume_reading()
-        self._arm(self._limits.request_timeout if self._receiving else self._limits.keep_alive_timeout)
+        if self._transport is None or self._closing:
+            return
+        self._transport.resume_reading()
+        if self._receiving:
+            self._arm(self._limits.body_timeout if not self._in_head else self._limits.header_timeout)
+        else:
+            self._idle()
 
     # --- httptools callbacks ----------------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self._receiving = True
+        self.since = self._loop.time()
+        self._server.busy(self)
         self._url = b""
         self._headers = []
         self._header_bytes = 0
         self._body = []
         self._body_size = 0
         self._too_large = False
-        self._arm(self._limits.request_timeout)
+        self._arm(self._limits.header_timeout)
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -243,6 +297,8 @@ class _Connection(asyncio.Protocol):
         self._headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._heads += 1
         if self._parser.should_upgrade():  # websocket, h2c, CONNECT: none is served here
             raise _RequestError(400, "protocol upgrades are not supported")
         length = self._header_value(b"content-length")
@@ -255,6 +311,8 @@ class _Connection(asyncio.Protocol):
             if expect.lower() != b"100-continue":
                 raise _RequestError(417, "unsupported expectation")
             self._transport.write(_CONTINUE)
+        if not self._write_paused:
+            self._arm(self._limits.body_timeout)
 
     def on_body(self, body: bytes) -> None:
         if self._too_large:
@@ -268,6 +326,8 @@ class _Connection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._in_head = True
+        self._head_bytes = 0
         if self._receiving:
             self._complete()
 
@@ -288,6 +348,11 @@ class _Connection(asyncio.Protocol):
     def _complete(self) -> None:
         """The request is here (or too large to read): answer it."""
         self._receiving = False
+        if self._write_paused:
+            # pipelining while not reading the answers: they would pile up in memory
+            self._server.observe("not_reading")
+            self.abort()
+            raise _Stop
         raw_path = self._url.split(b"?", 1)[0].decode("latin-1")
         method = self._parser.get_method().decode("ascii", "replace")
         request = Request(
@@ -310,12 +375,22 @@ class _Connection(asyncio.Protocol):
         if close:
             self._close()
             raise _Stop
+        if not self._write_paused:  # else pause_writing armed the write deadline
+            self._idle()
+
+    def _idle(self) -> None:
+        self.since = self._loop.time()
+        self._server.idle(self)
         self._arm(self._limits.keep_alive_timeout)
 
     def _fail(self, status: int, message: str) -> None:
         """Answer an unusable request with ``status`` and close."""
         if status >= 500:
             log.warning("closing an HTTP connection: %s", message)
+        elif status == 431:
+            self._server.observe("headers_too_large")
+        elif status != 408:  # timeouts are reported by _timed_out
+            self._server.observe("malformed")
         response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
         self._write(render(response, head=False, close=True))
         self._close()
@@ -327,6 +402,7 @@ class _Connection(asyncio.Protocol):
     def _close(self) -> None:
         self._closing = True
         self._cancel_timer()
+        self._server.busy(self)
         if self._transport is not None:
             self._transport.close()  # after the buffered answer is written
 
@@ -343,6 +419,7 @@ class _Connection(asyncio.Protocol):
     def abort(self) -> None:
         self._closing = True
         self._cancel_timer()
+        self._server.busy(self)
         if self._transport is not None:
             self._transport.abort()
 
@@ -360,12 +437,18 @@ class _Connection(asyncio.Protocol):
         self._timer = None
         if self._closing:
             return
-        if self._receiving and not self._write_paused:
-            self._fail(408, "request not received in time")
-        elif self._write_paused:
+        self._server.timeouts += 1
+        self._server.observe("not_reading" if self._write_paused else "timeout")
+        if self._write_paused:
             self.abort()  # it does not read: writing more would not help
+        elif self._receiving:
+            self._fail(408, "request not received in time")
         else:
             self._close()  # idle keep-alive connection
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 class _Stop(Exception):
@@ -385,8 +468,12 @@ class HttpServer:
         ssl_context: ssl.SSLContext | None = None,
         limits: Limits = Limits(),
         graceful_seconds: float = 2.0,
+        observe: Callable[[str], None] | None = None,
     ) -> None:
         self.handler = handler
+        self.observe = observe or _ignore
+        """Called with the reason whenever the server cuts a client short: ``shed``, ``refused``,
+        ``timeout``, ``not_reading``, ``malformed`` (400/417), ``headers_too_large`` (431)."""
         self.host = host
         self.requested_port = port
         self.name = name
@@ -394,7 +481,15 @@ class HttpServer:
         self.limits = limits
         self.graceful_seconds = graceful_seconds
         self.connections: set[_Connection] = set()
+        self._idle: dict[_Connection, None] = {}
+        """The idle connections among ``connections``, longest idle first."""
         self.stopping = False
+        self.shed = 0
+        """Connections closed to make room for new ones."""
+        self.refused = 0
+        """New connections refused at the cap (every connection busy with a fresh request)."""
+        self.timeouts = 0
+        """Connections cut by a timeout (header, body, keep-alive or write)."""
         self.port: int | None = None
         """The bound port (after ``start``)."""
         self._server: asyncio.Server | None = None
@@ -420,7 +515,7 @@ class HttpServer:
                 lambda: _Connection(self),
                 sock=sock,
                 ssl=self.ssl_context,
-                ssl_handshake_timeout=self.limits.request_timeout if self.ssl_context else None,
+                ssl_handshake_timeout=self.limits.header_timeout if self.ssl_context else None,
             )
         except BaseException:
             sock.close()
@@ -433,7 +528,52 @@ class HttpServer:
     async def _until_stopped(stopped: asyncio.Event) -> None:
         await stopped.wait()
 
-    def connection_closed(self) -> None:
+    # --- connection bookkeeping (called by the connections) -------------------------------------------
+
+    def admit(self, connection: _Connection) -> bool:
+        """Make room for a new connection (see the module docstring); False: refuse it."""
+        if self.stopping:
+            return False
+        if len(self.connections) >= self.limits.max_connections and not self._shed():
+            self.refused += 1
+            self.observe("refused")
+            return False
+        self.connections.add(connection)
+        self._idle[connection] = None
+        return True
+
+    def _shed(self) -> bool:
+        if self._idle:
+            victim = next(iter(self._idle))
+            self._idle.pop(victim)
+            self.connections.discard(victim)
+            victim.close_if_idle()
+            self.shed += 1
+            self.observe("shed")
+            return True
+        oldest = min(self.connections, key=lambda connection: connection.since, default=None)
+        if oldest is None or asyncio.get_running_loop().time() - oldest.since < self.limits.shed_after:
+            return False
+        self.connections.discard(oldest)
+        oldest.abort()
+        self.shed += 1
+        self.observe("shed")
+        return True
+
+    def idle(self, connection: _Connection) -> None:
+        """``connection`` waits for its next request (the longest idle are shed first)."""
+        if connection in self.connections:
+            self._idle.pop(connection, None)
+            self._idle[connection] = None
+
+    def busy(self, connection: _Connection) -> None:
+        """``connection`` is receiving a request, not reading its answers, or closing."""
+        self._idle.pop(connection, None)
+
+    def forget(self, connection: _Connection) -> None:
+        """``connection`` is closed."""
+        self._idle.pop(connection, None)
+        self.connections.discard(connection)
         if self.stopping and not self.connections and self._drained is not None:
             self._drained.set()
 
@@ -453,6 +593,7 @@ class HttpServer:
                 for connection in list(self.connections):
                     connection.abort()
         self.connections.clear()
+        self._idle.clear()
         await server.wait_closed()
         stopped.set()
         await self.task

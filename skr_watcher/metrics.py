@@ -77,7 +77,7 @@ class AgentMetrics:
         )
         self.batch_fallbacks = Counter(
             "watcher_kcp_batch_fallbacks",
-            "Times the listener had no batch route (404/405): events went one by one for a while.",
+            "Times the agent switched to single events because the listener had no batch route (404/405).",
             registry=r,
         )
         self.send_duration = Histogram(
@@ -98,6 +98,13 @@ class AgentMetrics:
             registry=r,
         )
         self.heartbeats = Counter("watcher_heartbeats", "Heartbeats by result.", ["result"], registry=r)
+        self.http_cut = Counter(
+            "watcher_http_connections_cut",
+            "Client connections the webhook or metrics port cut short, by port and reason (shed, refused,"
+            " timeout, not_reading, malformed, headers_too_large).",
+            ["port", "reason"],
+            registry=r,
+        )
         self.tls_reloads = Counter(
             "watcher_tls_reloads",
             "Reloads of rotated certificate/key files, by result.",

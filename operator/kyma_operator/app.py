@@ -24,25 +24,16 @@ controllers' intakes. Nothing is attached or mutated after construction.
    replica and hands an event whose shard another replica holds to that holder's internal endpoint
    (``kcp_listener.handoff``, address published in the membership Lease).
 
-The event path from the runtime's API server to a reconcile, before issue 9 (hops):
-
-1. SKR kube-apiserver -> agent ``POST /validate/<manager>``;
-2. agent sender -> listener ``POST /v2/<manager>/event``;
-3. listener ``EventIntake``: authenticate, validate, route to a ``kcp_listener.routing.ObjectRef``;
-4. ``kcp_listener.coalesce.CoalescingSink`` (per-target window, its own timer);
-5. ``controllers.kyma.triggers.KymaEventSink``: ``ObjectRef`` -> ``runtime.request.Request``, reason
-   noted in the side ``TriggerLog`` (also for events then refused with 429);
-6. ``runtime.controller.ChannelSource`` (a bounded ``asyncio.Queue``, 429 when full);
-7. the ChannelSource's pump task -> ``WorkQueue.add``;
-8. a worker takes the request; the reconcile takes its reasons from the ``TriggerLog``.
-
-After (one identity type, ``Request``, from routing to the work queue):
+The event path from the runtime's API server to a reconcile (hops; docs/architecture.md, "The
+event path"):
 
 1. SKR kube-apiserver -> agent ``POST /validate/<manager>`` (answered at once, event queued);
 2. agent sender -> listener ``POST /v2/<manager>/event`` (signed; the batch route for bursts);
-3. listener ``EventIntake``: authenticate, validate, route runtime-id -> Kyma ``Request``;
-4. the Kyma controller's ``Intake.offer(request)``: bounded (429 when full), throttled per Kyma,
-   reason "runtime event" noted, ``WorkQueue.add``;
+3. listener ``kcp_listener.intake.EventIntake``: authenticate, validate, route runtime-id -> Kyma
+   (a ``kcp_listener.routing.ObjectRef``);
+4. ``kyma_operator.listener.sinks.ControllerSink`` -> the Kyma controller's
+   ``Intake.offer(request)``: bounded (429 when full), throttled per Kyma, reason "runtime event"
+   noted, ``WorkQueue.add``;
 5. a worker takes the request; ``reconcile(request)`` runs with its reasons as ``current_triggers()``.
 
 The KCP address agents send to is ``kcp_addr`` or, as upstream, the host of Gateway
@@ -65,7 +56,6 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
-from kcp_listener.wiring import OperatorListener
 from kyma_operator.agentinstall.installer import InstallerConfig
 from kyma_operator.agentinstall.kcpaddr import GatewayAddressError, resolve_kcp_addr
 from kyma_operator.api import names
@@ -101,6 +91,7 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig, utc_now
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets

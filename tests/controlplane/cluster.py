@@ -30,6 +30,7 @@ from types import TracebackType
 
 from tests.controlplane import living, pki
 from tests.controlplane.binaries import Binaries, LivingBinaries, find_or_build, find_or_build_living
+from tests.controlplane.living import COMPONENTS as LIVING_COMPONENTS
 from tests.controlplane.process import ControlPlaneError, Process, free_port
 
 __all__ = ["APIServer", "ControlPlane", "ControlPlaneError", "free_port", "rss_bytes", "running"]
@@ -93,7 +94,8 @@ class ControlPlane:
 
     ``living``: ``True`` for all, or the names whose API server gets kube-controller-manager,
     kube-scheduler and kwok with ``nodes`` simulated nodes; ``start`` returns once their controllers
-    run and every node is Ready and schedulable.
+    run and every node is Ready and schedulable. ``living_args``: extra flags per living component
+    (``kube-controller-manager``, ``kube-scheduler``, ``kwok``), e.g. short node-monitor periods.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class ControlPlane:
         living: bool | Collection[str] = False,
         nodes: int = 3,
         living_binaries: LivingBinaries | None = None,
+        living_args: dict[str, list[str]] | None = None,
     ) -> None:
         if not names or len(set(names)) != len(names):
             raise ValueError("need at least one API server name, all distinct")
@@ -117,6 +120,11 @@ class ControlPlane:
             raise ValueError(f"living clusters must be among the names: {', '.join(sorted(unknown))}")
         if self._living and nodes < 1:
             raise ValueError("a living cluster needs at least one node")
+        unknown_programs = set(living_args or {}) - set(LIVING_COMPONENTS)
+        if unknown_programs:
+            allowed, given = ", ".join(LIVING_COMPONENTS), ", ".join(sorted(unknown_programs))
+            raise ValueError(f"living_args are for {allowed}, not {given}")
+        self._living_args = dict(living_args or {})
         self._nodes = nodes
         self._binaries = binaries
         self._living_binaries = living_binaries
@@ -177,6 +185,7 @@ class ControlPlane:
                 self._workdir / name,
                 nodes=self._nodes,
                 processes=self._processes,
+                component_args=self._living_args,
             )
             for name in self._names
             if name in self._living

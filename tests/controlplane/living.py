@@ -34,6 +34,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,8 @@ NODE_LABEL_VALUE = "kwok"
 POD_CIDR = "10.244.0.0/16"
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 _API_QPS = ("100", "200")  # qps, burst: the defaults (20/30) throttle GC and namespace deletion
+COMPONENTS = ("kube-controller-manager", "kube-scheduler", "kwok")
+"""The programs a living cluster adds to its API server (``component_args`` keys)."""
 
 
 def node_names(count: int) -> list[str]:
@@ -162,8 +165,14 @@ def start_components(
     *,
     nodes: int,
     processes: list[Process],
+    component_args: Mapping[str, Sequence[str]] | None = None,
 ) -> LivingCluster:
-    """Create the nodes, start the three components (appended to ``processes``); not yet ready."""
+    """Create the nodes, start the three components (appended to ``processes``); not yet ready.
+
+    ``component_args``: extra flags per program (``COMPONENTS``), after the defaults (the last
+    value of a flag wins), e.g. short node-monitor periods for a test of node failure.
+    """
+    extra = dict(component_args or {})
     names = create_nodes(server, nodes)
     kubeconfig = str(server.kubeconfig_path)
     context = ssl.create_default_context(cadata=server.ca_pem.decode())
@@ -233,6 +242,7 @@ def start_components(
         ("kwok", kwok, {"KWOK_WORKDIR": str(kwok_home), "HOME": str(kwok_home)}),
     ]
     for program, argv, env in specs:
+        argv = [*argv, *extra.get(program, ())]
         process = Process(f"{program} {server.name}", argv, directory / f"{program}.log", env=env)
         process.start()
         processes.append(process)

@@ -76,12 +76,19 @@ class Process:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGTERM)
+            os.killpg(self.popen.pid, signal.SIGCONT)  # a paused process acts on the SIGTERM too
         try:
             self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(timeout)
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the running process (e.g. SIGSTOP/SIGCONT: a node whose kubelet hangs)."""
+        if self.popen is None or self.popen.poll() is not None:
+            raise ControlPlaneError(f"{self.name} is not running")
+        self.popen.send_signal(sig)
 
     @property
     def pid(self) -> int | None:

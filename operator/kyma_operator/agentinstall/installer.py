@@ -1,6 +1,6 @@
 """Installs, updates and removes the watcher agent in one runtime, from all Watcher CRs.
 
-What is rendered comes from one source of truth, ``skr_watcher.artefacts`` over ``manifests/agent``
+What is rendered comes from one source of truth, ``artefacts`` (this package) over ``manifests/agent``
 (the same base the agent ships with): Namespace, the ``skr-webhook-tls`` Secret (runtime certificate,
 CA bundle, Ed25519 signing key and key id from ``store.IdentityStore``), PriorityClass, Services,
 Deployment, NetworkPolicies and ONE ValidatingWebhookConfiguration with one webhook per usable
@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kyma_operator.agentinstall import readiness
+from kyma_operator.agentinstall import artefacts, readiness
 from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
@@ -53,7 +53,6 @@ from kyma_operator.runtime.resources import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
     Resource,
 )
-from skr_watcher import artefacts
 
 log = logging.getLogger(__name__)
 

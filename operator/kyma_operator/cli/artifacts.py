@@ -8,6 +8,7 @@ calls ``kyma_operator.modules``; this file only maps flags to calls and results 
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +57,23 @@ KeyOpt = Annotated[
 ]
 SignatureNameOpt = Annotated[
     str, typer.Option("--signature", "-s", help="Name of the signature in the descriptor.")
+]
+
+
+class Normalisation(StrEnum):
+    """The OCM normalisation algorithms a signature can be made with."""
+
+    V3 = c.JSON_NORMALISATION_V3
+    V4ALPHA1 = c.JSON_NORMALISATION_V4ALPHA1
+
+
+NormalisationOpt = Annotated[
+    Normalisation,
+    typer.Option(
+        "--normalisation",
+        help="OCM normalisation of the signed digest: jsonNormalisation/v3 is what the OCM CLI v0.x "
+        "(and so lifecycle-manager's tooling) verifies; jsonNormalisation/v4alpha1 is OCM v2's name for it.",
+    ),
 ]
 
 
@@ -123,6 +141,7 @@ def create(
         Path | None, typer.Option("--key", help="Sign the new component version with this PEM RSA key.")
     ] = None,
     signature: SignatureNameOpt = "kyma-module",
+    normalisation: NormalisationOpt = Normalisation.V3,
     quiet: QuietOpt = False,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
@@ -144,7 +163,12 @@ def create(
         component = build_component(module, files, image_digest=image_digest)
         if key is not None:
             component = ComponentVersion(
-                sign(component.descriptor, load_private_key(_read(key), source=str(key)), name=signature),
+                sign(
+                    component.descriptor,
+                    load_private_key(_read(key), source=str(key)),
+                    name=signature,
+                    normalisation=normalisation.value,
+                ),
                 component.blobs,
             )
         target = output_dir or Path(f"{module.module_name}-{module.version}")
@@ -265,13 +289,14 @@ def sign_command(
     source: SourceArg,
     key: KeyOpt,
     signature: SignatureNameOpt = "kyma-module",
+    normalisation: NormalisationOpt = Normalisation.V3,
     registry: RegistryOpt = None,
     insecure: InsecureOpt = False,
     docker_config: DockerConfigOpt = None,
     registry_ca: CaFileOpt = None,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Sign a module's descriptor (OCM: RSASSA-PKCS1-V1_5 over the jsonNormalisation/v4alpha1 digest).
+    """Sign a module's descriptor (OCM: RSASSA-PKCS1-V1_5 over the jsonNormalisation/v3 digest).
 
     A folder is signed in place; with --registry the signed version is pushed back under the same tag.
     """
@@ -279,7 +304,10 @@ def sign_command(
     async def body() -> None:
         private = load_private_key(_read(key), source=str(key))
         component, config, _ = await _load(source, registry, insecure, docker_config, registry_ca)
-        signed = ComponentVersion(sign(component.descriptor, private, name=signature), component.blobs)
+        signed = ComponentVersion(
+            sign(component.descriptor, private, name=signature, normalisation=normalisation.value),
+            component.blobs,
+        )
         extra: dict[str, Any] = {}
         if registry is None:
             write_archive(Path(source), signed, config)

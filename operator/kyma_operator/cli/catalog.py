@@ -52,10 +52,19 @@ def _entry(entries: dict[str, CatalogEntry], name: str) -> CatalogEntry:
     return entries.setdefault(name, CatalogEntry(name))
 
 
+async def _list(client: KubeClient, info: names.ResourceInfo, namespace: str) -> list[dict[str, Any]]:
+    try:
+        return (await client.list_all(resource_for(info), namespace=namespace)).items
+    except NotFound:  # a list in a missing namespace is empty: only the resource type can be missing
+        raise CliError(
+            f"this cluster has no CRD {info.crd_name} ({info.kind}): not a Kyma runtime, or run "
+            "`kyma install` to install the Kyma CRDs into a single cluster"
+        ) from None
+
+
 async def read_catalog(client: KubeClient, namespace: str) -> Catalog:
     entries: dict[str, CatalogEntry] = {}
-    metas = await client.list_all(RELEASE_METAS, namespace=namespace)
-    for obj in metas.items:
+    for obj in await _list(client, names.MODULE_RELEASE_META, namespace):
         try:
             meta = ModuleReleaseMeta.from_object(obj)
         except InvalidObjectError:
@@ -65,8 +74,7 @@ async def read_catalog(client: KubeClient, namespace: str) -> Catalog:
         entry.channels.update({a.channel: a.version for a in meta.spec.channels})
         if meta.spec.mandatory is not None:
             entry.mandatory = meta.spec.mandatory.version
-    templates = await client.list_all(TEMPLATES, namespace=namespace)
-    for obj in templates.items:
+    for obj in await _list(client, names.MODULE_TEMPLATE, namespace):
         try:
             tpl = ModuleTemplate.from_object(obj)
         except InvalidObjectError:

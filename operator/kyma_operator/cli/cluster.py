@@ -2,30 +2,32 @@
 
 Why: issue 14 items 6-8. ``deploy`` writes the generated catalog objects to a control plane (KCP);
 ``list``/``enable``/``disable`` act on one runtime through its Kyma (``kyma-system/default``) and
-the catalog synced into it, and ``--wait`` follows ``status.modules[]`` until the operator reports
-the module Ready (or removed), failing with the module's message on Error.
+the catalog synced into it, and ``--wait`` follows ``status.modules[]`` (``cli.wait``, shared with
+``kyma install``) until the operator reports the module Ready (or removed), failing with the module's
+message on an Error written after the command's own change (issue 24 items 7-8). ``deploy`` fills in
+the namespace upstream modulectl leaves empty and refuses, before writing anything, a cluster without
+the catalog's CRDs or namespace, naming which.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import CustomResourcePolicy
-from kyma_operator.api.meta import InvalidObjectError, State
+from kyma_operator.api.meta import InvalidObjectError
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.cli.common import KubeconfigOpt, OutputOpt, QuietOpt, kube_client, run
-from kyma_operator.cli.errors import CliError, WaitFailed
-from kyma_operator.cli.output import OutputFormat, emit, note, stderr
+from kyma_operator.cli.errors import CliError
+from kyma_operator.cli.output import OutputFormat, emit
+from kyma_operator.cli.wait import Goal, module_entries, wait_for_modules
+from kyma_operator.modules.template import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
     from kyma_operator.runtime.kube import KubeClient
@@ -55,25 +57,73 @@ def deploy(
         str, typer.Argument(help="YAML from `kyma module template` ('-' reads stdin).", show_default=False)
     ],
     kubeconfig: KubeconfigOpt,
+    namespace: Annotated[
+        str,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help='Namespace for objects that name none (upstream modulectl writes namespace: ""); '
+            "objects that name one keep it.",
+        ),
+    ] = DEFAULT_NAMESPACE,
 ) -> None:
     """Apply a generated ModuleTemplate and ModuleReleaseMeta to a control plane (KCP).
 
     The template is created or replaced; the release meta's channel assignments are merged into the
-    existing ones, so deploying a new version to one channel keeps the others.
+    existing ones, so deploying a new version to one channel keeps the others. Nothing is written
+    unless the cluster has the catalog's CRDs and namespaces.
     """
 
     async def body() -> None:
-        documents = _load_documents(file)
+        documents = _load_documents(file, namespace)
         async with kube_client(kubeconfig) as client:
+            await _preflight(client, documents)
             for doc in documents:
                 action = await _deploy_one(client, doc)
                 meta = doc["metadata"]
-                typer.echo(f"{doc['kind']} {meta.get('namespace')}/{meta['name']} {action}")
+                typer.echo(f"{doc['kind']} {meta['namespace']}/{meta['name']} {action}")
 
     run(body())
 
 
-def _load_documents(file: str) -> list[dict[str, Any]]:
+async def _preflight(client: KubeClient, documents: list[dict[str, Any]]) -> None:
+    """Refuse before the first write when a CRD or a namespace the documents need is missing."""
+    from kyma_operator.cli import catalog
+    from kyma_operator.runtime.errors import Forbidden, NotFound
+    from kyma_operator.runtime.resources import NAMESPACES
+
+    kinds = {doc["kind"] for doc in documents}
+    for info, resource in (
+        (names.MODULE_TEMPLATE, catalog.TEMPLATES),
+        (names.MODULE_RELEASE_META, catalog.RELEASE_METAS),
+    ):
+        if info.kind not in kinds:
+            continue
+        namespace = next(d["metadata"]["namespace"] for d in documents if d["kind"] == info.kind)
+        try:
+            await client.list(resource, namespace, limit=1)
+        except NotFound:
+            raise CliError(
+                f"this cluster has no CRD {info.crd_name} ({info.kind}): run `kyma install --kubeconfig "
+                "<file>` to install the Kyma CRDs into a single cluster, or point --kubeconfig at a control "
+                "plane (KCP)"
+            ) from None
+        except Forbidden:
+            pass  # reading may be denied where writing is allowed: the write reports what is wrong
+    for namespace in sorted({d["metadata"]["namespace"] for d in documents}):
+        try:
+            await client.get(NAMESPACES, namespace)
+        except NotFound:
+            raise CliError(
+                f"namespace {namespace} does not exist in this cluster: create it (kubectl create namespace "
+                f"{namespace}) or deploy into an existing one (--namespace for objects that name none, "
+                "`kyma module template -n` for the others)"
+            ) from None
+        except Forbidden:
+            pass
+
+
+def _load_documents(file: str, namespace: str = DEFAULT_NAMESPACE) -> list[dict[str, Any]]:
     try:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
     except OSError as exc:
@@ -97,6 +147,11 @@ def _load_documents(file: str) -> list[dict[str, Any]]:
                 )
         except InvalidObjectError as exc:
             raise CliError(f"{file}: document {index}: {str(exc).splitlines()[0]}") from exc
+        metadata = doc.setdefault("metadata", {})
+        if not metadata.get("name"):
+            raise CliError(f"{file}: document {index} ({kind}) has no metadata.name")
+        if not metadata.get("namespace"):
+            metadata["namespace"] = namespace
     return documents
 
 
@@ -202,7 +257,10 @@ def enable(
             )
             typer.echo(f"module {module} {'enabled' if result.changed else 'already enabled (unchanged)'}")
             if wait:
-                await _wait(client, module, namespace, kyma, timeout, quiet, removed=False, channel=channel)
+                await _wait(
+                    client, module, namespace, kyma, result.kyma, timeout, quiet, Goal(channel=channel)
+                )
+                typer.echo(f"module {module} is Ready")
 
     run(body())
 
@@ -225,7 +283,8 @@ def disable(
             result = await catalog.disable(client, module, namespace=namespace, kyma_name=kyma)
             typer.echo(f"module {module} {'disabled' if result.changed else 'not enabled (unchanged)'}")
             if wait:
-                await _wait(client, module, namespace, kyma, timeout, quiet, removed=True)
+                await _wait(client, module, namespace, kyma, result.kyma, timeout, quiet, Goal(removed=True))
+                typer.echo(f"module {module} removed")
 
     run(body())
 
@@ -235,56 +294,22 @@ async def _wait(
     module: str,
     namespace: str,
     kyma: str,
+    after_change: dict[str, Any],
     limit: float,
     quiet: bool,
-    *,
-    removed: bool,
-    channel: str | None = None,
+    goal: Goal,
 ) -> None:
-    """Poll the runtime Kyma's status.modules[] (with a deadline) until the module is done: removed,
-    or Ready on ``channel`` when one was asked for (a switch is not done while the entry still
-    reports the previous channel's version as Ready)."""
+    """Follow the runtime Kyma's ``status.modules[]`` (``cli.wait``) from the Kyma as the edit left
+    it: an entry it already had (an Error from before) is not the answer to this command."""
     from kyma_operator.cli import catalog
 
-    console: Console = stderr()
-    deadline = time.monotonic() + limit
-    goal = "removed" if removed else "Ready"
-    status_line = (
-        console.status(f"{module}: waiting", spinner="dots") if (console.is_terminal and not quiet) else None
+    baseline = {module: module_entries(after_change).get(module)}
+    await wait_for_modules(
+        lambda: catalog.read_kyma(client, namespace, kyma),
+        [module],
+        goal,
+        baseline,
+        limit=limit,
+        quiet=quiet,
+        interval=0.5,
     )
-    if status_line is not None:
-        status_line.start()
-    last: tuple[State | None, str | None] = (None, None)
-    try:
-        while True:
-            obj = await catalog.read_kyma(client, namespace, kyma)
-            state, message = catalog.module_state(obj, module)
-            if (state, message) != last:
-                last = (state, message)
-                text = (
-                    f"{module}: {state.value if state else 'not reported yet' if not removed else 'removed'}"
-                )
-                if message:
-                    text += f" ({message})"
-                if status_line is not None:
-                    status_line.update(text)
-                elif not quiet:
-                    note(text)
-            if removed and state is None:
-                typer.echo(f"module {module} removed")
-                return
-            on_channel = channel is None or catalog.module_channel(obj, module) == channel
-            if not removed and state is State.READY and on_channel:
-                typer.echo(f"module {module} is Ready")
-                return
-            if state is State.ERROR:
-                raise WaitFailed(f"module {module} is in Error: {message or 'no message'}")
-            if time.monotonic() > deadline:
-                raise WaitFailed(
-                    f"module {module} not {goal} after {limit:g}s "
-                    f"(state: {state.value if state else 'not reported'})"
-                )
-            await asyncio.sleep(0.5)  # poll interval of a user-facing wait, bounded by the deadline
-    finally:
-        if status_line is not None:
-            status_line.stop()

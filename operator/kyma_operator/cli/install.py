@@ -12,7 +12,12 @@ runs in KCP. The command
 3. runs the operator in-process (``kyma_operator.app.build_operator``: the Kyma and Manifest
    controllers, no Watcher feature, no listener, no leader election) until every requested module
    is Ready, printing each state change; it exits 1 with the module's message when one turns to
-   Error, or when ``--timeout`` passes.
+   Error, or when ``--timeout`` passes. The wait is ``cli.wait``'s (shared with ``kyma module
+   enable|disable --wait``): an Error left in the Kyma by an earlier run counts only once this
+   process's own reconcile of that module concluded it too (issue 24 item 8).
+
+Without ``--module`` it only applies the CRDs and the namespace, so that ``kyma module deploy`` has
+somewhere to put the catalog.
 
 The catalog (ModuleTemplates and ModuleReleaseMetas, ``kyma module deploy``) must be in the
 namespace; modules are pulled from their OCI registry like the operator does (``--insecure-registry``
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,11 +39,15 @@ import yaml
 
 from kyma_operator.api import names
 from kyma_operator.cli.common import KubeconfigOpt, QuietOpt, run
-from kyma_operator.cli.errors import CliError, WaitFailed
+from kyma_operator.cli.errors import CliError
 from kyma_operator.cli.output import note
+from kyma_operator.cli.wait import Goal, module_entries, wait_for_modules
 
 if TYPE_CHECKING:
+    from kyma_operator.app import Operator
+    from kyma_operator.runtime.controller import Controller
     from kyma_operator.runtime.kube import KubeClient
+    from kyma_operator.runtime.request import Request
 
 FIELD_MANAGER = "kyma-cli"
 INSTALLED_CRDS = (names.KYMA, names.MANIFEST, names.MODULE_TEMPLATE, names.MODULE_RELEASE_META)
@@ -82,18 +92,28 @@ async def apply_crds(client: KubeClient, limit: float = 60.0) -> None:
             await asyncio.sleep(0.1)  # the API server establishes a new CRD within a second
 
 
-async def ensure_kyma(
-    client: KubeClient, namespace: str, name: str, channel: str | None, modules: list[dict[str, str]]
-) -> list[dict[str, Any]]:
-    """Create or update the single-cluster Kyma so it lists ``modules``; returns its spec.modules."""
-    from kyma_operator.runtime.errors import NotFound
+async def ensure_namespace(client: KubeClient, namespace: str) -> None:
+    from kyma_operator.runtime.errors import AlreadyExists, NotFound
     from kyma_operator.runtime.resources import NAMESPACES
 
     try:
         await client.get(NAMESPACES, namespace)
     except NotFound:
-        await client.create(NAMESPACES, {"metadata": {"name": namespace}}, field_manager=FIELD_MANAGER)
+        with contextlib.suppress(AlreadyExists):
+            await client.create(NAMESPACES, {"metadata": {"name": namespace}}, field_manager=FIELD_MANAGER)
+
+
+async def ensure_kyma(
+    client: KubeClient, namespace: str, name: str, channel: str | None, modules: list[dict[str, str]]
+) -> dict[str, Any]:
+    """Create or update the single-cluster Kyma so it lists ``modules``; returns it as written."""
     from kyma_operator.api.resources import KYMAS
+    from kyma_operator.runtime.errors import NotFound
+
+    await ensure_namespace(client, namespace)
+    # modules' default CRs conventionally live in kyma-system (their spec.data names it): a fresh
+    # cluster has no such namespace, and the module would turn to Error on its default CR
+    await ensure_namespace(client, names.SKR_NAMESPACE)
 
     try:
         current: dict[str, Any] | None = await client.get(KYMAS, name, namespace)
@@ -108,7 +128,7 @@ async def ensure_kyma(
     elif current is None:
         spec["channel"] = names.DEFAULT_CHANNEL
     if current is None:
-        await client.create(
+        return await client.create(
             KYMAS,
             {
                 "apiVersion": KYMAS.api_version,
@@ -129,9 +149,7 @@ async def ensure_kyma(
                 f"Kyma {namespace}/{name} manages a remote runtime (no label {names.SYNC_LABEL}=false); "
                 "kyma install only manages single-cluster Kymas: pick another --kyma"
             )
-        await client.patch(KYMAS, name, {"spec": spec}, namespace, field_manager=FIELD_MANAGER)
-    listed: list[dict[str, Any]] = spec["modules"]
-    return listed
+    return await client.patch(KYMAS, name, {"spec": spec}, namespace, field_manager=FIELD_MANAGER)
 
 
 def install(
@@ -141,10 +159,11 @@ def install(
         typer.Option(
             "--module",
             "-m",
-            help="Module to install, <name> or <name>@<channel>; repeat for several.",
+            help="Module to install, <name> or <name>@<channel>; repeat for several. Without any, only "
+            "the CRDs and the namespace are installed (then `kyma module deploy` the catalog).",
             show_default=False,
         ),
-    ],
+    ] = [],  # noqa: B006 (typer reads the default; never mutated)
     namespace: Annotated[
         str,
         typer.Option(
@@ -179,34 +198,52 @@ def install(
             dir_okay=False,
         ),
     ] = None,
+    helm_binary: Annotated[
+        Path | None,
+        typer.Option(
+            "--helm-binary",
+            help="The helm binary that renders Helm-chart modules (default: helm on the PATH).",
+            dir_okay=False,
+        ),
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for every module to be Ready.", min=1)
     ] = 600.0,
     quiet: QuietOpt = False,
 ) -> None:
     """Install modules into a cluster with the operator's reconcilers, in this process, and exit when
-    they are Ready (no operator deployment; the cluster is its own runtime)."""
+    they are Ready (no operator deployment; the cluster is its own runtime). Without --module it only
+    prepares the cluster: CRDs and namespace, for `kyma module deploy`."""
     entries = [parse_module(m) for m in module]
-    if not entries:
-        raise typer.BadParameter("give at least one --module")
 
     async def body() -> None:
         from kyma_operator.cli.common import kube_client
 
         async with kube_client(kubeconfig) as client:
             await apply_crds(client)
-            await ensure_kyma(client, namespace, kyma, channel, entries)
+            if not entries:
+                await ensure_namespace(client, namespace)
+                typer.echo(
+                    f"CRDs installed, namespace {namespace} ready: deploy a catalog there "
+                    f"(kyma module deploy -n {namespace}), then kyma install --module <name>"
+                )
+                return
+            written = await ensure_kyma(client, namespace, kyma, channel, entries)
             if not quiet:
                 note(f"Kyma {namespace}/{kyma} lists {', '.join(e['name'] for e in entries)}; reconciling")
             await _reconcile_until_ready(
                 client,
                 kubeconfig,
+                written,
                 namespace=namespace,
                 kyma=kyma,
                 wanted=[e["name"] for e in entries],
-                insecure=tuple(insecure_registry or ()),
-                cred_secret=registry_cred_secret,
-                verification_key=verification_key,
+                options=_OperatorOptions(
+                    insecure=tuple(insecure_registry or ()),
+                    cred_secret=registry_cred_secret,
+                    verification_key=verification_key,
+                    helm_binary=helm_binary,
+                ),
                 limit=timeout,
                 quiet=quiet,
             )
@@ -214,20 +251,31 @@ def install(
     run(body())
 
 
+@dataclass(frozen=True)
+class _OperatorOptions:
+    insecure: tuple[str, ...]
+    cred_secret: str | None
+    verification_key: Path | None
+    helm_binary: Path | None
+
+
 async def _reconcile_until_ready(
     client: KubeClient,
     kubeconfig: Path,
+    written: dict[str, Any],
     *,
     namespace: str,
     kyma: str,
     wanted: list[str],
-    insecure: tuple[str, ...],
-    cred_secret: str | None,
-    verification_key: Path | None,
+    options: _OperatorOptions,
     limit: float,
     quiet: bool,
 ) -> None:
-    from kyma_operator.api.meta import State
+    """Run the operator in-process and follow the Kyma (``cli.wait``) until ``wanted`` are Ready.
+
+    ``written`` is the Kyma as this command left it: its module entries are the baseline, so an
+    Error from an earlier run is not taken for this run's answer. Such an Error counts only once
+    this process's own reconciles confirm it (``_Confirmations``)."""
     from kyma_operator.app import build_operator
     from kyma_operator.config import OperatorConfig
     from kyma_operator.runtime.request import Request
@@ -243,9 +291,10 @@ async def _reconcile_until_ready(
         metrics_port=None,
         kyma_modules=True,
         manifest_controller_enabled=True,
-        oci_insecure_registries=insecure,
-        oci_registry_cred_secret=cred_secret,
-        module_verification_key=verification_key,
+        oci_insecure_registries=options.insecure,
+        oci_registry_cred_secret=options.cred_secret,
+        module_verification_key=options.verification_key,
+        helm_binary=options.helm_binary,
         module_upgrade_rollout_max_delay=0.0,
         log_level="WARNING",
     )
@@ -253,35 +302,94 @@ async def _reconcile_until_ready(
     task = asyncio.create_task(operator.run())
     try:
         await asyncio.wait_for(operator.manager.started.wait(), 60.0)
-        operator.kyma.enqueue(Request(namespace, kyma), "kyma install")
-        deadline = time.monotonic() + limit
-        seen: dict[str, tuple[str, str]] = {}
-        while True:
+        confirmations = _Confirmations(client, operator, Request(namespace, kyma))
+
+        async def read() -> dict[str, Any]:
             if task.done():
                 task.result()
                 raise CliError("the in-process operator stopped unexpectedly")
-            obj = operator.kyma.kymas.get(namespace, kyma) or {}
-            entries = {m.get("name"): m for m in (obj.get("status") or {}).get("modules") or []}
-            for name in wanted:
-                entry = entries.get(name) or {}
-                state = str(entry.get("state") or "")
-                message = str(entry.get("message") or "")
-                if (state, message) != seen.get(name) and state:
-                    seen[name] = (state, message)
-                    if not quiet:
-                        note(f"{name}: {state}" + (f" ({message})" if message else ""))
-                if state == State.ERROR.value:
-                    raise WaitFailed(f"module {name} is in Error: {message or 'no message'}")
-            if all((entries.get(n) or {}).get("state") == State.READY.value for n in wanted):
-                typer.echo(f"installed: {', '.join(wanted)} Ready in {namespace}")
-                return
-            if time.monotonic() > deadline:
-                states = ", ".join(
-                    f"{n}={(entries.get(n) or {}).get('state') or 'not reported'}" for n in wanted
-                )
-                raise WaitFailed(f"modules not Ready after {limit:g}s ({states})")
-            await asyncio.sleep(0.1)  # reads the informer cache: no API request per poll
+            # the informer cache: no API request per poll
+            return operator.kyma.kymas.get(namespace, kyma) or written
+
+        baseline = module_entries(written)
+        await wait_for_modules(
+            read,
+            wanted,
+            Goal(),
+            {name: baseline.get(name) for name in wanted},
+            limit=limit,
+            quiet=quiet,
+            interval=0.1,
+            confirm=confirmations.confirm,
+        )
+        typer.echo(f"installed: {', '.join(wanted)} Ready in {namespace}")
     finally:
         await operator.shutdown()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+class _Confirmations:
+    """Whether a module's Error that was already there before this run is still the answer.
+
+    This process runs the reconcilers, so it can tell: it enqueues the Kyma (and each module's
+    Manifest) itself and, once that request has left the controller's queue (reconciled), reads the
+    object from the API server. An Error without a Manifest is the Kyma reconcile's own conclusion;
+    one with a Manifest is confirmed by the Manifest itself (Error, status for its current spec), not
+    by the Kyma's entry, which may still echo the Manifest's previous status for a moment.
+    """
+
+    def __init__(self, client: KubeClient, operator: Operator, kyma: Request) -> None:
+        self.client = client
+        self.operator = operator
+        self.kyma = kyma
+        self._reconciled: set[Request] = set()
+        self._enqueued: set[Request] = set()
+        self._enqueue(operator.kyma.controller, kyma)
+
+    def _enqueue(self, controller: Controller, request: Request) -> None:
+        if request not in self._enqueued:
+            self._enqueued.add(request)
+            controller.enqueue(request, "kyma install")
+
+    def _done(self, controller: Controller, request: Request) -> bool:
+        """Latched once the request enqueued here is neither queued nor being reconciled."""
+        if request in self._reconciled:
+            return True
+        queue = controller.queue
+        if queue.is_queued(request) or request in queue.processing:
+            return False
+        self._reconciled.add(request)
+        return True
+
+    async def confirm(self, module: str, entry: dict[str, Any]) -> str | None:
+        from kyma_operator.api.manifest import Manifest
+        from kyma_operator.api.meta import State
+        from kyma_operator.api.resources import KYMAS, MANIFESTS
+        from kyma_operator.runtime.errors import NotFound
+        from kyma_operator.runtime.request import Request
+
+        if not self._done(self.operator.kyma.controller, self.kyma):
+            return None
+        tracked = ((entry.get("manifest") or {}).get("metadata") or {}) if isinstance(entry, dict) else {}
+        manifests = self.operator.manifest
+        if not tracked.get("name") or manifests is None:
+            current = module_entries(await self.client.get(KYMAS, self.kyma.name, self.kyma.namespace))
+            again = current.get(module) or {}
+            return (
+                str(again.get("message") or "no message") if again.get("state") == State.ERROR.value else None
+            )
+        request = Request(str(tracked.get("namespace") or self.kyma.namespace), str(tracked["name"]))
+        self._enqueue(manifests.controller, request)
+        if not self._done(manifests.controller, request):
+            return None
+        try:
+            manifest = Manifest.from_object(await self.client.get(MANIFESTS, request.name, request.namespace))
+        except NotFound:
+            return None
+        if manifest.state() is not State.ERROR or not manifest.status_is_current():
+            return None
+        operation = manifest.status.last_operation if manifest.status is not None else None
+        return (operation.operation if operation is not None else None) or str(
+            entry.get("message") or "no message"
+        )

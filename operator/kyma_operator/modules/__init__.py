@@ -1,6 +1,7 @@
 """Module artifacts: OCM component versions in OCI registries, their signatures and catalog objects.
 
-Why: one format for the CLI, the catalog and the Manifest controller (DESIGN §9.1). Public API:
+Why: one format for the CLI, the catalog and the Manifest controller (docs/architecture.md,
+"Module artifacts"). Public API:
 
 - ``descriptor``: ``ComponentDescriptor`` (read v2 / v3alpha1, write both);
 - ``build``: ``ModuleConfig``, ``build_component`` (reproducible component versions);

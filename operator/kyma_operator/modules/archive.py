@@ -1,6 +1,6 @@
 """Deterministic tar archives: same content -> same bytes -> same OCI digest.
 
-Why: idempotent publishing (same inputs give the same digests, DESIGN §9.4) needs archives whose
+Why: idempotent publishing (same inputs give the same digests, docs/architecture.md) needs archives whose
 bytes do not depend on the clock, the user, the umask or the file system order. Every member gets a
 fixed mtime (0), uid/gid 0 with empty owner names, mode 0644, and members are written in sorted order
 in the POSIX ustar/pax format without extended attributes.

@@ -2,10 +2,10 @@
 
 Why: a module author describes a module in a config file with the fields upstream ``modulectl create``
 accepts (name, version, manifest, defaultCR, manager, security, labels, ...). From it we build the
-component version (DESIGN §9.1): the raw manifest and the default CR as local blobs (single-file
-deterministic tars, ``directoryTree`` resources like modulectl's), the manager image as an
-``ociArtifact`` resource, every resource with its digest so the whole version can be signed. Same
-input -> same bytes -> same digests. Input is validated first; nothing is written here.
+component version (docs/architecture.md, "Module artifacts"): the raw manifest and the default CR
+as local blobs (single-file deterministic tars, ``directoryTree`` resources like modulectl's), the
+manager image as an ``ociArtifact`` resource, every resource with its digest so the whole version
+can be signed. Same input -> same bytes -> same digests. Input is validated first; nothing is written here.
 
 Beyond modulectl, a module's content can be a Helm chart instead of a raw manifest: ``chart`` (a
 packaged chart, ``helm package``'s ``.tgz``) becomes the local blob ``helm-chart`` (type

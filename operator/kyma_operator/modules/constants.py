@@ -1,8 +1,9 @@
 """Names and media types shared with OCM, modulectl and lifecycle-manager, defined once.
 
-Why: the module artifact is a contract with upstream tools (DESIGN §9.1). Every string that another
-implementation reads or writes (media types, resource names, algorithm names) lives here so that the
-builder, the registry layout, the signer and the Manifest controller cannot drift apart.
+Why: the module artifact is a contract with upstream tools (docs/architecture.md, "Module
+artifacts"). Every string that another implementation reads or writes (media types, resource names,
+algorithm names) lives here so that the builder, the registry layout, the signer and the Manifest
+controller cannot drift apart.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """OCM component descriptor model: read schema ``v2`` and ``ocm.software/v3alpha1``, write both.
 
-Why: the descriptor is the one document a module version is made of (DESIGN §9.1). lifecycle-manager
+Why: the descriptor is the one document a module version is made of (docs/architecture.md). lifecycle-manager
 embeds it in ModuleTemplates as schema ``v2``; the OCM CLI and the spec's examples also use the
 Kubernetes-style ``v3alpha1``. One typed model with lossless conversion lets the builder, the registry
 layout, the signer and the Manifest controller share it. Unknown fields are kept (``extra="allow"``) so

@@ -1,4 +1,4 @@
-"""A component version in an OCI registry, exactly as OCM maps it (DESIGN §9.1).
+"""A component version in an OCI registry, exactly as OCM maps it (docs/architecture.md).
 
 Why: upstream's OCM tooling and lifecycle-manager find a module at
 ``<base>/component-descriptors/<component name>:<version>``: an OCI image manifest whose config

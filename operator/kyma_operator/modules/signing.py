@@ -1,10 +1,13 @@
 """OCM signatures of component versions: RSASSA-PKCS1-V1_5 over the normalised descriptor digest.
 
-Why: the Manifest controller can be told to install only verified component versions (DESIGN §9.2),
+Why: the Manifest controller can be told to install only verified component versions (README.md),
 and ``kyma module sign|verify`` must produce/accept signatures other OCM tools accept. OCM's default
 handler ``RSASSA-PKCS1-V1_5`` signs the SHA-256 digest of the normalised descriptor (the digest bytes
 are signed as a pre-hashed SHA-256 value) and stores the signature hex-encoded with media type
-``application/vnd.ocm.signature.rsa``. Verification recomputes the normalised digest with the
+``application/vnd.ocm.signature.rsa`` (``api/tech/signing/handlers/rsa`` of the OCM CLI: hex-decode the
+digest, ``rsa.SignPKCS1v15(.., crypto.SHA256, digest)``, hex-encode). We sign with
+``jsonNormalisation/v3`` by default, the newest algorithm the OCM CLI v0.x knows, and verify v3,
+v4alpha1 and v1 signatures. Verification recomputes the normalised digest with the
 algorithm named in the signature, compares it, and checks the RSA signature with the public key.
 Resource digests (``genericBlobDigest/v1`` = SHA-256 of the blob) are part of the normalised form, so
 a signature also pins every local blob; ``verify_blob`` checks a pulled blob against its resource.
@@ -28,9 +31,8 @@ from kyma_operator.modules.descriptor import (
     Signature,
     SignatureSpec,
 )
+from kyma_operator.modules.normalise import SUPPORTED as _SUPPORTED_NORMALISATIONS
 from kyma_operator.modules.normalise import NormalisationError, descriptor_digest
-
-_SUPPORTED_NORMALISATIONS = (c.JSON_NORMALISATION_V4ALPHA1, c.JSON_NORMALISATION_V3, c.JSON_NORMALISATION_V1)
 
 
 class SignatureError(ValueError):
@@ -87,11 +89,19 @@ def sign(
     key: rsa.RSAPrivateKey,
     *,
     name: str,
-    normalisation: str = c.JSON_NORMALISATION_V4ALPHA1,
+    normalisation: str = c.JSON_NORMALISATION_V3,
 ) -> ComponentDescriptor:
-    """A copy of ``descriptor`` with signature ``name`` added (replacing one of the same name)."""
+    """A copy of ``descriptor`` with signature ``name`` added (replacing one of the same name).
+
+    ``jsonNormalisation/v3`` by default: the OCM CLI lifecycle-manager pins (v0.47.0) verifies only
+    algorithms it knows, and ``v4alpha1`` is not one of them.
+    """
     if not name:
         raise SignatureError("a signature needs a name")
+    if normalisation not in _SUPPORTED_NORMALISATIONS:
+        raise SignatureError(
+            f"unsupported normalisation {normalisation!r} (supported: {', '.join(_SUPPORTED_NORMALISATIONS)})"
+        )
     missing = [r.name for r in descriptor.component.resources if r.digest is None and not _none_access(r)]
     if missing:
         raise SignatureError(f"resources without a digest cannot be signed: {', '.join(missing)}")

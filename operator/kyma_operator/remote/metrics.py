@@ -1,7 +1,7 @@
 """Requests the operator sends to runtime API servers, by controller, verb and resource.
 
 Why: the cost of running a fleet is mostly what each runtime's API server has to answer, and
-DESIGN's target (requests per Ready Kyma per hour <= 10% of upstream's polling) can only be
+the target (requests per Ready Kyma per hour <= 10% of upstream's polling, benchmarks/RESULTS.md) can only be
 checked if every request is counted. One counter, ``kyma_operator_runtime_api_requests_total``,
 created once by the operator and handed to every runtime client factory (``observer``); verbs and
 resources are named as the API server's own ``apiserver_request_total`` names them

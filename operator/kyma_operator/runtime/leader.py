@@ -6,7 +6,9 @@ resourceVersion optimistic concurrency; the holder renews it every ``retry_perio
 leadership if it cannot renew within ``renew_deadline``; others take over once they have observed
 the Lease unchanged for ``lease_duration`` (measured on their own monotonic clock, so clock skew
 between machines does not matter). On a clean stop the holder releases the Lease (empty holder,
-1 s duration) so a successor takes over at once.
+1 s duration) so a successor takes over at once -- also when the stop comes while an acquire is
+under way: the API server may have written this candidate as holder before the answer arrived (or
+after the attempt timed out here), so a candidate stopped then releases the Lease if it names it.
 
 Fencing: ``is_leader`` is true only while the last successful renewal, on this process's monotonic
 clock, is younger than ``renew_deadline`` -- checked whenever anyone asks (the listener before each
@@ -33,7 +35,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kyma_operator.runtime.clock import Clock, RealClock
-from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from kyma_operator.runtime.errors import (
+    AlreadyExists,
+    Conflict,
+    KubeError,
+    KubeTransportError,
+    NotFound,
+    ServerError,
+)
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leases import lease_spec, micro_time
 from kyma_operator.runtime.metrics import RuntimeMetrics
@@ -114,6 +123,8 @@ class LeaderElector:
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
         self._observed_rv = ""
+        self._unseen_write = False
+        """An acquire attempt was cut short (stop, timeout): the Lease may name us without our knowing."""
         self.leader_identity: str | None = None
         self.acquired_at = math.inf
         """Wall-clock seconds (``wall_clock``) of this process's latest acquisition of the Lease from
@@ -164,6 +175,8 @@ class LeaderElector:
                     # event is then later than anything this process accepted
                     await self._release()
                 await self._set_leader(False)
+            elif clean_stop and self.config.release_on_cancel and self._unseen_write:
+                await self._release_if_named()
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -188,11 +201,15 @@ class LeaderElector:
 
     async def _try_acquire_or_renew(self) -> bool:
         started = self.clock.now()
+        self._unseen_write = True  # until this attempt's outcome is known
         try:
             renewed = await asyncio.wait_for(self._attempt(), self.config.request_timeout)
         except (KubeError, TimeoutError) as exc:
+            # an API server's answer is an outcome; a timeout or a broken connection is not
+            self._unseen_write = isinstance(exc, (KubeTransportError, ServerError, TimeoutError))
             log.info("%s: lease %s attempt failed: %s", self.identity, self._lease_ref(), exc)
             return False
+        self._unseen_write = False
         if renewed:
             # The Lease was written no earlier than ``started``: count the renewal from then.
             self._renewed_at = started
@@ -259,6 +276,19 @@ class LeaderElector:
         self._observed_spec = lease.get("spec") or {}
         self._observed_at = self.clock.now()
         self._observed_rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def _release_if_named(self) -> None:
+        """Stopped while not knowing whether an acquire landed: read the Lease, release it if ours."""
+        cfg = self.config
+        try:
+            lease = await asyncio.wait_for(
+                self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace), cfg.request_timeout
+            )
+        except (KubeError, TimeoutError):
+            return
+        if (lease.get("spec") or {}).get("holderIdentity") == cfg.identity:
+            self._observe(lease)
+            await self._release()
 
     async def _release(self) -> None:
         cfg = self.config

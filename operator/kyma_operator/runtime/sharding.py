@@ -1,6 +1,6 @@
 """Shard coordination across operator replicas with ``coordination.k8s.io/v1`` Leases only.
 
-Why: one operator process cannot keep up with thousands of Kymas (DESIGN.md §10). Kymas are split
+Why: one operator process cannot keep up with thousands of Kymas (docs/sharding.md). Kymas are split
 into S shards (``shardmap.shard_of``); each shard has one Lease, and only the replica holding it
 reconciles the shard's Kymas and Manifests. Replicas coordinate through the API server and nothing
 else:

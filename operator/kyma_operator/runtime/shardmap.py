@@ -1,6 +1,6 @@
 """Which shard a Kyma belongs to and which replica holds a shard: the contract between the shard
 coordinator (Leases, ``runtime/sharding``), the controllers' per-request gate and the listener's
-hand-off of events to the holder (DESIGN.md §10).
+hand-off of events to the holder (docs/sharding.md).
 
 Why one small module: three parts of the operator must agree on the same answer without calling
 each other's internals. The shard of a Kyma is a stable hash of its **runtime id** (label

@@ -79,7 +79,24 @@ def test_sign_verify_and_tampering(kyma: Kyma, oci_registry: LocalRegistry, modu
     assert unsigned.exit_code == 1 and "has no signature" in unsigned.stderr
     assert kyma("module", "sign", "built", "--key", str(private)).exit_code == 0
     ok = kyma("module", "verify", "built", "--public-key", str(public))
-    assert ok.exit_code == 0 and "Verified" in ok.stdout
+    assert ok.exit_code == 0 and "Verified" in ok.stdout and "jsonNormalisation/v3" in ok.stdout
+    # v4alpha1 on request (a second signature), verified as well
+    v4 = kyma(
+        "module",
+        "sign",
+        "built",
+        "--key",
+        str(private),
+        "-s",
+        "v4",
+        "--normalisation",
+        "jsonNormalisation/v4alpha1",
+    )
+    assert v4.exit_code == 0, v4.output
+    ok4 = kyma("module", "verify", "built", "--public-key", str(public), "-s", "v4")
+    assert ok4.exit_code == 0 and "jsonNormalisation/v4alpha1" in ok4.stdout
+    bad = kyma("module", "sign", "built", "--key", str(private), "--normalisation", "jsonNormalisation/v9")
+    assert bad.exit_code != 0 and "jsonNormalisation/v9" in bad.output
     # the signature survives push and pull
     assert kyma("module", "push", "built", "-r", base, "--insecure").exit_code == 0
     remote = kyma(

@@ -275,6 +275,86 @@ def test_disable_wait_until_removed(kyma: Kyma, skr_crds: APIServer, runtime: st
     assert "module template-operator removed" in stdout
 
 
+def _read_progress_until(process: Any, text: str) -> str:
+    """stderr lines of ``process`` up to the one containing ``text`` (EOF ends it: the process exited)."""
+    seen = []
+    while True:
+        line = process.stderr.readline()
+        seen.append(line)
+        if not line or text in line:
+            return "".join(seen)
+
+
+def test_disable_wait_from_error_succeeds_once_removed(kyma: Kyma, skr_crds: APIServer, runtime: str) -> None:
+    """The Error the module had before `disable` is not the answer to it: done once the entry is gone."""
+    kc = str(skr_crds.kubeconfig_path)
+    assert kyma("module", "enable", "template-operator", "--kubeconfig", kc, "-n", runtime).exit_code == 0
+    _set_module_status(skr_crds, runtime, "Error", "installation failed: no quota")
+    process = kyma.process(
+        "module", "disable", "template-operator", "--kubeconfig", kc, "-n", runtime, "-w", "--timeout", "60"
+    )
+    try:
+        progress = _read_progress_until(process, "reported before this command")
+        assert "template-operator: Error (installation failed: no quota)" in progress, progress
+        _wait_for_modules(skr_crds, runtime, present=False)
+        _set_module_status(skr_crds, runtime, "gone")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "module template-operator removed" in stdout
+
+
+def test_enable_wait_waits_past_a_stale_error_and_fails_on_a_new_one(
+    kyma: Kyma, skr_crds: APIServer, runtime: str
+) -> None:
+    kc = str(skr_crds.kubeconfig_path)
+    assert kyma("module", "enable", "template-operator", "--kubeconfig", kc, "-n", runtime).exit_code == 0
+    _set_module_status(skr_crds, runtime, "Error", "old cause")
+    enable = (
+        "module",
+        "enable",
+        "template-operator",
+        "--kubeconfig",
+        kc,
+        "-n",
+        runtime,
+        "-w",
+        "--timeout",
+        "60",
+    )
+    # the cause fixed: the operator's next status (Ready) is the answer, not the old Error
+    process = kyma.process(*enable)
+    try:
+        _read_progress_until(process, "reported before this command")
+        _set_module_status(skr_crds, runtime, "Processing")
+        _set_module_status(skr_crds, runtime, "Ready")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "module template-operator is Ready" in stdout
+    # an Error written after the command started fails it, with that Error's message
+    _set_module_status(skr_crds, runtime, "Error", "old cause")
+    process = kyma.process(*enable)
+    try:
+        _read_progress_until(process, "reported before this command")
+        _set_module_status(skr_crds, runtime, "Error", "new cause")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1
+    assert stderr.strip().splitlines()[-1] == "Error: module template-operator is in Error: new cause"
+    # a time-out names the stale Error
+    _set_module_status(skr_crds, runtime, "Error", "old cause")
+    late = kyma(*enable[:-1], "1")
+    assert late.exit_code == 1
+    assert "still the Error from before this command: old cause" in late.stderr.strip().splitlines()[-1]
+
+
 def test_parallel_enables_all_land(kyma: Kyma, skr_crds: APIServer, runtime: str) -> None:
     async def more_modules(client: KubeClient) -> None:
         template, meta = _upstream_catalog(runtime)

@@ -1,4 +1,4 @@
-"""``python -m kcp_listener --print`` against the real KCP: a signed event is routed and printed."""
+"""``python -m kyma_operator.listener --print`` against the real KCP: a signed event is routed and printed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kcp_listener.kube import KYMAS
+from kyma_operator.listener.kube import KYMAS
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
 from kyma_wire.events import event_path
@@ -31,7 +31,7 @@ async def cli(*args: str) -> AsyncIterator[asyncio.subprocess.Process]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kcp_listener",
+        "kyma_operator.listener",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -23,9 +23,9 @@ from nacl.signing import SigningKey
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
-from kcp_listener.handoff_auth import HANDOFF_KEY_FIELD, HANDOFF_KEY_SECRET, ensure_handoff_key
-from kcp_listener.kube import KYMAS, MANIFESTS
-from kcp_listener.wiring import OperatorListener
+from kyma_operator.listener.handoff_key import HANDOFF_KEY_FIELD, HANDOFF_KEY_SECRET, ensure_handoff_key
+from kyma_operator.listener.kube import KYMAS, MANIFESTS
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient

@@ -23,8 +23,9 @@ from kcp_listener.keystore import (
     KeyStore,
     secret_name,
 )
-from kcp_listener.kube import KYMAS, MANIFESTS, feed_keystore, signing_key_informer
-from kcp_listener.wiring import OperatorListener
+from kcp_listener.routing import ObjectRef
+from kyma_operator.listener.kube import KYMAS, MANIFESTS, feed_keystore, signing_key_informer
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
@@ -189,9 +190,9 @@ async def test_routing_follows_label_changes(stack: Stack) -> None:
     assert (await stack.post(event_path(MANAGER), event(), "rt-b")).status_code == 404
     await stack.client.create(MANIFESTS, manifest(stack.namespace, "kyma-a-late", "kyma-a"))
     directory = stack.listener.directory
-    late = Request(stack.namespace, "kyma-a-late")
+    late = ObjectRef(stack.namespace, "kyma-a-late")
     await eventually(lambda: directory.manifest_kyma(late) == "kyma-a", "new Manifest indexed")
-    assert late in directory.manifests_of(Request(stack.namespace, "kyma-a"))
+    assert late in directory.manifests_of(ObjectRef(stack.namespace, "kyma-a"))
     response = await stack.post(event_path(MANAGER), event(owner="kyma-a-late"), "rt-a")
     assert response.status_code == 200
     await eventually(lambda: bool(stack.manifest_reconciles.seen), "Manifest reconcile")

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from kyma_operator.agentinstall import artefacts
 from kyma_operator.api import names
 from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.app import Operator, build_operator
@@ -29,7 +30,6 @@ from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import NAMESPACES, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS, Resource
-from skr_watcher import artefacts
 from skr_watcher.agent import Agent
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port

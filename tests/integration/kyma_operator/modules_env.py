@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kyma_operator.agentinstall import artefacts
 from kyma_operator.api import names
 from kyma_operator.api.resources import MANIFESTS, WATCHERS
 from kyma_operator.controllers.kyma.moduleresolution import manifest_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import DEPLOYMENTS
-from skr_watcher import artefacts
 from tests.controlplane.cluster import APIServer, free_port
 from tests.integration.kyma_operator.harness import (
     KYMAS,

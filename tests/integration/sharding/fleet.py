@@ -124,6 +124,14 @@ class Fleet:
         self.processes[replica] = process
         return process
 
+    def joined(self, *replicas: str) -> bool:
+        """Each of ``replicas`` is up and has joined the shard group (its caches synced, its
+        membership Lease written: from now on its shards are a matter of coordination only)."""
+        return all(
+            any(f"{replica}: joined the shard group" in line for line in self.processes[replica].output)
+            for replica in replicas
+        )
+
     async def stop(self) -> None:
         for process in self.processes.values():
             process.signal(signal.SIGCONT)

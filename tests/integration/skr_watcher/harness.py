@@ -2,7 +2,7 @@
 
 The agent runs as a real process (``python -m skr_watcher``) configured by environment variables,
 exactly as in a runtime; the SKR API server calls it through a ValidatingWebhookConfiguration rendered
-by ``skr_watcher.artefacts`` (with ``clientConfig.url`` + ``caBundle``); a ``Receiver`` stands in for
+by ``agentinstall.artefacts`` (with ``clientConfig.url`` + ``caBundle``); a ``Receiver`` stands in for
 KCP. Waiting is always polling with a deadline.
 """
 
@@ -24,9 +24,9 @@ import kubernetes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client.parser import text_string_to_metric_families
 
+from kyma_operator.agentinstall.artefacts import WebhookSpec, render_webhook_configuration
 from kyma_wire.keys import private_key_pem
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
-from skr_watcher.artefacts import WebhookSpec, render_webhook_configuration
 from tests.controlplane.cluster import APIServer, free_port
 from tests.controlplane.pki import CertificateAuthority, KeyPair
 from tests.integration.skr_watcher.receiver import Receiver, named

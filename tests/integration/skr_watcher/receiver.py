@@ -79,6 +79,8 @@ class Receiver:
         self.batch_route = True
         self.batches: list[int] = []
         """The size of every accepted batch."""
+        self.batches_refused = 0
+        """Batch requests answered 404 (``batch_route`` off)."""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -125,6 +127,9 @@ class Receiver:
             elif what == "heartbeat":
                 record = Received(manager, verified.key_id, heartbeat=Heartbeat.model_validate_json(body))
             else:
+                if what == "events":
+                    with self._cond:
+                        self.batches_refused += 1
                 return Response(b'{"error":"not found"}', 404)
             with self._cond:
                 self.received.append(record)

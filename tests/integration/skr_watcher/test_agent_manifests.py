@@ -7,8 +7,7 @@ from typing import Any
 
 import kubernetes
 
-from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, WATCHED_BY_LABEL
-from skr_watcher.artefacts import (
+from kyma_operator.agentinstall.artefacts import (
     AgentRenderOptions,
     ServiceRef,
     WebhookSpec,
@@ -16,6 +15,7 @@ from skr_watcher.artefacts import (
     render_tls_secret,
     render_webhook_configuration,
 )
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, WATCHED_BY_LABEL
 from tests.controlplane.cluster import APIServer
 from tests.integration.skr_watcher.harness import api_client, create_namespace
 

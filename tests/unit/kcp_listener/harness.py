@@ -22,7 +22,7 @@ from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import InMemoryDirectory, ListSink, RequestSink, Router
+from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, RequestSink, Router
 from kyma_wire.events import event_path, heartbeat_path
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from kyma_wire.profile import make_key_id
@@ -78,8 +78,8 @@ class Harness:
     config: ListenerConfig
     clock: Clock = field(default_factory=Clock)
     directory: InMemoryDirectory = field(default_factory=InMemoryDirectory)
-    kyma_sink: ListSink = field(default_factory=ListSink)
-    manifest_sink: ListSink = field(default_factory=ListSink)
+    kyma_sink: ListSink[ObjectRef] = field(default_factory=ListSink[ObjectRef])
+    manifest_sink: ListSink[ObjectRef] = field(default_factory=ListSink[ObjectRef])
     kyma_intake: RequestSink | None = None
     """When set, Kyma requests go here (a real controller's ``Intake``) instead of ``kyma_sink``."""
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)

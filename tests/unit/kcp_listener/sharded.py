@@ -20,6 +20,7 @@ from kcp_listener.config import ListenerConfig
 from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
 from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
 from kcp_listener.handoff_server import HandoffApp
+from kyma_operator.listener.shards import RuntimeShardView
 from kyma_operator.runtime.shardmap import Replica, shard_of
 from kyma_wire.httpx_transport import HttpxTransport
 from tests.unit.kcp_listener.harness import NS, Clock, Harness
@@ -146,7 +147,7 @@ def cluster(
         def current(f: Forwarder = forwarder) -> Forwarder | None:
             return f
 
-        handoff = Handoff(StaticShards(name, owners), metrics, current)
+        handoff = Handoff(RuntimeShardView(StaticShards(name, owners)), metrics, current)
         harness = Harness(config, clock=clock, registry=registry, handoff=handoff)
         app = HandoffApp(
             harness.intake,

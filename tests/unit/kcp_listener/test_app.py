@@ -13,8 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kcp_listener.config import AuthMode, ListenerConfig
-from kcp_listener.routing import InMemoryDirectory
-from kyma_operator.runtime.request import Request
+from kcp_listener.routing import InMemoryDirectory, ObjectRef
 from kyma_wire.events import AgentEvent, GroupVersionKind, Heartbeat, ObjectKey, Operation
 from kyma_wire.names import OPERATOR_NAME, SKR_NAMESPACE
 from kyma_wire.profile import make_key_id
@@ -488,7 +487,7 @@ async def test_forwarded_proto_and_public_origin(make: HarnessFactory) -> None:
 
 
 class ExplodingDirectory(InMemoryDirectory):
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]:
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
         raise RuntimeError("directory exploded")
 
 

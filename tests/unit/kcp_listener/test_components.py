@@ -20,9 +20,8 @@ from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.keystore import KeyStore, secret_name
 from kcp_listener.replay import ReplayCache, ReplayVerdict
-from kcp_listener.routing import InMemoryDirectory, ListSink, Router, RoutingError, Targets
+from kcp_listener.routing import InMemoryDirectory, ListSink, ObjectRef, Router, RoutingError, Targets
 from kcp_listener.xfcc import XfccError, XfccParser
-from kyma_operator.runtime.request import Request
 from kyma_wire.events import AgentEvent, GroupVersionKind, ObjectKey, Operation
 from kyma_wire.keys import public_key_pem
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, SKR_NAMESPACE
@@ -300,23 +299,24 @@ def test_router_decisions() -> None:
 
 
 def test_routed_request_is_a_value() -> None:
-    ref = Request(KCP_NAMESPACE, "k1")
-    assert ref == Request(KCP_NAMESPACE, "k1") and hash(ref) == hash(Request(KCP_NAMESPACE, "k1"))
-    assert {ref: 1}[Request(KCP_NAMESPACE, "k1")] == 1
-    assert sorted([Request("b", "a"), Request("a", "b")]) == [Request("a", "b"), Request("b", "a")]
+    ref = ObjectRef(KCP_NAMESPACE, "k1")
+    assert ref == ObjectRef(KCP_NAMESPACE, "k1") and hash(ref) == hash(ObjectRef(KCP_NAMESPACE, "k1"))
+    assert {ref: 1}[ObjectRef(KCP_NAMESPACE, "k1")] == 1
+    assert sorted([ObjectRef("b", "a"), ObjectRef("a", "b")]) == [ObjectRef("a", "b"), ObjectRef("b", "a")]
     assert (
-        repr(ref) == f"Request(namespace='{KCP_NAMESPACE}', name='k1')" and str(ref) == f"{KCP_NAMESPACE}/k1"
+        repr(ref) == f"ObjectRef(namespace='{KCP_NAMESPACE}', name='k1')"
+        and str(ref) == f"{KCP_NAMESPACE}/k1"
     )
     assert pickle.loads(pickle.dumps(ref)) == ref and copy.copy(ref) == ref
-    assert dataclasses.replace(ref, name="k2") == Request(KCP_NAMESPACE, "k2")
+    assert dataclasses.replace(ref, name="k2") == ObjectRef(KCP_NAMESPACE, "k2")
     with pytest.raises(dataclasses.FrozenInstanceError):
         ref.name = "k2"  # type: ignore[misc]
 
 
 def test_list_sink_is_bounded() -> None:
-    sink = ListSink(capacity=1)
-    assert sink.offer(Request("a", "b"))
-    assert not sink.offer(Request("a", "c"))
+    sink = ListSink[ObjectRef](capacity=1)
+    assert sink.offer(ObjectRef("a", "b"))
+    assert not sink.offer(ObjectRef("a", "c"))
     assert sink.depth() == 1
 
 

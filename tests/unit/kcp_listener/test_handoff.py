@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.handoff import HANDOFF_PATH, Forwarder, HandoffMetrics, HandoffRequest
 from kcp_listener.handoff_auth import HandoffSigner
+from kyma_operator.listener.shards import RuntimeShardView
 from kyma_operator.runtime.shardmap import Replica
 from kyma_wire.events import EventBatch, Heartbeat, batch_path, heartbeat_path
 from kyma_wire.http_client import HeaderSource, HttpResponse, HttpTransportError
@@ -148,7 +149,7 @@ async def test_holder_down_is_503_and_nothing_is_lost_after_the_retry(replicas: 
 async def test_a_holder_that_lost_the_shard_answers_503_and_enqueues_nothing(replicas: Cluster) -> None:
     """The holder re-checks: ``a`` still thinks ``b`` holds shard 1, ``b`` knows it does not."""
     a, b = replicas["a"].harness, replicas["b"].harness
-    replicas["b"].handoff.shards = StaticShards("b", {})
+    replicas["b"].handoff.shards = RuntimeShardView(StaticShards("b", {}))
     response = await a.post(event(), runtime_id=RT_B)
     assert response.status_code == 503, response.text
     assert received(replicas, "b", "not-holder") == 1

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from kcp_listener.config import ListenerConfig
-from kcp_listener.handoff import Handoff
+from kyma_operator.listener.shards import RuntimeShardView
 from kyma_wire.events import EventBatch, batch_path
 from tests.unit.kcp_listener.harness import NOW, NS, Clock, Harness
 from tests.unit.kcp_listener.sharded import Cluster, StaticShards, cluster, runtime_in_shard
@@ -90,9 +90,9 @@ async def replicas() -> AsyncIterator[Cluster]:
 
 
 def shards(c: Cluster, node: str) -> StaticShards:
-    handoff = c[node].handoff
-    assert isinstance(handoff, Handoff) and isinstance(handoff.shards, StaticShards)
-    return handoff.shards
+    view = c[node].handoff.shards
+    assert isinstance(view, RuntimeShardView) and isinstance(view.view, StaticShards)
+    return view.view
 
 
 async def test_after_a_shard_moves_its_new_holder_refuses_what_the_old_one_accepted(

@@ -52,6 +52,12 @@ def test_all_settings(files: AgentFiles) -> None:
             BATCH_MAX_EVENTS="1",
             BATCH_INTERVAL="50ms",
             TLS_CALLBACK="true",
+            HTTP_HEADER_TIMEOUT="2s",
+            HTTP_BODY_TIMEOUT="3",
+            HTTP_IDLE_TIMEOUT="1m",
+            HTTP_WRITE_TIMEOUT="500ms",
+            WEBHOOK_MAX_CONNECTIONS="300",
+            METRICS_MAX_CONNECTIONS="20",
         )
     )
     assert (config.webhook_port, config.metrics_port) == (9443, 9090)
@@ -62,6 +68,9 @@ def test_all_settings(files: AgentFiles) -> None:
     assert config.resync_on_start is False
     assert config.log_level == "DEBUG"
     assert (config.batch_max_events, config.batch_interval) == (1, 0.05)
+    assert (config.http_header_timeout, config.http_body_timeout) == (2.0, 3.0)
+    assert (config.http_idle_timeout, config.http_write_timeout) == (60.0, 0.5)
+    assert (config.webhook_max_connections, config.metrics_max_connections) == (300, 20)
 
 
 def test_key_id_sources(files: AgentFiles) -> None:
@@ -105,6 +114,9 @@ def test_missing_required_setting_is_named(files: AgentFiles, name: str) -> None
         ("RETRY_BASE_DELAY", "60", "RETRY_MAX_DELAY must not be smaller"),
         ("BATCH_MAX_EVENTS", "257", "BATCH_MAX_EVENTS"),
         ("BATCH_INTERVAL", "5s", "BATCH_INTERVAL"),
+        ("HTTP_HEADER_TIMEOUT", "0", "HTTP_HEADER_TIMEOUT"),
+        ("HTTP_IDLE_TIMEOUT", "forever", "HTTP_IDLE_TIMEOUT: not a duration"),
+        ("WEBHOOK_MAX_CONNECTIONS", "0", "WEBHOOK_MAX_CONNECTIONS"),
     ],
 )
 def test_invalid_setting_is_named(files: AgentFiles, name: str, value: str, message: str) -> None:

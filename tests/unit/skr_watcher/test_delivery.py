@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
@@ -106,7 +107,9 @@ def make_rig(
     heartbeat: float = 0.0,
     batch_max_events: int = 1,
     batch_interval: float = 0.0,
+    serve: Callable[[FakeKcp], Callable[[httpx.Request], Any]] | None = None,
 ) -> tuple[Rig, KcpClient]:
+    """``serve``: how requests reach the fake KCP (e.g. an async handler that holds some back)."""
     clock = FakeClock()
     key = Ed25519PrivateKey.generate()
     kcp = FakeKcp(SignatureVerifier(Keys({KEY_ID: key.public_key()}), clock=clock.wall))
@@ -114,7 +117,7 @@ def make_rig(
         "https://kcp.example:443",
         ssl_context=None,
         signer=EventSigner(key, KEY_ID, clock=clock.wall),
-        transport=HttpxTransport(httpx.MockTransport(kcp)),
+        transport=HttpxTransport(httpx.MockTransport(serve(kcp) if serve else kcp)),
     )
     metrics = AgentMetrics()
     queue = SendQueue(queue_size)

@@ -7,7 +7,8 @@ against a listener without the batch route (upstream's answers 404).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
 from skr_watcher.retry import RetryBackoff
 from tests.unit.skr_watcher.fakes import until
-from tests.unit.skr_watcher.test_delivery import Rig, event, make_rig
+from tests.unit.skr_watcher.test_delivery import FakeKcp, Rig, event, make_rig
 
 
 @pytest.fixture
@@ -174,3 +175,36 @@ async def test_a_200_without_per_event_results_means_no_batch_route(rig: Rig) ->
     assert rig.value("watcher_kcp_batch_fallbacks_total") == 1
     assert rig.kcp.batches == []  # the scripted answer came before FakeKcp looked at the batch
     assert rig.value("watcher_events_sent_total") == 3
+
+
+def two_batches_at_once(kcp: FakeKcp) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
+    """KCP answers the first batch request only once a second one is under way too."""
+    both = asyncio.Event()
+    arrived = 0
+
+    async def serve(request: httpx.Request) -> httpx.Response:
+        nonlocal arrived
+        if request.url.path.endswith("/events"):
+            arrived += 1
+            if arrived == 2:
+                both.set()
+            await both.wait()
+        return kcp(request)
+
+    return serve
+
+
+async def test_batches_under_way_together_switch_to_single_events_once() -> None:
+    rig, client = make_rig(senders=4, batch_max_events=2, batch_interval=0.01, serve=two_batches_at_once)
+    try:
+        rig.kcp.batch_route = False
+        for i in range(16):
+            rig.delivery.submit(OPERATOR_NAME, event(f"o{i:02}"))
+        rig.delivery.start()
+        await until(lambda: len(names(rig)) == 16)
+        assert names(rig) == [f"o{i:02}" for i in range(16)]
+        assert len(rig.kcp.batches) == 2  # both answered 404, then single events only
+        assert rig.value("watcher_kcp_batch_fallbacks_total") == 1
+    finally:
+        await rig.delivery.stop(flush_within=0.5)
+        await client.aclose()

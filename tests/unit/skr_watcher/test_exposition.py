@@ -130,6 +130,7 @@ def test_agent_metric_families_are_unchanged() -> None:
     labelled = [
         *("watcher_admission_request_error", "watcher_admission_decision", "watcher_events_dropped"),
         *("watcher_failed_kcp", "watcher_heartbeats", "watcher_tls_reloads"),
+        "watcher_http_connections_cut",
     ]
     histograms = [
         "watcher_admission_duration_seconds",

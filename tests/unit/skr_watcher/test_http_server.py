@@ -18,6 +18,7 @@ import pytest
 
 from skr_watcher.http_server import HttpServer, Limits, Request, Response
 from tests.controlplane.pki import CertificateAuthority
+from tests.hostile import attacks
 
 _DEADLINE = 10.0
 
@@ -25,6 +26,8 @@ _DEADLINE = 10.0
 def echo(request: Request) -> Response:
     if request.path == "/boom":
         raise RuntimeError("handler bug")
+    if request.path == "/huge-answer":
+        return Response(200, b"x" * (16 << 20))
     if request.body_too_large:
         return Response(413, b"too large", ((b"content-type", b"text/plain"),))
     text = f"{request.method} {request.path} {len(request.body)}".encode()
@@ -174,7 +177,7 @@ async def test_a_failing_handler_answers_500_and_closes() -> None:
 
 
 async def test_slow_clients_and_idle_connections_are_cut_off() -> None:
-    limits = Limits(request_timeout=0.3, keep_alive_timeout=0.3)
+    limits = Limits(header_timeout=0.3, body_timeout=0.3, keep_alive_timeout=0.3)
     async with serving(limits) as server:
         port = server.port or 0
         slow_headers = await exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n")  # never finished
@@ -186,14 +189,46 @@ async def test_slow_clients_and_idle_connections_are_cut_off() -> None:
     assert silent == b""
 
 
-async def test_connections_beyond_the_limit_are_closed_at_once() -> None:
-    async with serving(Limits(max_connections=1)) as server:
+async def test_a_client_that_does_not_read_a_big_answer_is_cut_after_the_write_timeout() -> None:
+    async with serving(Limits(write_timeout=0.3, keep_alive_timeout=30.0)) as server:
+        _reader, writer = await attacks.connect(
+            attacks.Target("127.0.0.1", server.port or 0), receive_buffer=4096, limit=4096
+        )
+        try:
+            writer.write(b"GET /huge-answer HTTP/1.1\r\nHost: x\r\n\r\n")  # 16 MiB, never read
+            await writer.drain()
+            deadline = asyncio.get_running_loop().time() + _DEADLINE
+            while server.connections or server.timeouts == 0:
+                assert asyncio.get_running_loop().time() < deadline, "the connection was never cut"
+                await asyncio.sleep(0.02)
+            assert server.timeouts == 1
+        finally:
+            writer.transport.abort()
+
+
+async def test_at_the_cap_an_idle_connection_makes_room_and_busy_fresh_ones_refuse() -> None:
+    async with serving(Limits(max_connections=1, shed_after=60.0)) as server:
         port = server.port or 0
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             assert b"200 OK" in await asyncio.wait_for(reader.readuntil(b"GET / 0"), _DEADLINE)
-            assert await exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == b""
+            # the first connection is idle now: the second displaces it and is answered
+            assert statuses(await exchange(port, b"GET / HTTP/1.0\r\n\r\n")) == [200]
+            assert await read_until_closed(reader) == b""
+            assert server.shed == 1
+        finally:
+            writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\n")  # a fresh request arriving: not displaced
+            await writer.drain()
+            deadline = asyncio.get_running_loop().time() + _DEADLINE
+            while not any(connection.receiving for connection in server.connections):
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+            assert await exchange(port, b"GET / HTTP/1.0\r\n\r\n") == b""
+            assert server.refused == 1
         finally:
             writer.close()
 

@@ -8,8 +8,10 @@ import logging
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -49,6 +51,17 @@ def restore_logging() -> Iterator[None]:
             logger.addHandler(handler)
 
 
+def only_this_thread() -> None:
+    """Keep lines of other threads out of the captured output (on every root handler).
+
+    The root logger is process-wide: a thread an earlier test left winding down (a server, an
+    agent) may log while these tests capture; their lines are not what these tests check.
+    """
+    me = threading.get_ident()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda record: record.thread == me)
+
+
 @pytest.mark.usefixtures("restore_logging")
 def test_configure_keeps_one_handler_and_quiets_per_server_and_per_request_lines() -> None:
     # what uvicorn's default configuration does (another server in this process, earlier): a handler
@@ -59,6 +72,7 @@ def test_configure_keeps_one_handler_and_quiets_per_server_and_per_request_lines
     out = io.StringIO()
     logs.configure("INFO", out)
     logs.configure("INFO", out)  # configuring twice must not add a second handler
+    only_this_thread()
     logging.getLogger("skr_watcher.agent").info("started")
     logging.getLogger("uvicorn.error").info("Started server process [1]")
     logging.getLogger("httpx").info('HTTP Request: POST https://kcp/v2/m/event "HTTP/1.1 200 OK"')
@@ -74,6 +88,7 @@ def test_configure_keeps_one_handler_and_quiets_per_server_and_per_request_lines
 def test_debug_level_still_quiets_the_libraries_below_warning() -> None:
     out = io.StringIO()
     logs.configure("DEBUG", out)
+    only_this_thread()
     logging.getLogger("httpx").info("per request")
     logging.getLogger("skr_watcher").debug("ours")
     assert out.getvalue().count("\n") == 1 and "ours" in out.getvalue()
@@ -95,7 +110,18 @@ def _read_until(proc: subprocess.Popen[bytes], needle: bytes, timeout: float) ->
 
 
 def _run_agent_until_serving(tmp_path: Path, **settings: str) -> tuple[int, str]:
-    """Start the real agent with ``settings``, stop it (SIGTERM) once it serves; exit code and output."""
+    """Start the real agent with ``settings``, stop it (SIGTERM) once it serves; exit code and output.
+
+    Its KCP is a port this test holds bound but not listening (connections refused at once), not a
+    fixed port some other process on the machine may serve.
+    """
+    kcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    kcp.bind(("127.0.0.1", 0))
+    with kcp:
+        return _run_agent(tmp_path, KCP_ADDR=f"127.0.0.1:{kcp.getsockname()[1]}", **settings)
+
+
+def _run_agent(tmp_path: Path, **settings: str) -> tuple[int, str]:
     env = agent_files(tmp_path).env(
         WEBHOOK_PORT=str(free_port()),
         METRICS_PORT=str(free_port()),

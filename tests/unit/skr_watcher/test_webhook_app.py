@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 
 from kyma_wire.names import OPERATOR_NAME
 from skr_watcher import agent
+from skr_watcher.config import AgentConfig
 from skr_watcher.http_server import Handler, HttpServer, Limits
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
+from tests.unit.skr_watcher.certs import agent_files
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
 
@@ -48,8 +51,9 @@ async def test_validate_route() -> None:
         assert malformed.status_code == 400 and "malformed AdmissionReview" in malformed.json()["error"]
 
 
-async def test_oversized_reviews_are_refused_with_and_without_length() -> None:
-    assert agent._WEBHOOK_LIMITS.max_body_bytes == MAX_REVIEW_BYTES  # what the agent serves with
+async def test_oversized_reviews_are_refused_with_and_without_length(tmp_path: Path) -> None:
+    config = AgentConfig.from_env(agent_files(tmp_path).env())
+    assert agent.server_limits(config, webhook=True).max_body_bytes == MAX_REVIEW_BYTES  # as served
     sink, metrics = RecordingSink(), AgentMetrics()
     limit = 4096
     app = webhook_app(AdmissionHandler(sink, metrics, FakeClock()))

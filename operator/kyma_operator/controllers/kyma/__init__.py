@@ -1,4 +1,5 @@
-"""The Kyma controller, as far as the watcher mechanism needs it (see ``reconciler`` for the gap).
+"""The Kyma controller: a Kyma's modules (one Manifest each), its runtime's agent, CRDs, catalog
+and Kyma copy, and ``Kyma.status`` (``reconciler``; docs/architecture.md, "The controllers").
 
 ``build_kyma_controller(client, installers=..., kymas=..., heartbeats=..., sources=...)`` returns a
 ``KymaController`` with the informers, the controller and its sources; ``intake`` is the listener's

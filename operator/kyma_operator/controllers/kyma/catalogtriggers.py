@@ -1,4 +1,4 @@
-"""Which Kymas a catalog or Manifest change wakes, and when (DESIGN 4.5).
+"""Which Kymas a catalog or Manifest change wakes, and when (docs/architecture.md).
 
 Why this exists: the Kyma reconcile reads the catalog and the Manifests from informers; without
 these sources a change there would wait for the Kyma's next safety-net run (30 minutes). Two kinds:

@@ -1,4 +1,4 @@
-"""Agent liveness per runtime, as the Kyma controller sees it (DESIGN: silent watcher failure).
+"""Agent liveness per runtime, as the Kyma controller sees it (upstream #3524: silent agents).
 
 The listener records each runtime's last heartbeat in memory (``kcp_listener.health``). The Kyma
 reconcile turns it into condition ``SKRWatcherHeartbeat`` and picks its safety-net interval from

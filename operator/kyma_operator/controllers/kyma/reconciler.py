@@ -113,7 +113,7 @@ class KymaControllerConfig(BaseModel):
     restricted_modules: tuple[str, ...] = ()
     """Modules whose ModuleReleaseMeta may restrict them to Kymas by ``kymaSelector``."""
     healthy_interval: float = Field(default=1800.0, gt=0)
-    """Safety net for a Ready Kyma whose agent sends heartbeats (DESIGN: 30 min)."""
+    """Safety net for a Ready Kyma whose agent sends heartbeats (30 min)."""
     unhealthy_interval: float = Field(default=300.0, gt=0)
     """Safety net otherwise: upstream's ``--kyma-requeue-success-interval`` (5 min)."""
     warning_interval: float = Field(default=30.0, gt=0)

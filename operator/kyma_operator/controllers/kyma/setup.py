@@ -1,6 +1,6 @@
 """Wires the Kyma controller: its sources, the reconciler, the controller, in one pass.
 
-What enqueues a Kyma (DESIGN 4.5), each a ``Source`` with its reason:
+What enqueues a Kyma (docs/architecture.md, "What enqueues what"), each a ``Source`` with its reason:
 
 * the Kyma informer: creation, spec (generation) or label changes and deletion; our own status
   writes do not requeue (upstream's ``GenerationChanged OR LabelChanged`` filter);

@@ -5,7 +5,7 @@
   Processing; pod in CrashLoopBackOff or ImagePullBackOff, invalid runtime data or a failed
   installation -> False / Error. Unlike upstream (reason always ``Ready``), the reason says what
   is wrong, e.g. ``AccessSecretNotFound`` or ``DeploymentNotReady``.
-* ``heartbeat_condition`` (ours, DESIGN "silent watcher failure is undetected"): whether the
+* ``heartbeat_condition`` (ours; upstream leaves a silent agent undetected, #3524): whether the
   runtime's agent sends heartbeats. It is informational and does not change the state, since a
   runtime can be fine while its agent is briefly unreachable; it shortens the safety-net interval.
 * ``next_status`` merges desired conditions into the current status and returns ``None`` when

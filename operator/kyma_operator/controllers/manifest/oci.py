@@ -1,7 +1,7 @@
 """The ``oci-ref`` source: a module's raw manifest, pulled from its OCM component version by digest.
 
 Upstream (§4.3 step 7) pulls ``<repo>/component-descriptors/<name>@<ref>`` with crane into
-``$TMPDIR``. Here (DESIGN §9.1), with the ``modules`` library's registry client:
+``$TMPDIR``. Here (docs/architecture.md, "Module artifacts"), with the ``modules`` library's registry client:
 
 * ``spec.install.source`` ``{repo: <registry>/<path>/component-descriptors, name: <component>,
   ref: <digest of the raw-manifest blob>, type: oci-ref}``; the blob lives in repository

@@ -1,6 +1,6 @@
 """Wires the Manifest controller: its sources, the reconciler, the controller, in one pass.
 
-What enqueues a Manifest (DESIGN 4.5), each a ``Source`` with its reason:
+What enqueues a Manifest (docs/architecture.md, "What enqueues what"), each a ``Source`` with its reason:
 
 * the Manifest informer: creation, spec (generation), label or annotation changes and deletion;
   our own status writes do not requeue;

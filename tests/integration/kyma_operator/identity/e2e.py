@@ -22,8 +22,9 @@ from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import AuthMode, ListenerConfig
 from kcp_listener.routing import ListSink
-from kcp_listener.wiring import OperatorListener
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
 from skr_watcher.config import AgentConfig
 from tests.controlplane.cluster import free_port
 
@@ -31,8 +32,8 @@ from tests.controlplane.cluster import free_port
 @dataclass
 class RunningListener:
     listener: OperatorListener
-    kymas: ListSink
-    manifests: ListSink
+    kymas: ListSink[Request]
+    manifests: ListSink[Request]
 
     @property
     def port(self) -> int:
@@ -44,7 +45,7 @@ async def running_listener(
     kcp: KubeClient, namespace: str, *, public_origin: str | None = None
 ) -> AsyncIterator[RunningListener]:
     """The operator's listener (signature auth) on the Kymas, Manifests and key Secrets of ``namespace``."""
-    kymas, manifests = ListSink(), ListSink()
+    kymas, manifests = ListSink[Request](), ListSink[Request]()
     listener = OperatorListener(
         ListenerConfig(
             namespace=namespace, port=0, auth_mode=AuthMode.SIGNATURE, public_origin=public_origin

@@ -21,13 +21,15 @@ from kyma_operator.runtime import (
     KubeClient,
     LeaderElectionConfig,
     LeaderElectionLost,
+    LeaderElector,
     Manager,
     NotFound,
     Request,
     Result,
 )
 from kyma_operator.runtime.intake import Intake
-from kyma_operator.runtime.resources import CONFIGMAPS, LEASES
+from kyma_operator.runtime.resources import CONFIGMAPS, LEASES, Resource
+from tests.controlplane.cluster import APIServer
 from tests.polling import eventually
 
 
@@ -311,3 +313,44 @@ async def test_sigterm_shuts_down_gracefully_and_releases_the_lease(
         if child.returncode is None:
             child.kill()
             await child.wait()
+
+
+class LeaseAnswerUnseen(KubeClient):
+    """The real client, except that the answer to creating a Lease never reaches its caller: the
+    API server has written the Lease, the candidate is stopped before it learns so (what a SIGTERM
+    right after a slow acquire looks like under load)."""
+
+    written: asyncio.Event
+
+    async def create(self, res: Resource, body: dict[str, Any], *, field_manager: str | None = None) -> Any:
+        created = await super().create(res, body, field_manager=field_manager)
+        if res == LEASES:
+            self.written.set()
+            await asyncio.Event().wait()
+        return created
+
+
+async def test_a_candidate_stopped_before_it_saw_its_acquire_releases_the_lease(
+    client: KubeClient, namespace: str, kcp: APIServer
+) -> None:
+    unseen = LeaseAnswerUnseen.from_kubeconfig_file(kcp.kubeconfig_path)
+    assert isinstance(unseen, LeaseAnswerUnseen)
+    unseen.written = asyncio.Event()
+    config = LeaderElectionConfig(
+        "unseen", namespace, identity="candidate", lease_duration=15.0, renew_deadline=10.0, retry_period=0.3
+    )
+    elector = LeaderElector(unseen, config)
+    task = asyncio.create_task(elector.run())
+    try:
+        await eventually(unseen.written.is_set, what="the Lease written")
+        assert (await client.get(LEASES, "unseen", namespace))["spec"]["holderIdentity"] == "candidate"
+        assert not elector.is_leader, "the candidate has not seen the answer"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        # released: a successor need not wait the 15 s out
+        lease = await client.get(LEASES, "unseen", namespace)
+        assert lease["spec"]["holderIdentity"] == "" and lease["spec"]["leaseDurationSeconds"] == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await unseen.close()

@@ -52,3 +52,13 @@ def test_the_kubernetes_client_is_loaded_only_by_cluster_commands() -> None:
         env={"PYTHONPATH": f"{repo / 'operator'}:{repo}"},
     )
     assert out.stdout.strip() == "False"
+
+
+def test_install_help_documents_every_flag_including_helm_binary() -> None:
+    root = typer.main.get_command(app)
+    assert isinstance(root, typer.core.TyperGroup)
+    install = root.commands["install"]
+    for param in install.params:
+        assert getattr(param, "help", None), f"install: {param.name} has no help"
+    result = CliRunner().invoke(app, ["install", "--help"])
+    assert result.exit_code == 0 and "--helm-binary" in result.output

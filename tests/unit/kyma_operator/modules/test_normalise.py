@@ -39,9 +39,74 @@ def test_v4alpha1_matches_ocm_reference_output() -> None:
     assert normalise(_load("introspect-v2.yaml")).decode() == INTROSPECT_V4ALPHA1
 
 
-def test_v3_is_an_alias_of_v4alpha1() -> None:
+def test_v3_matches_the_ocm_cli_conformance_vector() -> None:
+    """``ocm hash cv --normalization jsonNormalisation/v3 -onorm`` of OCM CLI 0.27.0's own component."""
+    descriptor = _load("ocmcli-0.27.0-v2.yaml")
+    expected = (DATA / "ocmcli-0.27.0-v3.norm.json").read_bytes().strip()
+    assert normalise(descriptor, c.JSON_NORMALISATION_V3) == expected
+    # OCM v2 checks v4alpha1 against the same vector: for such descriptors the two agree.
+    assert normalise(descriptor, c.JSON_NORMALISATION_V4ALPHA1) == expected
+
+
+def test_v3_is_the_default_and_equals_v4alpha1_for_module_descriptors() -> None:
     descriptor = _load("introspect-v2.yaml")
-    assert normalise(descriptor, c.JSON_NORMALISATION_V3) == normalise(descriptor)
+    assert normalise(descriptor) == normalise(descriptor, c.JSON_NORMALISATION_V3)
+    assert normalise(descriptor, c.JSON_NORMALISATION_V3) == normalise(
+        descriptor, c.JSON_NORMALISATION_V4ALPHA1
+    )
+
+
+def _with_reference_and_bare_resource() -> ComponentDescriptor:
+    return ComponentDescriptor.parse(
+        {
+            "meta": {"schemaVersion": "v2"},
+            "component": {
+                "name": "kyma-project.io/module/x",
+                "version": "1.0.0",
+                "provider": "kyma-project.io",
+                "unknownField": "dropped",
+                "resources": [{"name": "r", "version": "1", "type": "t", "relation": "", "extra": 1}],
+                "componentReferences": [
+                    {
+                        "name": "dep",
+                        "componentName": "kyma-project.io/dep",
+                        "version": "2.0.0",
+                        "labels": [{"name": "unsigned", "value": "kept"}],
+                    }
+                ],
+            },
+        }
+    )
+
+
+def test_v3_and_v4alpha1_differ_where_ocms_structs_differ() -> None:
+    """v3 (internal model) omits an empty relation and an absent reference digest; v4alpha1 (v2 struct)
+    writes both. Reference labels are never filtered (the rule's key ``references`` does not match)."""
+    descriptor = _with_reference_and_bare_resource()
+    ref = '{"componentName":"kyma-project.io/dep","labels":[{"name":"unsigned","value":"kept"}],"name":"dep"'
+    assert (
+        normalise(descriptor, c.JSON_NORMALISATION_V3)
+        == (
+            '{"component":{"componentReferences":['
+            + ref
+            + ',"version":"2.0.0"}],"name":"kyma-project.io/module/x",'
+            '"provider":{"name":"kyma-project.io"},"resources":[{"name":"r","type":"t","version":"1"}],'
+            '"sources":[],"version":"1.0.0"}}'
+        ).encode()
+    )
+    assert (
+        normalise(descriptor, c.JSON_NORMALISATION_V4ALPHA1)
+        == (
+            '{"component":{"componentReferences":['
+            + ref[: ref.index(',"labels"')]
+            + ',"digest":{"hashAlgorithm":"",'
+            '"normalisationAlgorithm":"","value":""}'
+            + ref[ref.index(',"labels"') :]
+            + ',"version":"2.0.0"}],'
+            '"name":"kyma-project.io/module/x","provider":{"name":"kyma-project.io"},"resources":[{"name":"r",'
+            '"relation":"","type":"t","version":"1"}],"sources":[],"version":"1.0.0"}}'
+        ).encode()
+    )
 
 
 def test_generic_format_matches_the_spec_signing_example() -> None:

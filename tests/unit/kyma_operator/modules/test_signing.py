@@ -20,8 +20,11 @@ from kyma_operator.modules.signing import (
 )
 
 DATA = Path(__file__).parent / "data"
-# jsonNormalisation/v4alpha1 digest of introspect-v2.yaml; the signature file was produced independently
-# with `openssl pkeyutl -sign -inkey test-rsa-key.pem -pkeyopt digest:sha256` over these 32 bytes.
+# jsonNormalisation/v3 (= v4alpha1 here) digest of introspect-v2.yaml; the signature file was produced
+# independently with `openssl pkeyutl -sign -inkey test-rsa-key.pem -pkeyopt digest:sha256` over these
+# 32 bytes. ocmcli-0.27.0-signed-v3.yaml is OCM's own jsonNormalisation/v3 conformance input (the OCM CLI
+# 0.27.0 component, see data/README.md) with a signature made the OCM CLI's way (RSASSA-PKCS1-V1_5 over the
+# hex-decoded digest, value hex-encoded) by the same openssl command.
 INTROSPECT_DIGEST = "2f8f029e45f0e158b7e9a5fa6523be0ae9ab9eadc6f3c7f2e37ebb6d8e79bb01"
 
 
@@ -44,10 +47,10 @@ def test_signature_equals_the_openssl_vector(descriptor, private_pem) -> None:
     signed = sign(descriptor, load_private_key(private_pem), name="acme")
     signature = signed.signatures[0]
     assert signature.digest.value == INTROSPECT_DIGEST
-    assert signature.digest.normalisation_algorithm == c.JSON_NORMALISATION_V4ALPHA1
+    assert signature.digest.normalisation_algorithm == c.JSON_NORMALISATION_V3
     assert signature.signature.algorithm == c.RSA_PKCS1_V15
     assert signature.signature.media_type == c.RSA_SIGNATURE_MEDIA_TYPE
-    assert signature.signature.value == (DATA / "introspect-v4alpha1.sig.hex").read_text().strip()
+    assert signature.signature.value == (DATA / "introspect.sig.hex").read_text().strip()
 
 
 def test_openssl_signature_verifies(descriptor, public_pem) -> None:
@@ -65,7 +68,7 @@ def test_openssl_signature_verifies(descriptor, public_pem) -> None:
                     "signature": {
                         "algorithm": "RSASSA-PKCS1-V1_5",
                         "mediaType": "application/vnd.ocm.signature.rsa",
-                        "value": (DATA / "introspect-v4alpha1.sig.hex").read_text().strip(),
+                        "value": (DATA / "introspect.sig.hex").read_text().strip(),
                     },
                 }
             ],
@@ -136,3 +139,33 @@ def test_blob_digest_check(descriptor) -> None:
     verify_blob(resource, b"data")
     with pytest.raises(SignatureError, match="blob digest"):
         verify_blob(resource, b"other")
+
+
+def test_signature_made_the_ocm_cli_way_verifies_and_is_reproduced(private_pem, public_pem) -> None:
+    vector = ComponentDescriptor.from_yaml((DATA / "ocmcli-0.27.0-signed-v3.yaml").read_text())
+    checked = verify(vector, load_public_key(public_pem), name="ocm-cli-way")
+    assert checked.digest.normalisation_algorithm == c.JSON_NORMALISATION_V3
+    unsigned = vector.model_copy(update={"signatures": []})
+    ours = sign(unsigned, load_private_key(private_pem), name="ocm-cli-way").signatures[0]
+    assert ours.model_dump() == checked.model_dump()
+
+
+def test_v4alpha1_on_request_and_verified(descriptor, private_pem, public_pem) -> None:
+    signed = sign(
+        descriptor, load_private_key(private_pem), name="acme", normalisation=c.JSON_NORMALISATION_V4ALPHA1
+    )
+    assert signed.signatures[0].digest.normalisation_algorithm == c.JSON_NORMALISATION_V4ALPHA1
+    assert verify(signed, load_public_key(public_pem)).name == "acme"
+    vector = ComponentDescriptor.from_yaml((DATA / "ocmcli-0.27.0-signed-v3.yaml").read_text())
+    renamed = vector.model_copy(deep=True)
+    renamed.signatures[0].digest.normalisation_algorithm = c.JSON_NORMALISATION_V4ALPHA1
+    verify(renamed, load_public_key(public_pem))
+
+
+def test_unknown_normalisation_is_refused(descriptor, private_pem, public_pem) -> None:
+    with pytest.raises(SignatureError, match="unsupported normalisation 'jsonNormalisation/v9'"):
+        sign(descriptor, load_private_key(private_pem), name="acme", normalisation="jsonNormalisation/v9")
+    signed = sign(descriptor, load_private_key(private_pem), name="acme")
+    signed.signatures[0].digest.normalisation_algorithm = "jsonNormalisation/v9"
+    with pytest.raises(SignatureError, match="unsupported normalisation"):
+        verify(signed, load_public_key(public_pem))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kcp_listener.config import ListenerConfig
+from kyma_operator.listener.sinks import ControllerSink
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.intake import Intake
@@ -154,7 +155,7 @@ async def test_listener_over_a_full_intake_answers_429_and_enqueues_nothing() ->
     """The whole hop: signed event -> listener -> a real controller's Intake. A refused event leaves
     nothing behind (no queued request, no noted reason) and may be retried once there is room."""
     intake, controller, _ = make(window=0.5, capacity=1)
-    harness = Harness(ListenerConfig(retry_after_seconds=2), kyma_intake=intake)
+    harness = Harness(ListenerConfig(retry_after_seconds=2), kyma_intake=ControllerSink(intake))
     harness.add_runtime("rt-1", KYMA.name)
     harness.add_runtime("rt-2", OTHER.name)
     assert (await harness.post(event(), runtime_id="rt-1")).status_code == 200

@@ -8,16 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from kyma_operator.api.names import WATCHER_GATEWAY_LABEL
-from kyma_wire.names import (
-    KCP_NAMESPACE,
-    MANAGED_BY_LABEL,
-    OPERATOR_NAME,
-    POD_RESTART_TRIGGER_LABEL,
-    SKR_NAMESPACE,
-    WATCHED_BY_LABEL,
-)
-from skr_watcher.artefacts import (
+from kyma_operator.agentinstall.artefacts import (
     MANIFEST_DIR,
     SECRET_KEYS,
     AgentRenderOptions,
@@ -28,6 +19,15 @@ from skr_watcher.artefacts import (
     render_tls_secret,
     render_webhook,
     render_webhook_configuration,
+)
+from kyma_operator.api.names import WATCHER_GATEWAY_LABEL
+from kyma_wire.names import (
+    KCP_NAMESPACE,
+    MANAGED_BY_LABEL,
+    OPERATOR_NAME,
+    POD_RESTART_TRIGGER_LABEL,
+    SKR_NAMESPACE,
+    WATCHED_BY_LABEL,
 )
 
 KYMA_WATCHER = {

@@ -1,10 +1,10 @@
-"""``python -m kcp_listener``: the log format flag takes text or json and nothing else."""
+"""``python -m kyma_operator.listener``: the log format flag takes text or json and nothing else."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcp_listener.__main__ import parse_args
+from kyma_operator.listener.__main__ import parse_args
 
 
 def test_log_format_defaults_to_text_and_takes_json() -> None:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kyma_wire.names import MANAGED_BY_KYMA, MANAGED_BY_LABEL, POD_RESTART_TRIGGER_LABEL, SKR_NAMESPACE
 
-MANIFEST_DIR = Path(__file__).resolve().parents[1] / "manifests" / "agent"
+MANIFEST_DIR = Path(__file__).resolve().parents[3] / "manifests" / "agent"
 """The base in a source checkout; pass ``directory=`` where the files are installed elsewhere."""
 
 WEBHOOK_CONFIGURATION_NAME = "skr-webhook"

@@ -1,10 +1,10 @@
-"""Adapters from the listener's small interfaces to the operator runtime's informers and channels.
+"""Adapters from the listener's small interfaces to the operator runtime's informers.
 
-Why: the listener core (``intake``, ``routing``, ``keystore``) depends only on Protocols so it is
-testable without Kubernetes. In the operator process these thin adapters serve them from the
-runtime's informer caches (indexed: a routing decision is two dictionary look-ups, never an API
-call) and hand requests to the Kyma and Manifest controllers' bounded intakes
-(``kyma_operator.runtime.intake.Intake``).
+Why: the listener (``kcp_listener.intake``, ``routing``, ``keystore``) depends only on Protocols it
+declares, so it is testable without Kubernetes and imports nothing of the operator. In the
+operator process these thin adapters serve them from the runtime's informer caches (indexed: a
+routing decision is two dictionary look-ups, never an API call); ``sinks`` hands the routed
+requests to the Kyma and Manifest controllers' bounded intakes.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kcp_listener.keystore import KeyStore
+from kcp_listener.routing import ObjectRef
 from kyma_operator.api.resources import KYMAS, MANIFESTS
 from kyma_operator.runtime.informer import FuncHandler, IndexFunc, Informer, ListWatcher
-from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import SECRETS
 from kyma_wire.names import (
     KYMA_NAME_LABEL,
@@ -62,13 +62,14 @@ def _ensure_index(informer: Informer, name: str, func: IndexFunc) -> None:
         informer.add_indexer(name, func)
 
 
-def _ref(obj: JSON) -> Request:
+def _ref(obj: JSON) -> ObjectRef:
     meta = obj.get("metadata") or {}
-    return Request(meta.get("namespace") or "", meta["name"])
+    return ObjectRef(meta.get("namespace") or "", meta["name"])
 
 
 class InformerDirectory:
-    """``routing.KymaDirectory`` over the Kyma and Manifest informers (adds its indexes to them)."""
+    """``kcp_listener.routing.KymaDirectory`` over the Kyma and Manifest informers (adds its
+    indexes to them)."""
 
     def __init__(self, kymas: Informer, manifests: Informer) -> None:
         self._kymas = kymas
@@ -80,21 +81,21 @@ class InformerDirectory:
     def synced(self) -> bool:
         return self._kymas.synced.is_set() and self._manifests.synced.is_set()
 
-    def kymas_for_runtime(self, runtime_id: str) -> Sequence[Request]:
+    def kymas_for_runtime(self, runtime_id: str) -> Sequence[ObjectRef]:
         return sorted(_ref(obj) for obj in self._kymas.by_index(KYMA_BY_RUNTIME_ID, runtime_id))
 
-    def manifest_kyma(self, manifest: Request) -> str | None:
+    def manifest_kyma(self, manifest: ObjectRef) -> str | None:
         obj = self._manifests.get(manifest.namespace, manifest.name)
         if obj is None:
             return None
         return _labels(obj).get(KYMA_NAME_LABEL, "")
 
-    def manifests_of(self, kyma: Request) -> Sequence[Request]:
+    def manifests_of(self, kyma: ObjectRef) -> Sequence[ObjectRef]:
         return sorted(_ref(obj) for obj in self._manifests.by_index(MANIFEST_BY_KYMA, str(kyma)))
 
 
 def signing_key_informer(client: ListWatcher, namespace: str, **kwargs: Any) -> Informer:
-    """An informer on the label-selected public signing-key Secrets (see ``keystore``)."""
+    """An informer on the label-selected public signing-key Secrets (see ``kcp_listener.keystore``)."""
     return Informer(
         client,
         SECRETS,

@@ -1,9 +1,10 @@
-"""Standalone development mode: ``python -m kcp_listener --kubeconfig KCP --print``.
+"""Standalone development mode: ``python -m kyma_operator.listener --kubeconfig KCP --print``.
 
 Why: to try agents against a KCP without running the operator. The listener authenticates and
 routes exactly as in the operator (keys from the KCP Secrets, Kymas and Manifests from informers),
 but instead of enqueuing reconciles it prints one line per routed request on stdout. In the
-operator the listener is not started this way but through ``kcp_listener.wiring.OperatorListener``.
+operator the listener is not started this way but through ``wiring.OperatorListener``. (Here and
+not in ``kcp_listener``: reading a KCP needs the operator's Kubernetes client and informers.)
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ import uvloop
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig
-from kcp_listener.wiring import OperatorListener
+from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.runtime.request import Request
 from kyma_wire import logs
 from kyma_wire.logs import LOG_FORMATS
 
 
 class PrintSink:
-    """A ``RequestSink`` that prints instead of enqueuing (never full)."""
+    """A ``ControllerIntake`` that prints instead of enqueuing (never full)."""
 
     def __init__(self, controller: str, out: TextIO) -> None:
         self.controller = controller
@@ -59,7 +60,7 @@ class _DefaultsHelp(argparse.HelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m kcp_listener",
+        prog="python -m kyma_operator.listener",
         description=__doc__.splitlines()[0],
         formatter_class=_DefaultsHelp,
     )

@@ -7,6 +7,11 @@ tests short and makes the serving rule explicit:
 
     serving = is_leader() and caches synced and server.accepting
 
+The listener itself (``kcp_listener``) knows nothing of Kubernetes; this is where it meets the
+operator: informers serve its directory and key store (``kube``), the controllers' intakes take its
+routed requests (``sinks``), the shard map answers its hand-off (``shards``) and a KCP Secret holds
+the hand-off key (``handoff_key``).
+
 Usage in the operator (``kyma_operator.app``)::
 
     heartbeats = HeartbeatTracker(max_silence=...)            # shared with the Kyma controller
@@ -17,8 +22,9 @@ Usage in the operator (``kyma_operator.app``)::
     for informer in listener.informers: mgr.add_informer(informer)
     mgr.add_runnable(listener, leader_only=True)
 
-Sharded (``shards``: a ``ShardView``, DESIGN.md §10): every replica serves the listener; an event
-whose runtime's shard another replica holds is handed to it (``handoff.py``). ``run`` then first
+Sharded (``shards``: a ``ShardView``, docs/sharding-handoff.md): every replica serves the
+listener; an event whose runtime's shard another replica holds is handed to it
+(``kcp_listener.handoff``). ``run`` then first
 reads (or creates) the shared hand-off key Secret, starts the internal hand-off endpoint
 (``config.handoff_host:handoff_port``) and the forwarding client, then the public server; with
 ``shards=None`` nothing of this exists and the listener behaves exactly as before.
@@ -38,15 +44,24 @@ from prometheus_client import CollectorRegistry
 from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
 from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
-from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier, SecretClient, ensure_handoff_key
+from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
 from kcp_listener.handoff_server import HandoffApp, HandoffServer
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
-from kcp_listener.kube import KYMAS, MANIFESTS, InformerDirectory, feed_keystore, signing_key_informer
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import RequestSink, Router
+from kcp_listener.routing import Router
 from kcp_listener.server import ListenerServer
+from kyma_operator.listener.handoff_key import SecretClient, ensure_handoff_key
+from kyma_operator.listener.kube import (
+    KYMAS,
+    MANIFESTS,
+    InformerDirectory,
+    feed_keystore,
+    signing_key_informer,
+)
+from kyma_operator.listener.shards import RuntimeShardView
+from kyma_operator.listener.sinks import ControllerIntake, ControllerSink
 from kyma_operator.runtime.informer import FuncHandler, Informer, ListWatcher
 from kyma_operator.runtime.shardmap import ShardView
 from kyma_wire.names import RUNTIME_ID_LABEL
@@ -62,8 +77,8 @@ class OperatorListener:
         config: ListenerConfig,
         *,
         client: ListWatcher,
-        kyma_sink: RequestSink,
-        manifest_sink: RequestSink,
+        kyma_sink: ControllerIntake,
+        manifest_sink: ControllerIntake,
         registry: CollectorRegistry,
         is_leader: Callable[[], bool] = lambda: True,
         kymas: Informer | None = None,
@@ -76,7 +91,7 @@ class OperatorListener:
         leading_since: Callable[[], float] | None = None,
     ) -> None:
         """``shards``: see the module docstring; ``handoff_key`` overrides where the shared key comes
-        from (default: the KCP Secret ``handoff_auth.HANDOFF_KEY_SECRET``, created if absent).
+        from (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if absent).
         ``leading_since``: wall-clock time this process took the leader Lease (``LeaderElector.acquired_at``);
         unset: since the listener was built. Sharded, each shard's own time counts. Signed events
         created before it (+ skew) are refused with 401 and Retry-After (replays across failovers)."""
@@ -119,13 +134,15 @@ class OperatorListener:
                     return await ensure_handoff_key(secrets_client, config.namespace)
 
             self._handoff_key = handoff_key
-            self.handoff = Handoff(shards, HandoffMetrics(registry), lambda: self._forwarder)
+            self.handoff = Handoff(
+                RuntimeShardView(shards), HandoffMetrics(registry), lambda: self._forwarder
+            )
         self.intake = EventIntake(
             config,
             keys=self.keys,
             router=Router(self.directory),
-            kyma_sink=kyma_sink,
-            manifest_sink=manifest_sink,
+            kyma_sink=ControllerSink(kyma_sink),
+            manifest_sink=ControllerSink(manifest_sink),
             heartbeats=self.heartbeats,
             metrics=self.metrics,
             serving=self.serving,

@@ -1,0 +1,1 @@
+"""Hostile HTTP clients, reusable against any of our servers (see ``attacks``)."""
