@@ -61,6 +61,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--events", "500", "--latency-events", "300", "--rounds", "1"),
     ),
     Benchmark(
+        "slow_clients",
+        "listener",
+        (),
+        ("--clients", "40", "--observe", "6", "--trickle", "0.5", "--timeout", "2"),
+    ),
+    Benchmark(
         "agent_bench",
         "agent",
         ("--duration", "20", "--rate", "500", "--rounds", "3", "--events", "10000", "--burst", "10000"),

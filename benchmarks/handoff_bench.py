@@ -78,6 +78,9 @@ class TwoReplicas:
     def holds(self, shard: int) -> bool:
         return self._holders[shard].identity == self.me
 
+    def held_since(self, shard: int) -> float | None:
+        return 0.0 if self.holds(shard) else None  # held for the whole run
+
     def holder(self, shard: int) -> Replica | None:
         return self._holders.get(shard)
 

@@ -513,6 +513,7 @@ async def pipeline(runtimes: Runtimes, count: int = 5000, repeats: int = 4) -> f
         manifest_sink=_intake(),
         heartbeats=HeartbeatTracker(clock=time.time, max_silence=180),
         metrics=ListenerMetrics(registry),
+        held_since=lambda _runtime: 0.0,  # no previous holder: the bench's first events count
     )
     app = build_asgi(intake)
     port = 8082

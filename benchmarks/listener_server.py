@@ -112,6 +112,11 @@ async def serve(args: argparse.Namespace) -> None:
         port=args.port,
         replay_cache_entries=2_000_000,
         auth_mode=AuthMode(args.auth_mode),
+        **{
+            f"{name}_timeout_seconds": getattr(args, f"{name}_timeout")
+            for name in ("header", "body", "idle", "write")
+            if getattr(args, f"{name}_timeout") is not None
+        },
     )
     controllers: list[Controller] = []
     if args.kind == "plain":
@@ -162,6 +167,7 @@ async def serve(args: argparse.Namespace) -> None:
             heartbeats=HeartbeatTracker(clock=time.time, max_silence=180),
             metrics=ListenerMetrics(registry),
             clock=time.time,
+            held_since=lambda _runtime: 0.0,  # no previous holder: the bench's first events count
         )
         app = build_asgi(intake)
     server = ListenerServer(config, app)
@@ -185,6 +191,8 @@ def main() -> None:
     parser.add_argument("--channel-size", type=int, default=4096)
     parser.add_argument("--sink", choices=["controllers", "count"], default="controllers")
     parser.add_argument("--auth-mode", choices=[m.value for m in AuthMode], default=AuthMode.SIGNATURE.value)
+    for name in ("header", "body", "idle", "write"):
+        parser.add_argument(f"--{name}-timeout", type=float, default=None, help=f"listener {name} timeout")
     uvloop.run(serve(parser.parse_args()))
 
 

@@ -79,6 +79,15 @@ class ListenerConfig(BaseModel):
     """Request line plus all header names and values; beyond it the server answers 431 and closes."""
     max_header_count: Annotated[int, Field(ge=8)] = 100
     """Headers per request; beyond it 431."""
+    header_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 10.0
+    """A request's header section must arrive within this time (from the connection's start, or from
+    the first byte of a kept-alive connection's next request); then the connection is closed."""
+    body_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 30.0
+    """A request's body must arrive within this time after its headers; then the connection is closed."""
+    idle_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 60.0
+    """A kept-alive connection without a new request for this long is closed (upstream: 60 s)."""
+    write_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 30.0
+    """A connection whose client reads none of its answers for this long is closed."""
     max_xfcc_bytes: Annotated[int, Field(ge=1)] = 32 * 1024
     """Upstream rejects XFCC values over 32 KiB."""
     public_origin: str | None = None

@@ -100,6 +100,11 @@ class RuntimeShards(Protocol):
         """The replica holding the runtime's shard (this one included), ``None`` if nobody does."""
         ...
 
+    def held_since(self, runtime_id: str) -> float | None:
+        """Wall-clock seconds since this replica holds the runtime's shard without a break; None if
+        it does not. A previous holder accepted nothing after it (the replay rule, ``intake``)."""
+        ...
+
 
 class HandoffRequest(BaseModel):
     """An authenticated agent request, re-stated by the replica that verified it.
@@ -394,6 +399,10 @@ class Handoff:
 
     def holds(self, runtime_id: str) -> bool:
         return self.shards.holds(runtime_id)
+
+    def held_since(self, runtime_id: str) -> float | None:
+        """Wall-clock seconds since this replica holds the runtime's shard; None if it does not."""
+        return self.shards.held_since(runtime_id)
 
     def holder(self, runtime_id: str) -> Holder | None:
         """The other replica holding the runtime's shard; ``None`` if nobody (else) does now."""

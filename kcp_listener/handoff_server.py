@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from embedded_server import EmbeddedServer
 from kcp_listener.app import Receive, Scope, Send
+from kcp_listener.connection_limits import ConnectionWatch, keep_alive_of, limited_protocol, timeouts_of
 from kcp_listener.handoff import (
     HANDOFF_PATH,
     HandoffAnswers,
@@ -31,12 +32,14 @@ from kcp_listener.handoff import (
     HandoffResponse,
 )
 from kcp_listener.handoff_auth import HandoffAuthError, HandoffVerifier
-from kcp_listener.header_limits import bounded_headers_protocol
 from kcp_listener.intake import EventIntake
+from kcp_listener.log_limit import RateLimitedLog
 
 __all__ = ["HandoffApp", "HandoffServer"]
 
 log = logging.getLogger(__name__)
+_limited_log = RateLimitedLog(log)
+"""Anything on the pod network can send bad hand-off requests: it must not write one line each."""
 
 
 def _json(status: int, payload: dict[str, Any]) -> tuple[int, bytes]:
@@ -83,7 +86,7 @@ class HandoffApp:
             self.verifier.verify("POST", HANDOFF_PATH, headers, body)
         except HandoffAuthError as error:
             received.labels("unauthenticated").inc()
-            log.warning("hand-off request rejected: %s", error.reason)
+            _limited_log.log(error.reason, "hand-off request rejected: %s", error.reason)
             return (*_json(401, {"error": "unauthenticated", "reason": error.reason}), [])
         try:
             requests = HandoffEnvelope.model_validate_json(body).requests
@@ -128,15 +131,16 @@ class HandoffServer:
         self.host = host
         self.requested_port = port
         config = app.intake.config
+        self.connections = ConnectionWatch(timeouts_of(config), app.intake.metrics.connection_refused)
         self._server = EmbeddedServer(
             app,
             host=host,
             port=port,
             name="kcp-listener-handoff",
-            # the same header bounds as the public server (431 beyond them): the port is internal,
-            # but anything on the pod network can connect before the HMAC check
-            http=bounded_headers_protocol(config.max_header_bytes, config.max_header_count),
-            keep_alive=60,
+            # the same header bounds (431 beyond them) and connection deadlines as the public server:
+            # the port is internal, but anything on the pod network can connect before the HMAC check
+            http=limited_protocol(config.max_header_bytes, config.max_header_count, self.connections),
+            keep_alive=keep_alive_of(self.connections.timeouts),
             graceful_seconds=graceful_seconds,
         )
 
@@ -156,7 +160,9 @@ class HandoffServer:
             await asyncio.shield(self._server.task)
         except asyncio.CancelledError:
             await self._server.stop()
+            self.connections.close()
             raise
 
     async def shutdown(self) -> None:
         await self._server.stop()
+        self.connections.close()

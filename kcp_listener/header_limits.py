@@ -19,9 +19,13 @@ an endless header is cut off after the limit plus at most one read.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from kcp_listener.log_limit import RateLimitedLog
 
 __all__ = ["BoundedHeadersProtocol", "bounded_headers_protocol"]
 
@@ -35,6 +39,12 @@ _RESPONSE = (
 
 
 _LINGER_SECONDS = 1.0
+
+_MALFORMED = "Invalid HTTP request received."
+
+log = logging.getLogger(__name__)
+_limited_log = RateLimitedLog(log)
+"""uvicorn logs a warning per malformed request: a client could write the log at will."""
 
 
 class _TooLarge(Exception):
@@ -58,12 +68,33 @@ class BoundedHeadersProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         in_headers = self._in_headers
-        super().data_received(data)
+        self._feed(data)
         if in_headers and self._in_headers and not self._rejected:
             # The whole chunk was header bytes (the parser may buffer a partial header line).
             self._header_bytes += len(data)
             if self._header_bytes > self.max_header_bytes:
                 self._reject()
+
+    def _feed(self, data: bytes) -> None:
+        """uvicorn's ``data_received``, with its one warning line per malformed request rate-limited."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if not self._rejected:
+                self.rejected("malformed")
+            self.send_400_response(_MALFORMED)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self.rejected("upgrade")
+
+    def rejected(self, reason: str) -> None:
+        """A request refused by the protocol (``malformed``, ``upgrade``, ``header-too-large``, or a
+        timeout): one log line per reason every few seconds; subclasses also count it."""
+        if reason != "header-too-large":
+            _limited_log.log(reason, "HTTP request refused (%s) from %s", reason, _peer(self.client))
 
     def on_message_begin(self) -> None:
         self._in_headers = True
@@ -87,6 +118,7 @@ class BoundedHeadersProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         self._rejected = True
+        self.rejected("header-too-large")
         transport = self.transport
         transport.write(_RESPONSE)
         # Lingering close (as nginx does): closing with unread input makes the kernel send a reset,
@@ -101,6 +133,10 @@ class BoundedHeadersProtocol(HttpToolsProtocol):
     def _reject_in_callback(self) -> None:
         self._reject()
         raise _TooLarge  # stops the parser; uvicorn's parser-error path then sees ``_rejected``
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return f"{client[0]}:{client[1]}" if client else "unknown"
 
 
 def bounded_headers_protocol(max_header_bytes: int, max_header_count: int) -> type[BoundedHeadersProtocol]:

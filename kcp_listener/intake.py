@@ -17,6 +17,13 @@ another replica holds is validated here (step 7) and handed to the holder, which
 (:meth:`EventIntake.accept_handoff`, reached through ``handoff_server``); ``process`` then returns an
 awaitable of the reply. Without ``handoff`` nothing of this runs.
 
+Replays across failovers (docs/sharding-handoff.md): the replay record of step 6 lives in this
+process only, so a process that took over a runtime's events (the leader Lease, the runtime's shard,
+or a restart) does not know what its predecessor accepted. The holder therefore refuses a signature
+created at or before ``held_since(runtime) + skew`` with 401 ``predates-holder`` and ``Retry-After``
+(the predecessor accepted nothing after that moment, so nothing it accepted can pass); the agent
+signs anew and retries. Checked where the record is: locally held events and ``accept_handoff``.
+
 Both the FastAPI routes (:meth:`EventIntake.handle`) and the pure-ASGI fast path (``app.py``, which
 reads the body itself and calls :meth:`EventIntake.process`) run the same code for steps 3-9, so
 they cannot diverge. Error bodies are short fixed JSON messages and never echo the request body.
@@ -50,7 +57,15 @@ from kcp_listener.xfcc import XfccError, XfccParser
 from kyma_wire.events import CONTRACT_VERSION, MAX_BATCH_EVENTS, AgentEvent, EventBatch, Heartbeat
 from kyma_wire.profile import SignatureError
 
-__all__ = ["BodySource", "ClientDisconnected", "EventIntake", "Reply", "RouteKind", "error_reply"]
+__all__ = [
+    "PREDATES_HOLDER",
+    "BodySource",
+    "ClientDisconnected",
+    "EventIntake",
+    "Reply",
+    "RouteKind",
+    "error_reply",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +73,10 @@ BodySource = Callable[[], Awaitable[tuple[bytes, bool]]]
 """Returns the next body chunk and whether more follows (ASGI ``receive`` semantics)."""
 
 _JSON = (b"content-type", b"application/json")
+
+PREDATES_HOLDER = "predates-holder"
+"""401 reason: signed before this process took the runtime's events; sent with ``Retry-After`` (the
+agent signs anew and retries, see ``skr_watcher.retry``)."""
 
 
 class RouteKind:
@@ -137,7 +156,11 @@ class EventIntake:
         clock: Callable[[], float] = time.time,
         on_accepted: Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None] | None = None,
         handoff: Handoff | None = None,
+        held_since: Callable[[str], float | None] | None = None,
     ) -> None:
+        """``held_since(runtime_id)``: wall-clock seconds since this process holds the runtime's
+        events without a break (leadership or shard), None if it does not; default: since now (a
+        process that serves from its start). See "Replays across failovers" in the module docstring."""
         self.config = config
         self._handoff = handoff
         """Sharded: events of runtimes whose shard another replica holds go there (``handoff.py``)."""
@@ -161,6 +184,11 @@ class EventIntake:
         self.metrics = metrics
         self._serving = serving
         self._clock = clock
+        if held_since is None:
+            started = clock()
+            held_since = lambda _runtime: started  # noqa: E731
+        self._held_since = held_since
+        self._skew = config.signature_skew_seconds
         self._on_accepted = on_accepted
         self._managers = frozenset(config.managers)
         self.max_body_bytes = config.max_body_bytes
@@ -172,6 +200,9 @@ class EventIntake:
         self._public_origin = origin.partition("://")[::2] if origin is not None else None
         self._trust_forwarded_proto = config.trust_forwarded_proto
         self._retry_after = (b"retry-after", str(config.retry_after_seconds).encode())
+        self._predates = _reply(
+            401, {"error": "unauthenticated", "reason": PREDATES_HOLDER}, self._retry_after
+        )
         self.max_batch_bytes = config.max_batch_bytes
         self._too_large = _reply(
             413,
@@ -311,6 +342,9 @@ class EventIntake:
         handoff = self._handoff
         if handoff is not None and not handoff.holds(runtime_id):
             return self._hand_off(handoff, manager, route, runtime_id, key_id, nonce, created, body)
+        if key_id and self._predates_holder(runtime_id, created):
+            self.metrics.auth_failed(PREDATES_HOLDER)
+            return self._predates
         try:
             if route == RouteKind.EVENT:
                 reply = self._accept_event(runtime_id, body, signed=bool(key_id))
@@ -325,6 +359,12 @@ class EventIntake:
         if key_id:
             self._replay.remember(key_id, nonce, created)
         return reply
+
+    def _predates_holder(self, runtime_id: str, created: int) -> bool:
+        """Signed before this process took the runtime's events (+ skew): a previous holder may
+        have accepted it, and this replay record does not know (module docstring)."""
+        since = self._held_since(runtime_id)
+        return since is None or created <= since + self._skew
 
     def _unauthenticated(self, reason: str) -> _Rejected:
         self.metrics.auth_failed(reason)
@@ -605,7 +645,7 @@ class EventIntake:
             if status == 200:
                 parts.append(_RESULT_ACCEPTED)
                 continue
-            retry = retry or status in (429, 503)
+            retry = retry or status in (429, 503) or (status == 401 and result.error == PREDATES_HOLDER)
             message = json.dumps(result.error or "rejected")
             parts.append(b'{"status":%d,"error":%s}' % (status, message.encode()))
         self.metrics.batch(len(events))
@@ -618,7 +658,10 @@ class EventIntake:
         if status == 200:
             return _UNROUTED if result.unrouted else _ACCEPTED
         if status == 401:
-            return _reply(401, {"error": "unauthenticated", "reason": result.error or "replay"})
+            reason = result.error or "replay"
+            if reason == PREDATES_HOLDER:
+                return self._predates
+            return _reply(401, {"error": "unauthenticated", "reason": reason})
         if status in (429, 503):
             return _reply(status, {"error": result.error or _NOT_SERVING}, self._retry_after)
         return _reply(status, {"error": result.error or "rejected"})
@@ -636,6 +679,9 @@ class EventIntake:
             return None
         count = max(1, len(request.events))
         key_id = request.key_id
+        if key_id and self._predates_holder(runtime_id, request.created):
+            self.metrics.auth_failed(PREDATES_HOLDER)
+            return HandoffResponse(results=[_PREDATES] * count)
         if key_id:
             verdict = self._replay.check(key_id, request.nonce)
             if verdict is ReplayVerdict.REPLAY:
@@ -672,5 +718,6 @@ _FINAL = frozenset({200, 400, 401, 404})
 _HANDED_OK = HandoffResult(status=200)
 _HANDED_UNROUTED = HandoffResult(status=200, unrouted=True)
 _REPLAYED = HandoffResult(status=401, error="replay")
+_PREDATES = HandoffResult(status=401, error=PREDATES_HOLDER)
 _CACHE_FULL = HandoffResult(status=429, error="too many requests")
 _HOLDER_UNAVAILABLE = HandoffResult(status=503, error=_NOT_SERVING)

@@ -79,6 +79,7 @@ class ListenerMetrics:
         self.batches = 0
         self.batched_events = 0
         self.inflight = 0
+        self.refused_connections: dict[str, int] = {}
         self.last_duration = 0.0
         self.durations = {route: _Histogram() for route in ROUTES}
         self._intakes: dict[str, _Intake] = {}
@@ -118,6 +119,10 @@ class ListenerMetrics:
 
     def rejected(self, reason: str) -> None:
         self.rejected_events[reason] = self.rejected_events.get(reason, 0) + 1
+
+    def connection_refused(self, reason: str) -> None:
+        """The HTTP server refused a request or closed a connection itself (``connection_limits``)."""
+        self.refused_connections[reason] = self.refused_connections.get(reason, 0) + 1
 
     def too_large(self) -> None:
         self.oversize += 1
@@ -201,6 +206,13 @@ class _Collector(Collector):
             "Enqueues absorbed into a pending trailing request for the same target (throttling).",
             "controller",
             m.coalesced,
+        )
+        yield _labelled(
+            "kcp_listener_connections_refused",
+            "Requests the HTTP server refused before the application (malformed, header-too-large)"
+            " and connections it closed (header-timeout, body-timeout, idle-timeout, write-timeout).",
+            "reason",
+            dict(m.refused_connections),
         )
         yield _counter(
             "kcp_listener_replayed_requests",

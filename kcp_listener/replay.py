@@ -7,8 +7,9 @@ resend a captured event. The signature profile bounds a request's lifetime (``cr
 
 Memory is bounded twice: entries expire and the cache holds at most ``max_entries``. When it is
 full of unexpired entries, ``check`` answers ``FULL`` and the listener sends 429: it never forgets
-a live nonce to make room, which would reopen the replay window. Coherent because only the leader
-serves events.
+a live nonce to make room, which would reopen the replay window. Coherent because only the holder
+of a runtime's events (the leader, or its shard's holder) checks its nonces; what a previous holder
+accepted is refused by time instead (``intake``: signatures from before the takeover plus skew).
 
 Expiry is O(1) per request: entries are filed in one-second buckets by the whole second at or
 after their expiry, and every call drops the buckets whose second has passed (a heap costs a

@@ -4,8 +4,10 @@ Why: upstream's listener is a controller-runtime ``Runnable`` that only the lead
 the same shape (``async run()`` until cancelled, ``async shutdown()``) so the Manager can start it
 when it becomes leader and stop it when it loses the Lease or the process ends. Details:
 
-* one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools`` and bounded request headers,
-  ``header_limits``; uvloop when the process runs on a uvloop loop, as ``python -m kyma_operator.listener``
+* one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools``, bounded request headers,
+  ``header_limits``, and deadlines on header and body reads, idle connections and stalled writes,
+  ``connection_limits``; uvloop when the process runs on a uvloop loop, as
+  ``python -m kyma_operator.listener``
   does), no access log, no lifespan, no signal handlers of its own (the process owner handles them);
 * the socket is bound there, so ``port=0`` works in tests and ``port`` tells the bound port;
 * ``accepting`` turns False as soon as shutdown begins: the intake answers 503 while in-flight
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from embedded_server import EmbeddedServer
 from kcp_listener.config import ListenerConfig
-from kcp_listener.header_limits import bounded_headers_protocol
+from kcp_listener.connection_limits import ConnectionWatch, keep_alive_of, limited_protocol, timeouts_of
 
 __all__ = ["ListenerServer"]
 
@@ -28,8 +31,18 @@ log = logging.getLogger(__name__)
 
 
 class ListenerServer:
-    def __init__(self, config: ListenerConfig, app: Any = None, *, graceful_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        config: ListenerConfig,
+        app: Any = None,
+        *,
+        graceful_seconds: float = 5.0,
+        on_rejected: Callable[[str], None] | None = None,
+    ) -> None:
+        """``on_rejected``: called with the reason of every connection the server itself refuses or
+        closes (malformed, header-too-large, header/body/idle/write-timeout); see ``connection_limits``."""
         self.config = config
+        self.connections = ConnectionWatch(timeouts_of(config), on_rejected)
         self.app = app
         self.graceful_seconds = graceful_seconds
         self._accepting = False
@@ -61,13 +74,14 @@ class ListenerServer:
             raise RuntimeError("ListenerServer.app is not set")
         if self._server is not None and self._server.serving:
             raise RuntimeError("the listener server is already running")
+        config = self.config
         server = self._server = EmbeddedServer(
             self.app,
             host=self.config.host,
             port=self.config.port,
             name="kcp-listener-http",
-            http=bounded_headers_protocol(self.config.max_header_bytes, self.config.max_header_count),
-            keep_alive=60,
+            http=limited_protocol(config.max_header_bytes, config.max_header_count, self.connections),
+            keep_alive=keep_alive_of(self.connections.timeouts),
             graceful_seconds=self.graceful_seconds,
         )
         self._started.clear()
@@ -83,6 +97,7 @@ class ListenerServer:
             raise
         finally:
             self._accepting = False
+            self.connections.close()
 
     async def shutdown(self) -> None:
         """Stop accepting events (503), let in-flight requests finish, close the socket."""

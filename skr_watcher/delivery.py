@@ -330,7 +330,9 @@ class Delivery:
             )
             if is_resync:
                 self.tracker.rejected(manager)
-            else:
+            elif result.status != 404:
+                # KCP missed this change: a resync covers it. A 404 means KCP has nothing the event
+                # could concern (no Kyma or Manifest for it): nothing was missed, no resync.
                 self.tracker.mark(manager)
             return True
         return False

@@ -3,7 +3,10 @@
 Upstream tries three times within six seconds and then loses the event. Here an event is retried
 until it is delivered, superseded by a newer one, or definitively rejected: network errors, 5xx,
 408, 429 and 503 are retried with exponential backoff, equal jitter and a cap, honouring
-``Retry-After``; other 4xx answers mean the event can never be accepted and it is dropped. Pure
+``Retry-After``; other 4xx answers mean the event can never be accepted and it is dropped, except
+a 401 that carries ``Retry-After``: the listener refuses a signature created before it took over the
+runtime's events (a leader failover or shard move; a replay of a request the previous holder
+accepted must not pass), and the next attempt is signed anew, so it is retried. Pure
 functions and an injectable random source keep this testable without sockets or sleeps.
 """
 
@@ -45,7 +48,7 @@ def classify_response(
     """Map an HTTP answer from KCP to delivered / retry / drop."""
     if 200 <= status < 300:
         return SendResult(Verdict.DELIVERED, status=status)
-    if status in _RETRYABLE_4XX or status == 503:
+    if status in _RETRYABLE_4XX or status == 503 or (status == 401 and headers.get("retry-after")):
         retry_after = parse_retry_after(headers.get("retry-after"), now)
         return SendResult(Verdict.RETRY, f"http-{status}", retry_after, status)
     if status >= 500:

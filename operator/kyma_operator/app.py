@@ -456,6 +456,10 @@ async def build_operator(
             handoff_host=config.handoff_host,
             handoff_port=config.handoff_port,
             heartbeat_max_silence_seconds=config.heartbeat_max_silence,
+            header_timeout_seconds=config.listener_header_timeout,
+            body_timeout_seconds=config.listener_body_timeout,
+            idle_timeout_seconds=config.listener_idle_timeout,
+            write_timeout_seconds=config.listener_write_timeout,
         )
         listener = OperatorListener(
             listener_config,
@@ -469,6 +473,7 @@ async def build_operator(
             manifests=manifests,
             heartbeats=heartbeats,
             shards=sharding.coordinator if sharding is not None else None,
+            leading_since=(lambda: elector.acquired_at) if (elector := manager.elector) is not None else None,
         )
         for informer in listener.informers:
             manager.add_informer(informer)

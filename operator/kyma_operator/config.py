@@ -113,6 +113,15 @@ class OperatorConfig(BaseModel):
     still run upstream agents, see docs/migration.md)."""
     listener_public_origin: str | None = None
     """``scheme://host[:port]`` the agents sign; unset: from each request."""
+    listener_header_timeout: Annotated[float, Field(gt=0, le=60)] = 10.0
+    """Seconds a request's headers may take to arrive at the listener (and the hand-off endpoint);
+    then the connection is closed (slowloris)."""
+    listener_body_timeout: Annotated[float, Field(gt=0, le=60)] = 30.0
+    """Seconds a request's body may take after its headers; then the connection is closed."""
+    listener_idle_timeout: Annotated[float, Field(gt=0, le=60)] = 60.0
+    """Seconds a kept-alive listener connection may wait for its next request (upstream: 60)."""
+    listener_write_timeout: Annotated[float, Field(gt=0, le=60)] = 30.0
+    """Seconds a client may leave the listener's answers unread before its connection is closed."""
     handoff_host: str = "127.0.0.1"
     """Address of the internal hand-off endpoint (sharded: other replicas deliver events here)."""
     handoff_port: Port = 8083

@@ -95,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="scheme://host[:port] the agents sign (unset: the request's own Host)",
     )
+    defaults = ListenerConfig.model_fields
+    for flag, field, what in (
+        ("--header-timeout", "header_timeout_seconds", "seconds a request's headers may take to arrive"),
+        ("--body-timeout", "body_timeout_seconds", "seconds a request's body may take after its headers"),
+        ("--idle-timeout", "idle_timeout_seconds", "seconds a kept-alive connection may wait idle"),
+        ("--write-timeout", "write_timeout_seconds", "seconds a client may leave its answers unread"),
+    ):
+        parser.add_argument(
+            flag,
+            dest=field,
+            type=float,
+            default=defaults[field].default,
+            help=f"{what}, then the connection is closed (at most 60)",
+        )
     parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
@@ -117,6 +131,10 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, ListenerConfig]
             host=args.host,
             port=args.port,
             public_origin=args.public_origin,
+            header_timeout_seconds=args.header_timeout_seconds,
+            body_timeout_seconds=args.body_timeout_seconds,
+            idle_timeout_seconds=args.idle_timeout_seconds,
+            write_timeout_seconds=args.write_timeout_seconds,
         )
     except ValueError as exc:
         parser.error(str(exc))

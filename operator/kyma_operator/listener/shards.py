@@ -29,3 +29,7 @@ class RuntimeShardView:
     def holder(self, runtime_id: str) -> Replica | None:
         view = self.view
         return view.holder(shard_of(runtime_id, view.shards))
+
+    def held_since(self, runtime_id: str) -> float | None:
+        view = self.view
+        return view.held_since(shard_of(runtime_id, view.shards))

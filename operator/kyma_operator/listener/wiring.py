@@ -88,9 +88,13 @@ class OperatorListener:
         clock: Callable[[], float] = time.time,
         shards: ShardView | None = None,
         handoff_key: Callable[[], Awaitable[bytes]] | None = None,
+        leading_since: Callable[[], float] | None = None,
     ) -> None:
         """``shards``: see the module docstring; ``handoff_key`` overrides where the shared key comes
-        from (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if absent)."""
+        from (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if absent).
+        ``leading_since``: wall-clock time this process took the leader Lease (``LeaderElector.acquired_at``);
+        unset: since the listener was built. Sharded, each shard's own time counts. Signed events
+        created before it (+ skew) are refused with 401 and Retry-After (replays across failovers)."""
         self.config = config
         self._clock = clock
         # Shared informers are passed in; an empty Informer is falsy, so test for None, never "or".
@@ -115,7 +119,7 @@ class OperatorListener:
         # A deleted Kyma's runtime leaves the heartbeat series (no unbounded growth over churn).
         self.kymas.add_handler(FuncHandler(on_delete=self._forget_runtime))
         self.metrics = ListenerMetrics(registry)
-        self.server = ListenerServer(config)
+        self.server = ListenerServer(config, on_rejected=self.metrics.connection_refused)
         self._is_leader = is_leader
         self.handoff: Handoff | None = None
         self.handoff_server: HandoffServer | None = None
@@ -144,9 +148,17 @@ class OperatorListener:
             serving=self.serving,
             clock=clock,
             handoff=self.handoff,
+            held_since=self._held_since(leading_since),
         )
         self.app = build_asgi(self.intake)
         self.server.app = self.app
+
+    def _held_since(self, leading_since: Callable[[], float] | None) -> Callable[[str], float | None] | None:
+        if self.handoff is not None:
+            return self.handoff.held_since
+        if leading_since is not None:
+            return lambda _runtime: leading_since()
+        return None
 
     def _forget_runtime(self, kyma: dict[str, Any]) -> None:
         runtime_id = ((kyma.get("metadata") or {}).get("labels") or {}).get(RUNTIME_ID_LABEL)

@@ -114,7 +114,8 @@ class LeaderElector:
             None if metrics is None else metrics.leader_election_master_status.labels(config.lease_name)
         )
         if self._gauge is not None:
-            self._gauge.set(0)
+            # read at scrape time: drops the moment the leader is fenced, not when it steps down
+            self._gauge.set_function(lambda: 1.0 if self.is_leader else 0.0)
         self._is_leader = False
         self._renewed_at = -math.inf
         """Monotonic time of the last successful acquire or renewal."""
@@ -125,6 +126,11 @@ class LeaderElector:
         self._unseen_write = False
         """An acquire attempt was cut short (stop, timeout): the Lease may name us without our knowing."""
         self.leader_identity: str | None = None
+        self.acquired_at = math.inf
+        """Wall-clock seconds (``wall_clock``) of this process's latest acquisition of the Lease from
+        another holder or from nobody, taken after the write: everything a previous holder accepted
+        happened before it (it was fenced or had released). The listener accepts only signatures
+        created after it (docs/sharding-handoff.md, replay protection across failovers)."""
 
     @property
     def identity(self) -> str:
@@ -165,6 +171,8 @@ class LeaderElector:
         finally:
             if self._is_leader:
                 if clean_stop and self.config.release_on_cancel:
+                    self._renewed_at = -math.inf  # fenced before the release: a successor's first
+                    # event is then later than anything this process accepted
                     await self._release()
                 await self._set_leader(False)
             elif clean_stop and self.config.release_on_cancel and self._unseen_write:
@@ -222,6 +230,7 @@ class LeaderElector:
             except (AlreadyExists, Conflict):
                 return False
             self._observe(created)
+            self.acquired_at = self._wall().timestamp()
             return True
 
         spec = lease.get("spec") or {}
@@ -253,6 +262,8 @@ class LeaderElector:
         except Conflict:
             return False
         self._observe(updated)
+        if holder != cfg.identity:
+            self.acquired_at = self._wall().timestamp()
         self.leader_identity = cfg.identity
         return True
 
@@ -324,8 +335,6 @@ class LeaderElector:
         if leading == self._is_leader:
             return
         self._is_leader = leading
-        if self._gauge is not None:
-            self._gauge.set(1 if leading else 0)
         callback = self.on_started_leading if leading else self.on_stopped_leading
         if callback is not None:
             try:

@@ -179,6 +179,8 @@ class _Held:
     """Monotonic time the last successful acquire/renew request was sent."""
     resource_version: str
     spec: JSON
+    acquired_at: float = math.inf
+    """Wall-clock seconds when this replica took the shard (after the write; ``held_since``)."""
     draining_since: float | None = None
     active: bool = False
     """``on_acquired`` ran for the current unfenced period."""
@@ -203,6 +205,7 @@ class ShardCoordinator:
         self._wall = wall_clock
         self._caches_synced = caches_synced
         self.metrics = ShardMetrics(registry)
+        self.metrics.held.set_function(lambda: float(len(self.held())))  # fenced: drops at once
         self._self = Replica(config.replica_id, config.address)
         self._held: dict[int, _Held] = {}
         self._in_flight = [0] * config.shards
@@ -244,6 +247,15 @@ class ShardCoordinator:
         return self._holders.get(shard)
 
     # -- for controllers, readiness and wiring ---------------------------------------------------
+
+    def held_since(self, shard: int) -> float | None:
+        """Wall-clock seconds since this replica holds ``shard`` without a break (None: not held now).
+
+        Anything a previous holder accepted happened before: it was fenced or had released first."""
+        held = self._held.get(shard)
+        if held is None or not self.holds(shard):
+            return None
+        return held.acquired_at
 
     def held(self) -> frozenset[int]:
         """Shards this replica may act on now."""
@@ -332,7 +344,6 @@ class ShardCoordinator:
             *(self._shard_round(shard, observed.get(cfg.shard_lease(shard))) for shard in range(cfg.shards))
         )
         self._wake_at = self._next_expiry(observed)
-        self.metrics.held.set(len(self.held()))
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
 
     def next_round_in(self) -> float:
@@ -373,7 +384,6 @@ class ShardCoordinator:
             )
         except (KubeError, TimeoutError) as exc:
             log.info("%s: could not delete membership lease: %s", self.identity, exc)
-        self.metrics.held.set(0)
         log.info("%s: left the shard group", self.identity)
 
     async def _wait_drained(self) -> None:
@@ -544,7 +554,8 @@ class ShardCoordinator:
         spec = written.get("spec") or {}
         self._observed.observe(written, started)
         if held is None:
-            held = _Held(renewed_at=started, resource_version=rv, spec=spec)
+            taken = self._wall().timestamp()
+            held = _Held(renewed_at=started, resource_version=rv, spec=spec, acquired_at=taken)
             self._held[shard] = held
             self.metrics.handoffs.labels("acquired").inc()
             log.info("%s: acquired shard %d", self.identity, shard)

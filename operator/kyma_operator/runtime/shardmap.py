@@ -77,3 +77,8 @@ class ShardView(Protocol):
     def holder(self, shard: int) -> Replica | None:
         """The replica currently holding ``shard`` (self included), ``None`` if nobody does."""
         ...
+
+    def held_since(self, shard: int) -> float | None:
+        """Wall-clock seconds since this replica holds ``shard`` without a break; None if not now.
+        A previous holder accepted nothing after it (the listener's replay rule)."""
+        ...

@@ -50,7 +50,9 @@ async def cli(*args: str) -> AsyncIterator[asyncio.subprocess.Process]:
 
 
 async def post_until_served(url: str, key: Ed25519PrivateKey) -> httpx.Response:
-    """Retry while the process starts up (connection refused) or its caches sync (503)."""
+    """Retry while the process starts up (connection refused), its caches sync (503) or, during its
+    first seconds, it refuses signatures older than its start plus the skew (401 with Retry-After;
+    docs/sharding-handoff.md, "Replays across failovers"): every attempt is signed anew, as an agent's."""
     deadline = time.monotonic() + DEADLINE
     async with httpx.AsyncClient(base_url=url) as http:
         while True:
@@ -60,7 +62,8 @@ async def post_until_served(url: str, key: Ed25519PrivateKey) -> httpx.Response:
             EventSigner(key, make_key_id("rt-cli", "v1")).sign(request)
             try:
                 response = await http.send(request)
-                if response.status_code != 503:
+                retry = response.status_code == 401 and "retry-after" in response.headers
+                if response.status_code != 503 and not retry:
                     return response
             except httpx.TransportError:
                 pass

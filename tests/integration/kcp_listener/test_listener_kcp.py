@@ -138,6 +138,7 @@ async def stack(
         registry=CollectorRegistry(),
         kyma_sink=kyma_intake,
         manifest_sink=manifest_intake,
+        leading_since=lambda: 0.0,  # the only listener there ever was: no predecessor's replays
     )
     runs = [informer.run for informer in listener.informers]
     async with running(*runs, kyma_controller.run, manifest_controller.run, listener.run):

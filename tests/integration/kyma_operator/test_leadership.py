@@ -24,7 +24,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES
 from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.operator_process import OperatorProcess
+from tests.integration.kyma_operator.operator_process import OperatorProcess, _get
 from tests.polling import eventually
 
 FAST_RETRIES = ("--failure-base-delay=0.2", "--failure-max-delay=0.5")
@@ -34,6 +34,15 @@ SLOW_RETRIES = ("--failure-base-delay=2", "--failure-max-delay=2")
 
 def started_count(process: OperatorProcess) -> float | None:
     return process.metric("kyma_operator_reconcile_started_total")
+
+
+def master_status(process: OperatorProcess) -> float | None:
+    """``leader_election_master_status`` as a scrape reads it (None: metrics unreachable)."""
+    status, text = _get(f"http://127.0.0.1:{process.metrics}/metrics")
+    for line in text.splitlines() if status == 200 else ():
+        if line.startswith("leader_election_master_status{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
 
 
 @pytest.fixture
@@ -83,16 +92,20 @@ async def test_paused_leader_acts_on_nothing_after_the_takeover_and_steps_down(
         leader.signal(signal.SIGCONT)
         statuses: set[int] = set()
         started_after: set[float | None] = set()
+        reported: set[float | None] = set()
         deadline = time.monotonic() + 30
         while leader.process.returncode is None and time.monotonic() < deadline:
             statuses.add(leader.event_status())
             started_after.add(started_count(leader))
+            reported.add(master_status(leader))
             assert leader.readyz() != 200, "the old leader reports ready after the takeover"
             await asyncio.sleep(0.05)
         code = await leader.wait(10)
         # Zero overlap: after resuming it accepted no event and started no reconcile.
         assert statuses <= {503, 0}, statuses
         assert started_after - {None} <= {before}, (before, started_after)
+        # fenced from the first scrape after resuming, not only once it steps down
+        assert reported - {None} == {0.0}, reported
         assert code == 1, leader.text()
         assert "leader work paused" in leader.text()
         assert "Traceback" not in leader.text(), leader.text()  # a clean shutdown order

@@ -4,8 +4,9 @@ Why its own module: the end-to-end hand-off test and ``benchmarks/handoff_bench.
 the agents of many runtimes against real ``python -m kyma_operator --sharding`` processes and must
 record, per event, when the attempt that was finally accepted started (a reconcile of the Kyma
 starting after that instant is the proof the event was not lost). The retry is the agent's
-contract (DESIGN.md §4.2, docs/sharding-handoff.md): 503 and 429 are retried, every attempt signed
-anew (fresh nonce and ``created``), anything else ends the delivery.
+contract (DESIGN.md §4.2, docs/sharding-handoff.md): 503, 429 and a 401 with Retry-After (a
+signature older than the holder's hold on the shard) are retried, every attempt signed anew (fresh
+nonce and ``created``), anything else ends the delivery.
 """
 
 from __future__ import annotations
@@ -120,15 +121,17 @@ class Agents:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             attempt_ns = time.monotonic_ns()
+            retry_after = False
             try:
-                status = (await self.post(port, path, body, runtime.runtime_id)).status_code
+                answer = await self.post(port, path, body, runtime.runtime_id)
+                status, retry_after = answer.status_code, "retry-after" in answer.headers
             except httpx.TransportError:
                 status = 0
             delivery.statuses.append(status)
             if 200 <= status < 300:
                 delivery.accepted_ns, delivery.answered_ns = attempt_ns, time.monotonic_ns()
                 return delivery
-            if status not in (0, *RETRIED):
+            if status not in (0, *RETRIED) and not (status == 401 and retry_after):
                 return delivery
             await asyncio.sleep(self._retry)  # the agent's retry backoff, not a wait for a condition
         return delivery

@@ -108,7 +108,7 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
             body = EventBatch.wire_of([event(), event()])
             answer = await agents.post(port[c], batch_path(MANAGER), body, target.runtime_id)
             statuses = [r["status"] for r in answer.json()["results"]] if answer.status_code == 200 else []
-            early.append(answer.status_code if statuses != [200, 200] else 200)
+            early.append(statuses[0] if statuses else answer.status_code)  # per event: all alike
             return statuses if statuses == [200, 200] else None
 
         early: list[int] = []
@@ -116,7 +116,8 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
         beat = Heartbeat.model_validate({"sentAt": "2027-01-01T00:00:00Z"}).to_wire()
         heartbeat = await agents.deliver(port[b], heartbeat_path(MANAGER), beat, target, within=10)
         assert heartbeat.accepted, heartbeat.statuses
-        assert {*single.statuses, *early, *heartbeat.statuses} <= {200, 503}
+        # 401 (with Retry-After): signed before the holder took the shard, within the skew (docs)
+        assert {*single.statuses, *early, *heartbeat.statuses} <= {200, 401, 503}
         await eventually(
             lambda: {r for r, _ in starts(fleet.trace, target.kyma, sent_ns)} == {a},
             "the holder reconciles the Kyma",
@@ -130,8 +131,15 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
         for other in (b, c):
             assert not heartbeat_seen(fleet.processes[other].metrics, target.runtime_id)
 
-        for sender, count in ((b, 2), (c, 2)):  # B: the event and the heartbeat
-            assert forwarded(fleet.processes[sender].metrics) == count  # 503s are not "delivered"
+        # every attempt the holder answered counts as delivered (its 401 predates-holder too, within
+        # the skew after it took the shard: the agent retries those signed anew); 503s do not
+        handed = {
+            b: sum(s in (200, 401) for s in (*single.statuses, *heartbeat.statuses)),
+            c: 2 * sum(s in (200, 401) for s in early),  # a batch of two events
+        }
+        assert handed[b] >= 2 and handed[c] >= 2
+        for sender, count in handed.items():
+            assert forwarded(fleet.processes[sender].metrics) == count
 
         # the events caused reconciles of that Kyma only, on A only (the start-up's shard moves and
         # shard-label writes may still cause others: the reconciler logs each one with its cause)

@@ -87,6 +87,9 @@ class Harness:
     private_keys: dict[str, Ed25519PrivateKey] = field(default_factory=dict)
     handoff: Handoff | None = None
     """Sharded: events of shards held elsewhere are handed off (``tests/unit/kcp_listener/sharded.py``)."""
+    held_from: float = 0.0
+    """Unsharded: wall-clock time this listener took over (signatures older + skew are refused);
+    0: it has always held everything (no previous holder). Sharded: per shard, ``StaticShards.since``."""
 
     def __post_init__(self) -> None:
         self.keys = KeyStore(self.registry)
@@ -106,6 +109,7 @@ class Harness:
             serving=lambda: self.serving,
             clock=self.clock,
             handoff=self.handoff,
+            held_since=self.handoff.held_since if self.handoff is not None else (lambda _r: self.held_from),
         )
         self.app: ASGIApp = build_asgi(self.intake)
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE_URL)

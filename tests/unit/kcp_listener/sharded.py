@@ -36,10 +36,15 @@ class StaticShards:
     me: str
     owners: dict[int, Replica]
     shards: int = SHARDS
+    since: dict[int, float] = field(default_factory=dict)
+    """Wall-clock time each shard was taken (``held_since``); absent: held since 0."""
 
     def holds(self, shard: int) -> bool:
         replica = self.owners.get(shard)
         return replica is not None and replica.identity == self.me
+
+    def held_since(self, shard: int) -> float | None:
+        return self.since.get(shard, 0.0) if self.holds(shard) else None
 
     def holder(self, shard: int) -> Replica | None:
         return self.owners.get(shard)

@@ -202,6 +202,37 @@ async def test_definitive_rejection_drops_the_event_without_retry(rig: Rig) -> N
     assert [e.watched.name for e in rig.kcp.of(Operation.UPDATE)] == ["good"]
 
 
+async def test_a_404_drops_the_event_and_queues_no_resync(rig: Rig) -> None:
+    """404: KCP has no Kyma or Manifest the event could concern; nothing was missed."""
+    rig.kcp.script = [httpx.Response(404, json={"error": "no Kyma for runtime"})]
+    rig.delivery.submit(OPERATOR_NAME, event("unknown"))
+    rig.delivery.start()
+    await until(lambda: rig.value("watcher_events_dropped_total", {"reason": "rejected"}) == 1)
+    rig.delivery.submit(OPERATOR_NAME, event("good"))
+    rig.delivery.submit(OPERATOR_NAME, event("later"))
+    await until(lambda: len(rig.kcp.events) == 2)
+    assert sorted(e.watched.name for _, e in rig.kcp.events) == ["good", "later"]  # no RESYNC among them
+    assert rig.value("watcher_resync_events_total") == 0
+    assert rig.delivery.tracker.pending() == {}
+
+
+async def test_a_401_with_retry_after_is_signed_anew_and_retried(rig: Rig) -> None:
+    """The listener's answer to a signature older than its hold on the runtime (a failover): the
+    agent must not drop the event; the retry carries a new signature (FakeKcp verifies each)."""
+    rig.kcp.script = [
+        httpx.Response(
+            401, json={"error": "unauthenticated", "reason": "predates-holder"}, headers={"retry-after": "1"}
+        )
+    ]
+    rig.delivery.submit(OPERATOR_NAME, event("a"))
+    rig.delivery.start()
+    await until(lambda: len(rig.kcp.events) >= 1)
+    assert rig.kcp.events[0][1].watched.name == "a"
+    assert rig.clock.sleeps[0] == 1.0
+    assert rig.value("watcher_events_dropped_total", {"reason": "rejected"}) == 0
+    assert rig.value("watcher_failed_kcp_total", {"error_reason": "http-401"}) == 1
+
+
 async def test_outage_retries_with_growing_backoff_then_delivers_and_resyncs_once(rig: Rig) -> None:
     rig.kcp.down = True
     rig.delivery.submit(OPERATOR_NAME, event("a"))

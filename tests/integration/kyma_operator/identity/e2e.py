@@ -54,6 +54,7 @@ async def running_listener(
         kyma_sink=kymas,
         manifest_sink=manifests,
         registry=CollectorRegistry(),
+        leading_since=lambda: 0.0,  # the only listener there ever was: no predecessor's replays
     )
     tasks = [asyncio.create_task(informer.run()) for informer in listener.informers]
     tasks.append(asyncio.create_task(listener.run()))
