@@ -92,7 +92,11 @@ def installed(venv: Path) -> dict[str, str]:
         "import json, importlib.metadata as m\n"
         "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
     )
-    out = subprocess.run([python_of(venv), "-c", probe], capture_output=True, text=True, check=True).stdout
+    # cwd=venv: ``-c`` puts the working directory on sys.path, and a checkout's own
+    # ``kyma_lifecycle.egg-info`` (the dev install's metadata) would be listed as installed
+    out = subprocess.run(
+        [python_of(venv), "-c", probe], capture_output=True, text=True, check=True, cwd=venv
+    ).stdout
     return dict(json.loads(out))
 
 
