@@ -110,6 +110,9 @@ class ManifestStatus(KubeModel):
     last_operation: LastOperation | None = None
     observed_generation: int | None = None
     """Ours: the ``metadata.generation`` this status was determined from (upstream has none)."""
+    synced_ref: str | None = None
+    """Ours: the reference (OCI digest) of the rendering whose objects ``synced`` lists; written in
+    the same status write as that list, so the two never disagree (upstream has none)."""
 
 
 class Manifest(KubeObject):

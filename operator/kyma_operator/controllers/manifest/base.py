@@ -106,9 +106,10 @@ class ManifestBase:
         message: str,
         *,
         synced: Sequence[SyncedResource] | None = None,
+        synced_ref: str | None = None,
         state: State = State.ERROR,
     ) -> Result:
-        outcome = st.Outcome(state, message, synced=synced)
+        outcome = st.Outcome(state, message, synced=synced, synced_ref=synced_ref)
         with contextlib.suppress(NotFound):
             await self._write_status(manifest, outcome, report)
         report.set(state.value, message)

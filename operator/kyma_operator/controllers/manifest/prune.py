@@ -4,7 +4,9 @@ Upstream deletes ``synced - target`` with background propagation in two phases: 
 that is not part of "the operator" (the module's CRs, ConfigMaps, ...), and only when all of those
 are gone the operator's own kinds (CRD, Namespace, ServiceAccount, roles and bindings, Service,
 Deployment), so that the module's operator can still process the finalizers of its resources.
-While anything of a phase still exists the prune is not finished and the reconcile looks again.
+While anything of a phase still exists the prune is not finished and the reconcile looks again;
+until then every entry not seen gone (the later phase's too) stays in the synced list, or the
+operator's objects would be forgotten while a blocked object of the first phase waits.
 The runtime's ``kyma-system`` Namespace (and the configured sync namespace) is never deleted.
 """
 
@@ -68,6 +70,8 @@ class Pruner:
         self.discovery = discovery
         self._limit = asyncio.Semaphore(concurrency)
         self.deleted: list[str] = []
+        self.gone: set[str] = set()
+        """Ids (``SyncedResource.id``) of the entries seen gone."""
 
     async def delete(self, entries: Sequence[SyncedResource]) -> list[str]:
         """Delete ``entries``; returns what still exists (empty when the prune is finished)."""
@@ -78,6 +82,12 @@ class Pruner:
             if remaining:
                 return remaining
         return []
+
+    def not_gone(self, entries: Sequence[SyncedResource]) -> list[SyncedResource]:
+        """``entries`` not seen gone by ``delete``: what the synced list must keep naming, also the
+        later phase's objects not tried yet (dropping those leaked the module's operator once a
+        blocking object of the first phase went)."""
+        return [e for e in entries if e.id() not in self.gone]
 
     async def _resource(self, entry: SyncedResource) -> Resource | None:
         api_version = f"{entry.group}/{entry.version}" if entry.group else entry.version
@@ -90,6 +100,7 @@ class Pruner:
         async with self._limit:
             resource = await self._resource(entry)
             if resource is None:
+                self.gone.add(entry.id())
                 return ""
             namespace = entry.namespace or None
             try:
@@ -97,5 +108,6 @@ class Pruner:
                 self.deleted.append(_describe(entry))
                 await self.client.get(resource, entry.name, namespace)
             except NotFound:
+                self.gone.add(entry.id())
                 return ""
             return _describe(entry)

@@ -10,10 +10,20 @@ Install (upstream §4.3, step numbers in brackets):
 5. Fetch the raw manifest from the source (7), render it (9). Any failure here is an Error that
    names the module, the digest and the cause, and changes nothing in the runtime.
 6. Apply (11): CRDs first and Established, then the rest; only drifted objects are written.
-7. Prune ``synced - target`` in two phases (10), but with the same OCI ref as last synced
-   (annotation ``sync-oci-ref``) -> Warning and nothing deleted. We prune *after* applying, so an
-   upgrade never removes the old version before the new one is in place.
+7. Prune ``synced - target`` in two phases (10), but with the same OCI ref as the one the synced
+   list belongs to (``status.syncedRef``, ours) -> Warning and nothing deleted. We prune *after*
+   applying, so an upgrade never removes the old version before the new one is in place.
 8. Default CR (12, 13), readiness (14), ``sync-oci-ref`` (8, 15), status only on change (16).
+
+The same-layer guard of step 7 must hold under any interleaving of our writes and of the informer's
+events: the spec's new reference, the ``sync-oci-ref`` annotation (metadata) and the status are
+separate writes, and a reconcile may read a Manifest carrying the new reference beside the old
+version's ``synced``. Upstream's annotation says which layer was *applied*, not which layer the
+``synced`` list describes; comparing against it made such a read "same layer, diff detected" and
+the merged list stuck the module in Warning for good. So the reference is recorded in the status
+(``syncedRef``), in the very write that records its list: only a list written for this reference
+can trigger the guard. ``syncedRef`` is written only when ``synced`` is exactly its rendering (a
+prune still under way keeps the previous one).
 
 Uninstall (§4.4) and unmanage: ``uninstall``. The collaborators and the KCP writes: ``base``.
 
@@ -55,7 +65,7 @@ from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
-from kyma_operator.controllers.manifest.uninstall import ManifestUninstall, describe_entry
+from kyma_operator.controllers.manifest.uninstall import ManifestUninstall
 from kyma_operator.remote.errors import SkrAccessError, is_connection_error
 from kyma_operator.runtime.controller import TerminalError
 from kyma_operator.runtime.errors import KubeError
@@ -194,7 +204,10 @@ class ManifestReconciler(ManifestUninstall):
         )
         synced = list(manifest.status.synced) if manifest.status else []
         ref = raw.digest
-        same_ref = manifest.annotations.get(names.SYNC_OCI_REF_ANNOTATION) == ref
+        # the guard compares with the reference the synced list itself records (one status write
+        # holds both): the spec, the annotation and the status are written one after the other, and
+        # a reconcile can read any mix of them (see the module docstring)
+        same_ref = manifest.status is not None and manifest.status.synced_ref == ref
         try:
             # a first install (nothing synced, no version recorded) skips the read before each apply;
             # a stale cache cannot make a known Manifest look fresh (the annotation comes first)
@@ -202,7 +215,9 @@ class ManifestReconciler(ManifestUninstall):
             applied = await applier.sync(objects, fresh=fresh, default_namespace=raw.default_namespace)
         except ApplyError as exc:
             target = _union(synced, [synced_id(o) for o in objects if o["metadata"].get("name")])
-            return await self._fail(manifest, report, f"{what}: apply failed: {exc}", synced=target)
+            mixed = st.MIXED if not same_ref else None
+            message = f"{what}: apply failed: {exc}"
+            return await self._fail(manifest, report, message, synced=target, synced_ref=mixed)
         report.applied.extend(applied.applied)
         self.metrics.applied(len(applied.applied), drift=same_ref and bool(synced))
         target = [synced_id(o) for o in objects]
@@ -225,10 +240,17 @@ class ManifestReconciler(ManifestUninstall):
             report.pruned.extend(pruner.deleted)
             self.metrics.pruned(len(pruner.deleted))
             if remaining:
-                left = {c.id() for c in candidates if describe_entry(c) in remaining}
-                keep = [*target, *(c for c in candidates if c.id() in left)]
+                # every candidate not seen gone stays listed, also those of a later phase not tried yet
+                keep = [*target, *pruner.not_gone(candidates)]
                 message = f"waiting for the removal of {', '.join(remaining[:5])}"
-                outcome = st.Outcome(State.PROCESSING, message, resources=resources, synced=keep, extra=extra)
+                outcome = st.Outcome(
+                    State.PROCESSING,
+                    message,
+                    resources=resources,
+                    synced=keep,
+                    synced_ref=st.MIXED,
+                    extra=extra,
+                )
                 await self._write_status(manifest, outcome, report)
                 report.set(State.PROCESSING.value, message)
                 return Result(requeue_after=self._removal_delay(report))
@@ -240,6 +262,7 @@ class ManifestReconciler(ManifestUninstall):
                 resources=resources,
                 module_cr=module_cr,
                 synced=target,
+                synced_ref=ref,
                 extra=extra,
             )
             await self._write_status(manifest, outcome, report)
@@ -258,6 +281,7 @@ class ManifestReconciler(ManifestUninstall):
             installation=(readiness.state is State.READY, readiness.message),
             module_cr=module_cr,
             synced=target,
+            synced_ref=ref,
             extra=extra,
         )
         await self._write_status(manifest, outcome, report)

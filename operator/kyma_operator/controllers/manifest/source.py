@@ -34,8 +34,9 @@ class RawManifest:
     text: str
     digest: str
     """What the text is: the verified layer digest (``spec.install.source.ref``) of a raw manifest,
-    the SHA-256 of the rendered text of a chart. Recorded as ``sync-oci-ref``: objects that vanish
-    while it stays the same are not pruned (upstream's guard against a bad cache)."""
+    the SHA-256 of the rendered text of a chart. Recorded as ``sync-oci-ref`` and, with the synced
+    list, as ``status.syncedRef``: objects that vanish while it stays the same are not pruned
+    (upstream's guard against a bad cache)."""
     default_namespace: str | None = None
     """Namespace of namespaced objects that name none (``None``: ``default``, as upstream; a Helm
     release: its namespace)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.manifest import (
@@ -23,6 +24,9 @@ from kyma_operator.api.manifest import (
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
 from kyma_operator.controllers.manifest.source import SourceNote
 
+MIXED: Final = ""
+"""``Outcome.synced_ref`` of a synced list that belongs to no single reference (clears it)."""
+
 
 @dataclass
 class Outcome:
@@ -33,6 +37,11 @@ class Outcome:
     module_cr: tuple[bool, str] | None = None
     synced: Sequence[SyncedResource] | None = None
     """``None``: keep what the status says."""
+    synced_ref: str | None = None
+    """The reference ``synced`` belongs to; ``None``: keep what the status says; ``MIXED``: the list
+    holds objects of more than one reference (a prune under way, a failed apply), which no
+    reference's same-layer guard may take for its own. Set a reference only together with a
+    ``synced`` that is exactly its rendering."""
     extra: list[Condition] = field(default_factory=list)
 
 
@@ -118,6 +127,9 @@ def next_status(manifest: Manifest, outcome: Outcome, now: datetime.datetime) ->
     synced = list(current.synced) if outcome.synced is None else list(outcome.synced)
     if synced != list(current.synced):
         changed = True
+    synced_ref = current.synced_ref if outcome.synced_ref is None else (outcome.synced_ref or None)
+    if synced_ref != current.synced_ref:
+        changed = True
     if current.state != outcome.state:
         changed = True
     if current.last_operation is None or current.last_operation.operation != outcome.operation:
@@ -132,6 +144,7 @@ def next_status(manifest: Manifest, outcome: Outcome, now: datetime.datetime) ->
             "state": outcome.state,
             "conditions": conditions,
             "synced": synced,
+            "synced_ref": synced_ref,
             "observed_generation": generation if generation is not None else current.observed_generation,
             "last_operation": LastOperation(operation=outcome.operation, last_update_time=now),
         }

@@ -89,7 +89,7 @@ class ManifestUninstall(ManifestBase):
         report.pruned.extend(pruner.deleted)
         self.metrics.pruned(len(pruner.deleted))
         if remaining:
-            left = [c for c in candidates if describe_entry(c) in remaining]
+            left = pruner.not_gone(candidates)
             return await self._deleting(
                 manifest, report, f"waiting for the removal of {', '.join(remaining[:5])}", synced=left
             )
@@ -147,8 +147,3 @@ class ManifestUninstall(ManifestBase):
         await self._write_status(manifest, outcome, report)
         report.set(State.UNMANAGED.value, outcome.operation)
         return Result(requeue_after=self.config.skip_interval)
-
-
-def describe_entry(entry: SyncedResource) -> str:
-    where = f"{entry.namespace}/{entry.name}" if entry.namespace else entry.name
-    return f"{entry.kind} {where}"

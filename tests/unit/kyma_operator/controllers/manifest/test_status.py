@@ -80,3 +80,22 @@ def test_adaptive_safety_net() -> None:
     assert ready_interval(config, health, "rt-silent") == 300.0
     assert ready_interval(config, health, "") == 300.0
     assert ready_interval(config, NO_AGENT_HEALTH, "rt-alive") == 300.0
+
+
+def test_synced_ref_is_written_with_its_list_kept_or_cleared() -> None:
+    ready = st.Outcome(State.READY, "resources are ready", synced=SYNCED, synced_ref="sha256:new")
+    first = st.next_status(manifest(), ready, NOW)
+    assert first is not None and first.synced_ref == "sha256:new"
+    assert st.status_patch(first)["syncedRef"] == "sha256:new"
+    current = manifest().model_copy(update={"status": first})
+    assert st.next_status(current, ready, LATER) is None
+    # an outcome without a reference keeps the recorded one
+    warning = st.Outcome(State.WARNING, "same layer", synced=SYNCED)
+    kept = st.next_status(current, warning, LATER)
+    assert kept is not None and kept.synced_ref == "sha256:new"
+    # a list of more than one version (a prune under way) belongs to no reference: cleared, and the
+    # merge patch removes the field
+    mixed = st.Outcome(State.PROCESSING, "waiting", synced=SYNCED, synced_ref=st.MIXED)
+    cleared = st.next_status(current, mixed, LATER)
+    assert cleared is not None and cleared.synced_ref is None
+    assert st.status_patch(cleared)["syncedRef"] is None
