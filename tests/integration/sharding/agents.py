@@ -27,6 +27,7 @@ from kyma_operator.runtime.shardmap import shard_of
 from kyma_wire.events import event_path
 from kyma_wire.names import RUNTIME_ID_LABEL
 from kyma_wire.profile import make_key_id
+from skr_watcher.config import AgentConfig
 from tests.integration.kcp_listener.helpers import MANAGER, event, key_secret
 from tests.integration.sharding.fleet import Fleet, even, holders, read_trace
 from tests.polling import eventually
@@ -80,6 +81,10 @@ async def create_runtimes(
         await client.create(SECRETS, key_secret(namespace, runtime_id, {"v1": keys[runtime_id]}))
         runtimes.append(Runtime(f"{namespace}/{name}", runtime_id, shard_of(runtime_id, shards)))
     return runtimes, keys
+
+
+AGENT_SENDER_TASKS = AgentConfig.model_fields["sender_tasks"].default
+"""The real agent's parallel senders (``SENDER_TASKS``), which bound its deliveries under way."""
 
 
 class Agents:
@@ -204,11 +209,22 @@ async def kill_while_sending(
         await agents.deliver(to_port, event_path(MANAGER), body, runtime, within=within, into=deliveries)
 
     async def agent(runtime: Runtime) -> None:
-        """A new event every ``pace`` s, whether or not the earlier ones are still being retried
-        (an agent's queue with parallel senders)."""
+        """A new event every ``pace`` s, whether or not the earlier ones are still being retried: an
+        agent's queue with its ``SENDER_TASKS`` parallel senders (an event waits in the queue while
+        all senders are busy). Unbounded parallel retries would model no agent and, while the
+        hand-off refuses, pile up until the test's own connection pool times out."""
         under_way: set[asyncio.Task[None]] = set()
+        senders = asyncio.Semaphore(AGENT_SENDER_TASKS)
+
+        async def send() -> None:
+            try:
+                await deliver(runtime)
+            finally:
+                senders.release()
+
         while not stop.is_set():
-            task = asyncio.create_task(deliver(runtime))
+            await senders.acquire()  # the queue: wait for a free sender
+            task = asyncio.create_task(send())
             under_way.add(task)
             task.add_done_callback(under_way.discard)
             await asyncio.sleep(pace)  # the agent's event rate, not a wait for a condition
