@@ -26,6 +26,7 @@ Kubernetes client library: ``docs/kube-client.md``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
@@ -34,6 +35,10 @@ import httpx
 
 from kyma_operator.runtime.errors import KubeTransportError, error_from_status
 from kyma_operator.runtime.kubeconfig import ClusterAccess
+
+# httpx logs every request at INFO; through this transport that is every API call of the operator
+# (thousands a minute at scale). Request counts are metrics (``KubeClient(on_request=...)``).
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 _NOT_RETRIED = frozenset({"POST", "PATCH"})
 _RETRY_AFTER_STATUS = frozenset({429, 503})
