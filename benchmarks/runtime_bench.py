@@ -245,7 +245,7 @@ async def cluster_benchmarks() -> None:
         async with KubeClient.from_kubeconfig_file(server.kubeconfig_path) as client:
             await client.create(NAMESPACES, {"metadata": {"name": "bench"}})
             ours, official = await get_latency(client, server.kubeconfig_path, "bench")
-            print(f"KubeClient.get (async, thread pool):          {ours}")
+            print(f"KubeClient.get (async, httpx on the loop):    {ours}")
             print(f"official client read (sync, same call):       {official}")
             e2e, writes = await write_to_reconcile_latency(client, "bench")
             print(f"patch -> watch event -> reconcile start:      {e2e}")

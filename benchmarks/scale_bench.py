@@ -216,7 +216,11 @@ class Watched:
 
 
 async def start_operators(
-    kubeconfig: Path, namespace: str, replicas: int, extra: Sequence[str]
+    kubeconfig: Path,
+    namespace: str,
+    replicas: int,
+    extra: Sequence[str],
+    env: dict[str, str] | None = None,
 ) -> list[Watched]:
     watched = []
     for i in range(replicas):
@@ -225,7 +229,7 @@ async def start_operators(
             flags += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
         else:  # a cold start, not a wait for the killed predecessor's Lease to expire
             flags += ["--leader-elect=false"]
-        process = await OperatorProcess.start(kubeconfig, namespace, *flags)
+        process = await OperatorProcess.start(kubeconfig, namespace, *flags, env_extra=env)
         watched.append(Watched(process, time.monotonic()))
     return watched
 
@@ -262,6 +266,17 @@ async def settle(watched: list[Watched], seconds: float) -> None:
         await asyncio.sleep(0.5)
 
 
+def variants(args: argparse.Namespace) -> list[tuple[str, dict[str, str] | None]]:
+    """(label, environment) of each operator code to measure: this checkout, and ``--operator-tree``
+    (another checkout's ``kyma_operator`` first on the path; the other packages come from this
+    checkout) for before/after figures from one run."""
+    found: list[tuple[str, dict[str, str] | None]] = [("this checkout", None)]
+    if args.operator_tree is not None:
+        tree = args.operator_tree.resolve()
+        found.append((f"tree {tree}", {"PYTHONPATH": f"{tree / 'operator'}:{tree}:{REPO_ROOT}"}))
+    return found
+
+
 # -- scenario: 5,000 Kymas -------------------------------------------------------------------------
 
 
@@ -287,10 +302,17 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
             )
             raw, lean = await weigh_cached_manifests(kcp, fleet.namespace)
             print(f"one cached Manifest: {raw / 1000:.1f} KB as sent, {lean / 1000:.1f} KB lean", flush=True)
-        runs = [(f"first start, {args.replicas[0]} replica(s) (converges)", args.replicas[0])]
-        runs += [(f"restart, {n} replica(s) (converged fleet)", n) for n in args.replicas]
-        for run, replicas in runs:
-            watched = await start_operators(kcp_server.kubeconfig_path, fleet.namespace, replicas, KYMA_FLAGS)
+        codes = variants(args)
+        runs = [(f"first start, {args.replicas[0]} replica(s) (converges)", args.replicas[0], codes[0])]
+        runs += [
+            (f"restart, {n} replica(s) (converged fleet), {code[0]}", n, code)
+            for n in args.replicas
+            for code in codes
+        ]
+        for run, replicas, (_, env) in runs:
+            watched = await start_operators(
+                kcp_server.kubeconfig_path, fleet.namespace, replicas, KYMA_FLAGS, env
+            )
             try:
                 took, outcomes = await until_reconciled(watched, fleet.kymas, args.timeout)
                 await settle(watched, args.settle)
@@ -349,9 +371,15 @@ def _metric(process: OperatorProcess, name: str) -> float | None:
 
 
 async def one_runtime_count(
-    servers: dict[str, APIServer], kcp: KubeClient, count: int, runtime_names: list[str], settle_s: float
+    servers: dict[str, APIServer],
+    kcp: KubeClient,
+    count: int,
+    runtime_names: list[str],
+    settle_s: float,
+    code: tuple[str, dict[str, str] | None] = ("this checkout", None),
+    variant: int = 0,
 ) -> RuntimeSample:
-    ns = f"scale-rt-{count}"
+    ns = f"scale-rt-{count}-{variant}"
     await kcp.create(NAMESPACES, {"metadata": {"name": ns}})
     for i in range(count):
         kyma = f"kyma-rt-{i:03d}"
@@ -372,12 +400,13 @@ async def one_runtime_count(
         ns,
         1,
         ("--watcher-enabled=false", "--failure-max-delay=30", "--log-level=INFO"),
+        code[1],
     )
     try:
         if count:
             await until_reconciled([w], count, 300, times=2)
         else:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 300  # a loaded machine: 60 s were not always enough
             while w.process.readyz() != 200:
                 if time.monotonic() > deadline:
                     raise TimeoutError("the operator did not become ready")
@@ -397,7 +426,8 @@ async def one_runtime_count(
             reconcile_rounds_after=w.reconciles / max(count, 1),
         )
         print(
-            f"{count:3d} runtimes: RSS {_mb(sample.rss)} MB, threads {sample.threads}, fds {sample.fds}, "
+            f"[{code[0]}] {count:3d} runtimes: RSS {_mb(sample.rss)} MB, threads {sample.threads}, "
+            f"fds {sample.fds}, "
             f"sockets {sample.sockets}, connections to runtimes {sample.runtime_connections}, "
             f"open runtime clients {sample.open_clients}, "
             f"reconciles/Kyma {sample.reconcile_rounds_after:.1f}",
@@ -438,11 +468,27 @@ async def runtimes_scenario(args: argparse.Namespace) -> None:
             for name in batch:
                 apply_crds(plane[name].kubeconfig_path, plurals=None if name == "kcp" else SKR_CRD_PLURALS)
         print(f"control plane: KCP + {len(runtime_names)} runtimes in {time.monotonic() - started:.0f} s")
-        samples = []
+        codes = variants(args)
+        samples: dict[int, list[RuntimeSample]] = {i: [] for i in range(len(codes))}
         async with KubeClient.from_kubeconfig_file(servers["kcp"].kubeconfig_path) as kcp:
-            for count in counts:
-                samples.append(await one_runtime_count(servers, kcp, count, runtime_names, args.settle))
-    print("\nper runtime (least squares over", ", ".join(str(s.runtimes) for s in samples), "runtimes):")
+            for round_, count in enumerate(counts):
+                order = list(range(len(codes)))
+                if round_ % 2:  # alternate which code meets a count's runtimes first
+                    order.reverse()
+                for i in order:
+                    samples[i].append(
+                        await one_runtime_count(servers, kcp, count, runtime_names, args.settle, codes[i], i)
+                    )
+    for i, (label, _) in enumerate(codes):
+        report_slopes(label, samples[i])
+
+
+def report_slopes(label: str, samples: list[RuntimeSample]) -> None:
+    print(
+        f"\n[{label}] per runtime (least squares over",
+        ", ".join(str(s.runtimes) for s in samples),
+        "runtimes):",
+    )
     measures: tuple[tuple[str, Callable[[RuntimeSample], float]], ...] = (
         ("RSS (MB)", lambda s: s.rss / 1e6),
         ("threads", lambda s: s.threads),
@@ -484,6 +530,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     runtimes.add_argument("--runtimes", type=int, nargs="+", default=[10, 20, 40])
     runtimes.add_argument("--settle", type=float, default=20.0)
     runtimes.add_argument("--batch", type=int, default=5, help="runtime API servers started together")
+    for scenario in (kymas, runtimes):
+        scenario.add_argument(
+            "--operator-tree",
+            type=Path,
+            help="another checkout whose operator is measured too, in the same run (before/after)",
+        )
     args = parser.parse_args(argv)
     print(f"machine: {machine()}; repo {REPO_ROOT}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     if args.scenario == "kymas":

@@ -50,8 +50,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from prometheus_client import CollectorRegistry
 
 from kcp_listener.config import ListenerConfig
@@ -164,12 +162,10 @@ def kcp_client(config: OperatorConfig) -> KubeClient:
             return KubeClient.from_kubeconfig_file(config.kubeconfig, user_agent="kyma-operator")
         except ValueError as exc:
             raise StartupError(str(exc)) from exc
-    configuration = k8s_client.Configuration()
     try:
-        k8s_config.load_incluster_config(client_configuration=configuration)
-    except k8s_config.ConfigException as exc:
+        return KubeClient.in_cluster(user_agent="kyma-operator")
+    except ValueError as exc:
         raise StartupError(f"no --kubeconfig given and not running in a cluster: {exc}") from exc
-    return KubeClient(configuration, user_agent="kyma-operator")
 
 
 async def resolve_agent_address(client: KubeClient, config: OperatorConfig) -> str:

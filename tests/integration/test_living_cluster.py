@@ -269,7 +269,7 @@ async def test_a_node_that_comes_back_readies_its_running_pods_again(lonely_node
     Ready again, so its Deployment is Available again -- as a real node that comes back."""
     (node_name,) = node_names(1)
     kwok = lonely_node.components["kwok"]
-    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path, async_io=True)
+    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path)
     namespace = "node-failure"
     try:
         await client.create(NAMESPACES, {"metadata": {"name": namespace}})
@@ -346,7 +346,7 @@ async def test_the_cluster_heals_after_an_api_server_outage_longer_than_the_grac
     renews its Lease, is Ready and untainted, and the same pod is Ready, its Deployment Available."""
     (node_name,) = node_names(1)
     namespace = "api-outage"
-    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path, async_io=True)
+    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path)
     try:
         await client.create(NAMESPACES, {"metadata": {"name": namespace}})
         await client.create(
@@ -364,7 +364,7 @@ async def test_the_cluster_heals_after_an_api_server_outage_longer_than_the_grac
     lonely_node.process.start()
     back_at = time.time()
 
-    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path, async_io=True)
+    client = KubeClient.from_kubeconfig_file(lonely_node.kubeconfig_path)
     try:
 
         async def healed() -> bool:

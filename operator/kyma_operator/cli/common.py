@@ -122,7 +122,7 @@ def registry_client(
 
 
 def kube_client(kubeconfig: Path | None) -> KubeClient:
-    from kyma_operator.runtime.kube import KubeClient  # the kubernetes client only when needed
+    from kyma_operator.runtime.kube import KubeClient  # httpx only when needed
 
     if kubeconfig is None or not str(kubeconfig):
         raise CliError("--kubeconfig is required (or set KUBECONFIG)")

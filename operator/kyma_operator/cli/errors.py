@@ -27,7 +27,7 @@ class WaitFailed(CliError):
 
 
 # Kubernetes API errors are expected too; their module is imported only when a command talks to a
-# cluster (``expected_errors``), which keeps the kubernetes client out of `kyma module create` & co.
+# cluster (``expected_errors``), which keeps the API client (httpx) out of `kyma module create` & co.
 _EXPECTED: tuple[type[BaseException], ...] = (
     CliError,
     ArchiveError,

@@ -13,8 +13,8 @@ Only the reconcile of a Kyma uses (and may replace) that Kyma's client, and the 
 runs two reconciles of one Kyma at once, so a client is never closed while in use: the idle sweep
 skips a client with a request or watch under way and one that sent a request since the last look.
 
-Runtime clients use ``KubeClient``'s ``async_io`` transport: no thread per runtime, a bounded
-connection pool per runtime, idle connections closed (``runtime.asynchttp``).
+Runtime clients, like every ``KubeClient``, run on the event loop: no thread per runtime, a
+bounded connection pool per runtime, idle connections closed (``runtime.asynchttp``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ def default_client_factory(kubeconfig: bytes) -> KubeClient:
         max_concurrency=4,
         request_timeout=15.0,
         user_agent="kyma-operator/skr",
-        async_io=True,
         keepalive_expiry=CONNECTION_KEEPALIVE,
     )
 
@@ -70,7 +69,6 @@ def counting_client_factory(
             request_timeout=15.0,
             user_agent=user_agent,
             on_request=on_request,
-            async_io=True,
             keepalive_expiry=CONNECTION_KEEPALIVE,
         )
 

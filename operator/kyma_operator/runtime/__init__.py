@@ -2,7 +2,7 @@
 
 No Python library offers controller-runtime's model (targeted ``Request``s from any source into a
 deduplicating, rate-limited queue; ``reconcile -> Result``; Lease leader election), so the operator
-carries its own. The official ``kubernetes`` client sits behind ``KubeClient`` only.
+carries its own. ``KubeClient`` (httpx on the loop, ``runtime.kubeconfig``) is its one door to the API.
 """
 
 from kyma_operator.runtime.backoff import ReconnectBackoff

@@ -1,53 +1,44 @@
-"""Non-blocking HTTP for ``KubeClient``: httpx on the event loop, for clients of runtime (SKR) API servers.
+"""The one HTTP transport of ``KubeClient``: httpx on the event loop, for KCP and runtime clients alike.
 
-Why this exists: the default ``KubeClient`` transport runs urllib3 on a thread pool of its own and
-one thread per watch. That is right for the operator's single KCP client, but the operator holds a
-client per runtime (two: Kyma and Manifest controller), and at 5,000 runtimes a pool per client
-means tens of thousands of threads. A shared pool would not do either: blocking calls of slow or
-unreachable runtimes (15 s timeouts) would occupy the shared threads and stall every other runtime.
-On the event loop a waiting request costs a socket and a coroutine, nothing shared, so this
-transport gives each runtime client:
+Why this exists: the operator holds one KCP client and a client per runtime (two: Kyma and
+Manifest controller), 5,000 runtimes and more. Blocking clients need a thread per request in
+flight and per watch; at that scale that means tens of thousands of threads, and a shared pool
+would let slow or unreachable runtimes (15 s timeouts) stall every other one. On the event loop a
+waiting request costs a socket and a coroutine, nothing shared, so this transport gives each
+client:
 
 * no thread at all (requests and watches are coroutines);
 * a bounded connection pool (``max_connections``; further requests wait for a free connection);
+  watches have their own unbounded pool (each holds its connection for minutes);
 * kept-alive connections reused for ``keepalive_expiry`` seconds (an older one is closed at the
   next request; a runtime that is not used at all is let go by the client cache's idle TTL, which
   closes the whole client: ``remote.cache``);
-* the retries of the urllib3 transport: a connection that failed before the request was sent is
-  retried (any method), and a 429/503 answer with ``Retry-After`` (an API server whose cache of a
-  just-created CRD is still initialising says so) is retried after that delay, twice at most, for
-  every method but POST and PATCH;
-* TLS from the kubeconfig (CA, client certificate, ``verify_ssl``, ``tls-server-name``) and its
-  proxy, like the official client's urllib3 set-up.
+* retries: a connection that failed before the request was sent is retried (any method), and a
+  429/503 answer with ``Retry-After`` (an API server whose cache of a just-created CRD is still
+  initialising says so) is retried after that delay, twice at most, for every method but POST and
+  PATCH;
+* TLS, SNI name and proxy from the kubeconfig (``runtime.kubeconfig.ClusterAccess``).
 
-The kubeconfig is still read by the official client (``kubernetes.config``), which writes inline
-certificates to files; this module only turns that ``Configuration`` into an ``ssl.SSLContext``.
+httpx is the project's HTTP client already (tests, registry, hand-off rigs); why it and not a
+Kubernetes client library: ``docs/kube-client.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import httpx
-from kubernetes import client as k8s_client
 
 from kyma_operator.runtime.errors import KubeTransportError, error_from_status
+from kyma_operator.runtime.kubeconfig import ClusterAccess
 
-
-def ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
-    """The TLS settings of a loaded kubeconfig: its CA (else the system's), its client certificate."""
-    ca = configuration.ssl_ca_cert
-    context = ssl.create_default_context(cafile=str(ca)) if ca else ssl.create_default_context()
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if configuration.cert_file:
-        context.load_cert_chain(str(configuration.cert_file), configuration.key_file or None)
-    return context
-
+# httpx logs every request at INFO; through this transport that is every API call of the operator
+# (thousands a minute at scale). Request counts are metrics (``KubeClient(on_request=...)``).
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 _NOT_RETRIED = frozenset({"POST", "PATCH"})
 _RETRY_AFTER_STATUS = frozenset({429, 503})
@@ -80,7 +71,7 @@ class AsyncHttp:
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        access: ClusterAccess,
         *,
         max_connections: int,
         request_timeout: float,
@@ -90,10 +81,10 @@ class AsyncHttp:
         """``sleep``: how a ``Retry-After`` delay is waited for."""
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
-        self._ssl = ssl_context(configuration)
-        self._proxy: str | None = configuration.proxy or None
+        self._ssl = access.ssl_context
+        self._proxy = access.proxy
         self._extensions: dict[str, Any] = (
-            {"sni_hostname": configuration.tls_server_name} if configuration.tls_server_name else {}
+            {"sni_hostname": access.tls_server_name} if access.tls_server_name else {}
         )
         self._keepalive_expiry = keepalive_expiry
         self._sleep = sleep
@@ -111,7 +102,7 @@ class AsyncHttp:
         transport = httpx.AsyncHTTPTransport(
             verify=self._ssl, limits=limits, proxy=self._proxy, trust_env=False, retries=2
         )
-        # identity: like the official client, no compressed responses (loopback and LAN: CPU, no gain)
+        # identity: no compressed responses (loopback and LAN: CPU, no gain)
         return httpx.AsyncClient(
             transport=transport, timeout=timeout, trust_env=False, headers={"Accept-Encoding": "identity"}
         )

@@ -1,8 +1,8 @@
 """Typed API errors, so callers branch on ``except NotFound`` instead of HTTP status codes.
 
 The adapter turns every non-2xx answer of the API server (a ``Status`` object) into one of these,
-and every TLS/connection failure into ``KubeTransportError``; nothing from the official client's
-exception hierarchy leaks past ``kube.py``.
+and every TLS/connection failure into ``KubeTransportError``; nothing from httpx's exception
+hierarchy leaks past ``kube.py``/``asynchttp.py``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,34 @@
 """The one narrow door to the Kubernetes API: an async client over plain dicts.
 
-Why this exists: the official ``kubernetes`` client is synchronous, returns generated model classes
-and per-kind API objects, and raises its own exceptions. Controllers want ``await get(res, name)``
-on plain dicts for any resource (core or custom), typed errors, server-side apply and watches as
-async iterators. This adapter uses the official client only for what it does well (kubeconfig
-loading incl. client certs, tokens and exec plugins; a configured urllib3 connection pool), builds
-request paths from ``Resource``, and sends requests over one of two transports:
+Controllers want ``await get(res, name)`` on plain dicts for any resource (core or custom), typed
+errors, server-side apply and watches as async iterators. This adapter builds request paths from
+``Resource`` and sends them through ONE transport for the KCP client and every runtime client:
+``asynchttp.AsyncHttp`` (httpx on the event loop: no thread per request or watch, a bounded
+connection pool per client); ``kubeconfig`` reads kubeconfigs and the in-cluster service account.
 
-* default (the KCP client): urllib3 with blocking calls on a bounded thread pool of the client's own
-  and each watch on its own thread, bridged into asyncio;
-* ``async_io=True`` (runtime clients, one per runtime): ``asynchttp.AsyncHttp``, httpx on the event
-  loop, so a runtime costs no thread, only its bounded pool of connections (see that module).
+Why not a Kubernetes client library under it (measured and compared in ``docs/kube-client.md``):
+the official ``kubernetes`` client is synchronous (a thread per request in flight and per watch)
+and 163 MB installed; ``kubernetes_asyncio`` is aiohttp (a second HTTP stack next to httpx) with 48 MB of
+generated models; ``lightkube`` 1.x moved to ``httpx2`` (a second httpx) and typed models;
+``kr8s`` needs python-box, httpx-ws and more (57 MB installed) and wraps objects. All of them would
+still sit behind this adapter (plain dicts, our errors, our watch loop), so what they would add is
+kubeconfig loading, which ``kubeconfig`` does in ~300 lines with tests, and a per-client memory
+cost that is higher than a bare httpx client's (31-37 KiB against 28 KiB per runtime client:
+``benchmarks/kube_client_bench.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
-import threading
 from collections.abc import AsyncGenerator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-import urllib3
-import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client import rest as k8s_rest
-
+from kyma_operator.runtime import kubeconfig
 from kyma_operator.runtime.asynchttp import AsyncHttp
 from kyma_operator.runtime.errors import KubeError, KubeTransportError, error_from_status
 from kyma_operator.runtime.resources import Resource
@@ -98,51 +94,39 @@ def classify_request(method: str, path: str, content_type: str | None = None) ->
 
 
 class KubeClient:
-    """Async access to one API server. Create with ``from_kubeconfig_file``/``from_kubeconfig_bytes``.
+    """Async access to one API server. Create with ``from_kubeconfig_file``/``from_kubeconfig_bytes``
+    or ``in_cluster``.
 
     All objects are plain JSON dicts. Errors are ``kyma_operator.runtime.errors`` types.
-    ``max_concurrency`` bounds the threads (and pooled connections) used for non-watch requests;
-    with ``async_io`` there are no threads and it bounds the connections (idle ones are closed
-    after ``keepalive_expiry`` seconds).
+    ``max_concurrency`` bounds the pooled connections for non-watch requests (further requests
+    wait for one); idle ones are closed after ``keepalive_expiry`` seconds. No threads.
     """
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        access: kubeconfig.ClusterAccess,
         *,
         max_concurrency: int = 16,
         request_timeout: float = 30.0,
         user_agent: str = "kyma-operator/runtime",
         on_request: Callable[[str, str], None] | None = None,
-        async_io: bool = False,
         keepalive_expiry: float = 30.0,
     ) -> None:
         """``on_request(verb, resource)`` is called for every request sent (metrics; see
         ``classify_request``)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-        configuration.connection_pool_maxsize = max_concurrency
-        self._config = configuration
-        self._host = str(configuration.host).rstrip("/")
-        self._http: AsyncHttp | None = None
-        self._pool: urllib3.PoolManager | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        if async_io:
-            self._http = AsyncHttp(
-                configuration,
-                max_connections=max_concurrency,
-                request_timeout=request_timeout,
-                keepalive_expiry=keepalive_expiry,
-            )
-        else:
-            self._pool = k8s_rest.RESTClientObject(configuration).pool_manager
-            self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="kube")
-        self._watch_pool: urllib3.PoolManager | None = None
-        self._timeout = urllib3.Timeout(connect=min(10.0, request_timeout), read=request_timeout)
+        self._host = access.server.rstrip("/")
+        self._credentials = access.credentials
+        self._http = AsyncHttp(
+            access,
+            max_connections=max_concurrency,
+            request_timeout=request_timeout,
+            keepalive_expiry=keepalive_expiry,
+        )
         self._base_headers = {"Accept": _JSON_CT, "User-Agent": user_agent}
         self._closed = False
-        self._watches: set[_WatchStream] = set()
-        self._async_watches = 0
+        self._watches = 0
         self._on_request = on_request
         self.in_flight = 0
         """Requests under way (not counting watches; see ``busy``)."""
@@ -155,18 +139,8 @@ class KubeClient:
     def from_kubeconfig_file(
         cls, path: str | Path, *, context: str | None = None, **kwargs: Any
     ) -> KubeClient:
-        """A client for the (current or given) context of a kubeconfig file."""
-        configuration = k8s_client.Configuration()
-        try:
-            k8s_config.load_kube_config(
-                config_file=str(path),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        except (k8s_config.ConfigException, OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"invalid kubeconfig {path}: {exc}") from exc
-        return cls(configuration, **kwargs)
+        """A client for the (current or given) context of a kubeconfig file; ``ValueError`` if unusable."""
+        return cls(kubeconfig.load_file(path, context=context), **kwargs)
 
     @classmethod
     def from_kubeconfig_bytes(
@@ -174,19 +148,15 @@ class KubeClient:
     ) -> KubeClient:
         """A client from kubeconfig content (e.g. a kubeconfig Secret's ``config`` key)."""
         try:
-            loaded = yaml.safe_load(data)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"kubeconfig is not valid YAML: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ValueError("kubeconfig must be a YAML mapping")
-        configuration = k8s_client.Configuration()
-        try:
-            k8s_config.load_kube_config_from_dict(
-                loaded, context=context, client_configuration=configuration, persist_config=False
-            )
-        except (k8s_config.ConfigException, KeyError, TypeError) as exc:
+            access = kubeconfig.load_bytes(data, context=context)
+        except ValueError as exc:
             raise ValueError(f"invalid kubeconfig: {exc}") from exc
-        return cls(configuration, **kwargs)
+        return cls(access, **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> KubeClient:
+        """A client with the pod's service account; ``ValueError`` outside a cluster."""
+        return cls(kubeconfig.load_in_cluster(), **kwargs)
 
     @property
     def host(self) -> str:
@@ -199,23 +169,14 @@ class KubeClient:
     @property
     def busy(self) -> bool:
         """A request or a watch is under way."""
-        return self.in_flight > 0 or bool(self._watches) or self._async_watches > 0
+        return self.in_flight > 0 or self._watches > 0
 
     async def close(self) -> None:
-        """Stop open watches and release connections and threads."""
+        """Stop open watches and release connections."""
         if self._closed:
             return
         self._closed = True
-        for stream in list(self._watches):
-            stream.stop()
-        if self._http is not None:
-            await self._http.close()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        if self._pool is not None:
-            self._pool.clear()
-        if self._watch_pool is not None:
-            self._watch_pool.clear()
+        await self._http.close()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -225,13 +186,13 @@ class KubeClient:
 
     # -- low level -----------------------------------------------------------------------------
 
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = dict(self._base_headers)
         if content_type:
             headers["Content-Type"] = content_type
-        for setting in self._config.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[setting["key"]] = setting["value"]
+        authorization = await self._credentials.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         return headers
 
     def _url(self, path: str, query: dict[str, str] | None) -> str:
@@ -239,29 +200,6 @@ class KubeClient:
         if query:
             url = f"{url}?{urlencode(query)}"
         return url
-
-    def _request_sync(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, str] | None,
-        body: bytes | None,
-        content_type: str | None,
-    ) -> Any:
-        assert self._pool is not None
-        try:
-            response = self._pool.request(
-                method,
-                self._url(path, query),
-                body=body,
-                headers=self._headers(content_type),
-                timeout=self._timeout,
-                preload_content=True,
-                retries=False if method in ("POST", "PATCH") else urllib3.Retry(2, read=0, redirect=0),
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise _translate(exc, f"{method} {path}") from exc
-        return _decode(response.status, response.data, response.headers.get("Retry-After"), method, path)
 
     async def _request(
         self,
@@ -282,26 +220,13 @@ class KubeClient:
         self.requests_started += 1
         self.in_flight += 1
         try:
-            if self._http is not None:
-                headers = await self._async_headers(content_type)
-                what = f"{method} {path}"
-                status, data, retry_after = await self._http.request(
-                    method, self._url(path, query), payload, headers, what
-                )
-                return _decode(status, data, retry_after, method, path)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._executor, self._request_sync, method, path, query, payload, content_type
+            headers = await self._headers(content_type)
+            status, data, retry_after = await self._http.request(
+                method, self._url(path, query), payload, headers, f"{method} {path}"
             )
+            return _decode(status, data, retry_after, method, path)
         finally:
             self.in_flight -= 1
-
-    async def _async_headers(self, content_type: str | None = None) -> dict[str, str]:
-        """Headers without blocking the loop: a kubeconfig exec plugin refreshes its token by
-        running a program, so then they are computed on the loop's default executor."""
-        if self._config.refresh_api_key_hook is None:
-            return self._headers(content_type)
-        return await asyncio.to_thread(self._headers, content_type)
 
     @staticmethod
     def _name_ns(res: Resource, body: JSON) -> tuple[str, str | None]:
@@ -566,46 +491,24 @@ class KubeClient:
             query["timeoutSeconds"] = str(int(timeout_seconds))
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30.0
         self.requests_started += 1
-        if self._http is not None:  # closing this generator closes the inner ones at once
-            async with contextlib.aclosing(
-                self._watch_async(self._http, res, namespace, query, read_timeout)
-            ) as events:
-                async for event in events:
-                    yield event
-            return
-        stream = _WatchStream(
-            self._get_watch_pool(),
-            self._url(res.path(namespace), query),
-            self._headers(),
-            urllib3.Timeout(connect=10.0, read=read_timeout),
-            asyncio.get_running_loop(),
-            f"watch {res}",
-        )
-        self._watches.add(stream)
-        try:
-            stream.start()
-            while True:
-                batch = await stream.next_batch()
-                if batch is None:
-                    return
-                for event in batch:
-                    yield event
-        finally:
-            stream.stop()
-            self._watches.discard(stream)
+        # closing this generator closes the inner ones at once (and with them the connection)
+        async with contextlib.aclosing(self._watch(res, namespace, query, read_timeout)) as events:
+            async for event in events:
+                yield event
 
-    async def _watch_async(
+    async def _watch(
         self,
-        http: AsyncHttp,
         res: Resource,
         namespace: str | None,
         query: dict[str, str],
         read_timeout: float | None,
     ) -> AsyncGenerator[WatchEvent, None]:
-        headers = await self._async_headers()
-        self._async_watches += 1
+        headers = await self._headers()
+        self._watches += 1
         buffer = b""
-        chunks = http.stream(self._url(res.path(namespace), query), headers, read_timeout, f"watch {res}")
+        chunks = self._http.stream(
+            self._url(res.path(namespace), query), headers, read_timeout, f"watch {res}"
+        )
         try:
             async for chunk in chunks:
                 buffer += chunk
@@ -622,109 +525,8 @@ class KubeClient:
                 return
             raise
         finally:
-            self._async_watches -= 1
+            self._watches -= 1
             await chunks.aclose()  # the connection is released now, not when collected
-
-    def _get_watch_pool(self) -> urllib3.PoolManager:
-        if self._watch_pool is None:
-            self._watch_pool = k8s_rest.RESTClientObject(self._config).pool_manager
-        return self._watch_pool
-
-
-_End = object()
-
-
-class _WatchStream:
-    """A watch request read on its own thread; parsed events are handed to the loop in batches."""
-
-    def __init__(
-        self,
-        pool: urllib3.PoolManager,
-        url: str,
-        headers: dict[str, str],
-        timeout: urllib3.Timeout,
-        loop: asyncio.AbstractEventLoop,
-        what: str,
-    ) -> None:
-        self._pool = pool
-        self._url = url
-        self._headers = headers
-        self._timeout = timeout
-        self._loop = loop
-        self._what = what
-        self._items: asyncio.Queue[list[WatchEvent] | BaseException | object] = asyncio.Queue()
-        self._stopped = threading.Event()
-        self._response: urllib3.BaseHTTPResponse | None = None
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=what, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            response = self._response
-        if response is not None:  # unblocks the reading thread; it releases the connection itself
-            with contextlib.suppress(Exception):
-                response.shutdown()
-
-    async def next_batch(self) -> list[WatchEvent] | None:
-        item = await self._items.get()
-        if item is _End:
-            return None
-        if isinstance(item, BaseException):
-            raise item
-        assert isinstance(item, list)
-        return item
-
-    def _emit(self, item: list[WatchEvent] | BaseException | object) -> None:
-        if self._stopped.is_set() and item is not _End:
-            return
-        with contextlib.suppress(RuntimeError):  # loop closed
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-
-    def _run(self) -> None:
-        try:
-            self._read()
-        except BaseException as exc:  # everything is reported to the consumer
-            if not self._stopped.is_set():
-                self._emit(_translate(exc, self._what))
-        finally:
-            self._emit(_End)
-
-    def _read(self) -> None:
-        response = self._pool.request(
-            "GET",
-            self._url,
-            headers=self._headers,
-            timeout=self._timeout,
-            preload_content=False,
-            retries=False,
-        )
-        with self._lock:
-            self._response = response
-        if self._stopped.is_set():
-            response.release_conn()
-            return
-        try:
-            if response.status != 200:
-                raise error_from_status(response.status, response.read(), response.headers.get("Retry-After"))
-            buffer = b""
-            for chunk in response.stream(65536, decode_content=True):
-                if self._stopped.is_set():
-                    return
-                buffer += chunk
-                if b"\n" not in buffer:
-                    continue
-                *lines, buffer = buffer.split(b"\n")
-                batch = [_parse_event(line) for line in lines if line.strip()]
-                if batch:
-                    self._emit(batch)
-            if buffer.strip() and not self._stopped.is_set():
-                self._emit([_parse_event(buffer)])
-        finally:
-            response.release_conn()
 
 
 def _decode(status: int, data: bytes, retry_after: str | None, method: str, path: str) -> Any:
@@ -748,14 +550,3 @@ def _parse_event(line: bytes) -> WatchEvent:
     if kind not in _WATCH_TYPES or not isinstance(obj, dict):
         raise KubeError(0, "InvalidWatchEvent", f"unexpected watch event type {kind!r}")
     return WatchEvent(kind, obj)
-
-
-def _translate(exc: BaseException, what: str) -> BaseException:
-    if isinstance(exc, KubeError):
-        return exc
-    cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
-    if isinstance(cause, urllib3.exceptions.SSLError):
-        return KubeTransportError(f"{what}: TLS error: {cause}", tls=True)
-    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        return KubeTransportError(f"{what}: {exc}")
-    return exc

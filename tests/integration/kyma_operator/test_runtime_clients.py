@@ -67,7 +67,7 @@ async def test_a_runtime_client_uses_no_thread_and_at_most_its_pool_of_connectio
 async def test_a_watch_of_a_runtime_client_is_a_coroutine_and_ends_with_the_client(
     skr: APIServer, unique_name: str
 ) -> None:
-    client = KubeClient.from_kubeconfig_bytes(skr.kubeconfig, async_io=True)
+    client = KubeClient.from_kubeconfig_bytes(skr.kubeconfig)
     threads_before = thread_idents()
     await client.create(NAMESPACES, {"metadata": {"name": unique_name}})
     start = await client.list(CONFIGMAPS, unique_name)

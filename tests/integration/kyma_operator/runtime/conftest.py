@@ -72,15 +72,9 @@ async def install_widget_crd(client: KubeClient, wait: float = 30.0) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.fixture(params=[False, True], ids=["threads", "async_io"])
-def async_io(request: pytest.FixtureRequest) -> bool:
-    """Both transports of ``KubeClient``: urllib3 on threads (KCP) and httpx on the loop (runtimes)."""
-    return bool(request.param)
-
-
 @pytest.fixture
-async def client(kcp: APIServer, async_io: bool) -> AsyncIterator[KubeClient]:
-    kube = KubeClient.from_kubeconfig_file(kcp.kubeconfig_path, async_io=async_io)
+async def client(kcp: APIServer) -> AsyncIterator[KubeClient]:
+    kube = KubeClient.from_kubeconfig_file(kcp.kubeconfig_path)
     try:
         yield kube
     finally:

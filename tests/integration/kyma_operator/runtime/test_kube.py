@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import socket
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,35 +192,33 @@ async def test_leaving_a_watch_early_closes_it(client: KubeClient, namespace: st
         assert event.object["metadata"]["name"] == "e1"
         break
     await stream.aclose()
-    assert not client.busy  # the stream (thread or coroutine) was stopped
+    assert not client.busy  # the stream was stopped
 
 
-async def test_unreachable_server_is_a_transport_error(kcp: APIServer, async_io: bool) -> None:
+async def test_unreachable_server_is_a_transport_error(kcp: APIServer) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = yaml.safe_load(kcp.kubeconfig)
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
-    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config), async_io=async_io) as dead:
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as dead:
         with pytest.raises(KubeTransportError) as err:
             await dead.get(NAMESPACES, "default")
     assert err.value.status == 0
 
 
-async def test_untrusted_server_certificate_is_a_tls_transport_error(
-    kcp: APIServer, skr: APIServer, async_io: bool
-) -> None:
+async def test_untrusted_server_certificate_is_a_tls_transport_error(kcp: APIServer, skr: APIServer) -> None:
     config = yaml.safe_load(kcp.kubeconfig)
     # Trust the other API server's CA only: the KCP serving certificate must be rejected.
     config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(skr.ca_pem).decode()
-    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config), async_io=async_io) as wrong_ca:
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as wrong_ca:
         with pytest.raises(KubeTransportError) as err:
             await wrong_ca.get(NAMESPACES, "default")
     assert err.value.tls
 
 
 async def test_bearer_tokens_unauthorized_and_forbidden(
-    client: KubeClient, namespace: str, kcp: APIServer, async_io: bool
+    client: KubeClient, namespace: str, kcp: APIServer
 ) -> None:
     await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "nobody", "namespace": namespace}})
     review = await client.create_subresource(
@@ -230,13 +231,43 @@ async def test_bearer_tokens_unauthorized_and_forbidden(
         config["users"][0]["user"] = {"token": value}
         return yaml.safe_dump(config).encode()
 
-    async with KubeClient.from_kubeconfig_bytes(with_token(token), async_io=async_io) as service_account:
+    async with KubeClient.from_kubeconfig_bytes(with_token(token)) as service_account:
         with pytest.raises(Forbidden) as forbidden:
             await service_account.get(CONFIGMAPS, "anything", namespace)
     assert forbidden.value.status == 403 and "nobody" in forbidden.value.message
-    async with KubeClient.from_kubeconfig_bytes(with_token("not-a-token"), async_io=async_io) as stranger:
+    async with KubeClient.from_kubeconfig_bytes(with_token("not-a-token")) as stranger:
         with pytest.raises(Unauthorized):
             await stranger.get(CONFIGMAPS, "anything", namespace)
+
+
+async def test_exec_plugin_and_token_file_authenticate(
+    client: KubeClient, namespace: str, kcp: APIServer, tmp_path: Path
+) -> None:
+    """The two credential sources that run or read something per use: an exec plugin (a real
+    program, run without blocking the loop) and a token file (re-read as it rotates)."""
+    await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "plugged", "namespace": namespace}})
+    review = await client.create_subresource(
+        SERVICE_ACCOUNTS, "plugged", "token", {"spec": {"expirationSeconds": 600}}, namespace
+    )
+    token = review["status"]["token"]
+    plugin = tmp_path / "plugin.py"
+    credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}
+    answer = json.dumps(credential | {"status": {"token": token}})
+    plugin.write_text(f"#!{sys.executable}\nprint({answer!r})\n")
+    plugin.chmod(0o755)
+    (tmp_path / "token").write_text(token)
+    for user in (
+        {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}},
+        {"tokenFile": "token"},
+    ):
+        config = yaml.safe_load(kcp.kubeconfig)
+        config["users"][0]["user"] = user
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        async with KubeClient.from_kubeconfig_file(path) as plugged:
+            with pytest.raises(Forbidden) as forbidden:  # authenticated as the service account
+                await plugged.get(CONFIGMAPS, "anything", namespace)
+        assert "plugged" in forbidden.value.message
 
 
 def test_invalid_kubeconfig_is_a_clear_error(tmp_path: Any) -> None:
