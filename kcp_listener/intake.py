@@ -360,11 +360,17 @@ class EventIntake:
             self._replay.remember(key_id, nonce, created)
         return reply
 
+    def accepts_signed_after(self, runtime_id: str) -> float | None:
+        """Wall-clock second after which a signature ``created`` for ``runtime_id`` is accepted here
+        (the replay rule: this process's hold on the runtime's events + skew); None: not held here."""
+        since = self._held_since(runtime_id)
+        return None if since is None else since + self._skew
+
     def _predates_holder(self, runtime_id: str, created: int) -> bool:
         """Signed before this process took the runtime's events (+ skew): a previous holder may
         have accepted it, and this replay record does not know (module docstring)."""
-        since = self._held_since(runtime_id)
-        return since is None or created <= since + self._skew
+        after = self.accepts_signed_after(runtime_id)
+        return after is None or created <= after
 
     def _unauthenticated(self, reason: str) -> _Rejected:
         self.metrics.auth_failed(reason)

@@ -18,7 +18,7 @@ ENTRY_POINTS = (
     "kyma_operator.__main__",
     "kyma_operator.app",
     "kyma_operator.cli.main",
-    "kcp_listener.__main__",
+    "kyma_operator.listener.__main__",
     "skr_watcher.__main__",
 )
 DEV_ONLY = ("kubernetes", "urllib3", "requests", "aiohttp")

@@ -210,6 +210,18 @@ async def runtime_agent(
         "the agent Secret installed in the runtime",
     )
     files = write_agent_files(secret, directory)
+    listener = running.operator.listener
+    assert listener is not None
+    intake = listener.intake
+
+    def accepting() -> bool:
+        # A listener refuses signatures created before it took the runtime's events + skew (the
+        # replay rule across restarts and failovers, kcp_listener.intake); these tests measure the
+        # event path of a listener that serves, so the agent starts once it accepts.
+        after = intake.accepts_signed_after(runtime_id)
+        return after is not None and int(time.time()) > after
+
+    await eventually(accepting, f"the listener accepts {runtime_id}'s newly signed events")
     agent = Agent(
         agent_config(files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(port))
     )
@@ -217,8 +229,6 @@ async def runtime_agent(
     task = asyncio.create_task(agent.run(stop))
     try:
         await asyncio.wait_for(agent.started.wait(), 10.0)
-        listener = running.operator.listener
-        assert listener is not None
         await eventually(
             lambda: bool(listener.keys.public_keys(f"{runtime_id}:v1")),
             f"the listener trusts {runtime_id}'s published key",
