@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
-from kyma_operator.controllers.common.layers import ReconcilerLayer, layered
+from kyma_operator.controllers.common.layers import ReconcilerLayer, build_controller
 from kyma_operator.controllers.common.secretsource import SecretChanges
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, ManifestToKyma
@@ -75,7 +75,6 @@ from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
-from kyma_operator.runtime.ratelimit import operator_rate_limiter
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.source import Source
 
@@ -220,14 +219,8 @@ def build_kyma_controller(
         crds=RuntimeCrdSync(crds, field_manager=cfg.field_manager, clock=clock),
         metrics=metrics,
     )
-    rate_limiter = operator_rate_limiter(cfg.failure_base_delay, cfg.failure_max_delay, clock=clock)
-    controller = Controller(
-        CONTROLLER_NAME,
-        layered(reconciler, layers),
-        workers=cfg.workers,
-        rate_limiter=rate_limiter,
-        clock=clock,
-        request_gate=request_gate,
+    controller = build_controller(
+        CONTROLLER_NAME, reconciler, cfg, layers=layers, clock=clock, request_gate=request_gate
     )
     controller.watch(
         kymas,

@@ -21,6 +21,7 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter
 
+from kyma_operator.controllers.common import triggers as shared
 from kyma_operator.controllers.watcher.fanout import FANOUT_REASON
 from kyma_operator.runtime.request import Request
 
@@ -28,27 +29,24 @@ log = logging.getLogger(__name__)
 
 
 class KymaTrigger(StrEnum):
-    RUNTIME_EVENT = "runtime event"
+    RUNTIME_EVENT = shared.RUNTIME_EVENT
     """The listener's intake: a signed event from the runtime's agent."""
-    RUNTIME_EVENT_REREAD = "runtime event, re-read"
+    RUNTIME_EVENT_REREAD = shared.RUNTIME_EVENT_REREAD
     """A settle re-read after a runtime event (noted for logs; scheduled in the Kyma's memory)."""
     KYMA_CHANGED = "KCP Kyma changed"
     WATCHER_FANOUT = FANOUT_REASON
-    ACCESS_SECRET = "access Secret changed"
+    ACCESS_SECRET = shared.ACCESS_SECRET
     HEARTBEAT = "agent heartbeat health changed"
-    MANIFEST_CHANGED = "Manifest changed"
+    MANIFEST_CHANGED = shared.MANIFEST_CHANGED
     CATALOG_CHANGED = "module catalog changed"
     CATALOG_REFRESH = "runtime catalog refresh"
-    SHARD_ACQUIRED = "shard acquired"
+    SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Kyma's shard: one full reconcile."""
 
     @classmethod
     def of(cls, reasons: Iterable[str]) -> frozenset[KymaTrigger]:
         """The reasons of a reconcile as members (a reason of no member is ignored)."""
-        return frozenset(cls(r) for r in reasons if r in _KYMA_VALUES)
-
-
-_KYMA_VALUES = frozenset(t.value for t in KymaTrigger)
+        return shared.members_of(cls, reasons)
 
 
 class ManifestRequestLog:

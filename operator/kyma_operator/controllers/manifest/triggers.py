@@ -11,21 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
+from kyma_operator.controllers.common import triggers as shared
+
 
 class ManifestTrigger(StrEnum):
-    RUNTIME_EVENT = "runtime event"
+    RUNTIME_EVENT = shared.RUNTIME_EVENT
     """The listener's intake: the runtime's agent saw a module object of this Manifest change."""
-    RUNTIME_EVENT_REREAD = "runtime event, re-read"
+    RUNTIME_EVENT_REREAD = shared.RUNTIME_EVENT_REREAD
     """A settle re-read after a runtime event (noted for logs)."""
-    MANIFEST_CHANGED = "Manifest changed"
-    ACCESS_SECRET = "access Secret changed"
-    SHARD_ACQUIRED = "shard acquired"
+    MANIFEST_CHANGED = shared.MANIFEST_CHANGED
+    ACCESS_SECRET = shared.ACCESS_SECRET
+    SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Manifest's shard: one full reconcile."""
 
     @classmethod
     def of(cls, reasons: Iterable[str]) -> frozenset[ManifestTrigger]:
         """The reasons of a reconcile as members (a reason of no member is ignored)."""
-        return frozenset(cls(r) for r in reasons if r in _VALUES)
-
-
-_VALUES = frozenset(t.value for t in ManifestTrigger)
+        return shared.members_of(cls, reasons)
