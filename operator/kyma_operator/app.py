@@ -100,7 +100,6 @@ from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
 from kyma_operator.runtime.trace import TraceFile, TracingReconciler
@@ -273,18 +272,6 @@ def _watcher_feature(
     )
 
 
-def _leader_election(config: OperatorConfig) -> LeaderElectionConfig | None:
-    if not config.leader_elect:
-        return None
-    return LeaderElectionConfig(
-        lease_name=config.leader_election_id,
-        lease_namespace=config.namespace,
-        lease_duration=config.leader_elect_lease_duration,
-        renew_deadline=config.leader_elect_renew_deadline,
-        retry_period=config.leader_elect_retry_period,
-    )
-
-
 def _installers(
     config: OperatorConfig, feature: WatcherFeature | None, wall_clock: Callable[[], datetime.datetime]
 ) -> Installers:
@@ -332,7 +319,7 @@ async def build_operator(
     agent_addr = ""
     if config.watcher_enabled:
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
-    leader = _leader_election(config)
+    leader = config.leader_election_config()
     kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
     manifests = manifest_informer(client, ns, clock=clock)
     registry = CollectorRegistry()

@@ -30,6 +30,7 @@ from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
+from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.sharding import ShardingConfig, default_replica_id
 from kyma_operator.runtime.shardmap import DEFAULT_SHARDS
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
@@ -273,6 +274,18 @@ class OperatorConfig(BaseModel):
             "failure_max_delay": self.failure_max_delay,
             "event_throttle_window": self.event_throttle_window,
         }
+
+    def leader_election_config(self) -> LeaderElectionConfig | None:
+        """The leader Lease's settings; None without ``--leader-elect``."""
+        if not self.leader_elect:
+            return None
+        return LeaderElectionConfig(
+            lease_name=self.leader_election_id,
+            lease_namespace=self.namespace,
+            lease_duration=self.leader_elect_lease_duration,
+            renew_deadline=self.leader_elect_renew_deadline,
+            retry_period=self.leader_elect_retry_period,
+        )
 
     def sharding_config(self) -> ShardingConfig:
         """The shard coordinator's settings (shard Leases use the leader election's timings)."""
