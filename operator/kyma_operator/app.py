@@ -264,6 +264,7 @@ def _watcher_feature(
                 webhook_url=config.webhook_url,
                 webhook_configuration_name=config.webhook_configuration_name,
                 readiness_poll_seconds=config.agent_readiness_poll,
+                image_pull_secret=config.skr_image_pull_secret,
             ),
         ),
         kymas=kymas,

@@ -170,6 +170,13 @@ class OperatorConfig(BaseModel):
     """Modules whose ModuleReleaseMeta may limit them to the Kymas its ``kymaSelector`` matches
     (upstream ``--restricted-modules``); a release meta with a selector that is not listed here is
     offered to no Kyma."""
+    skr_image_pull_secret: str | None = Field(
+        default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253
+    )
+    """Name of a Secret in ``namespace`` that runtimes pull images with (upstream
+    ``--skr-image-pull-secret``): copied into every runtime's sync namespace (condition
+    ``SKRImagePullSecretSync``), named in ``imagePullSecrets`` of the agent and of every module
+    Deployment/StatefulSet, and as ``SKR_IMG_PULL_SECRET`` in module managers' containers."""
     module_upgrade_rollout_max_delay: Annotated[float, Field(ge=0)] = 300.0
     """Seconds over which a changed ModuleReleaseMeta or ModuleTemplate reaches the Kymas using it,
     spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
@@ -310,6 +317,7 @@ class OperatorConfig(BaseModel):
             modules=self.kyma_modules,
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
+            skr_image_pull_secret=self.skr_image_pull_secret,
         )
 
     def manifest_controller(self) -> ManifestControllerConfig:
@@ -320,6 +328,8 @@ class OperatorConfig(BaseModel):
             workers=self.manifest_workers,
             processing_interval=self.manifest_processing_interval,
             apply_concurrency=self.manifest_apply_concurrency,
+            skr_image_pull_secret=self.skr_image_pull_secret,
+            inject_data_from_kcp=names.DEPLOYER_MODULE_NAME in self.restricted_modules,
         )
 
 

@@ -159,3 +159,7 @@ CATALOG_SYNC_FIELD_MANAGER: Final = "catalog-sync"
 
 # --- well-known names ---------------------------------------------------------------------------
 DEFAULT_CHANNEL: Final = "regular"
+SKR_IMAGE_PULL_SECRET_ENV: Final = "SKR_IMG_PULL_SECRET"
+"""Environment variable naming ``--skr-image-pull-secret`` in a module's manager containers."""
+DEPLOYER_MODULE_NAME: Final = "deployer"
+"""The only module whose Secrets may receive data from KCP (``INJECT_DATA_FROM_KCP_ANNOTATION``)."""

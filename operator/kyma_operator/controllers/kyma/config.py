@@ -29,6 +29,8 @@ class KymaControllerConfig(ControllerConfig):
     """Run the module half (``ModuleSync``): Manifests, ``status.modules``, the runtime catalog."""
     restricted_modules: tuple[str, ...] = ()
     """Modules whose ModuleReleaseMeta may restrict them to Kymas by ``kymaSelector``."""
+    skr_image_pull_secret: str | None = None
+    """``--skr-image-pull-secret``: the KCP Secret copied into every runtime (``pullsecret``)."""
     deletion_interval: float = Field(default=5.0, gt=0)
     """Fallback poll while a deletion waits for Manifests (their removal wakes the Kyma at once)."""
     event_settle_delays: tuple[float, ...] = Field(default=(0.03, 0.5), max_length=3)

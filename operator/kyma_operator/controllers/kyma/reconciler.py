@@ -39,7 +39,7 @@ Kyma before the edit is visible. A reconcile woken by a runtime event that finds
 spec unchanged since the previous reconcile therefore looks again after each of
 ``event_settle_delays`` (``common.settle``; scheduled in the Kyma's memory).
 
-Not here (said in the issue notes): maintenance windows and the image pull Secret sync.
+Not here (said in the issue notes): maintenance windows.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from kyma_operator.controllers.kyma.modulehalf import (
     operation,
     with_modules,
 )
+from kyma_operator.controllers.kyma.pullsecret import ImagePullSecretSync
 from kyma_operator.controllers.kyma.report import Collector, KymaReport
 from kyma_operator.controllers.kyma.runtimecrds import RuntimeCrdSync
 from kyma_operator.controllers.kyma.runtimeround import RuntimeRound as RuntimeSide
@@ -115,6 +116,7 @@ class KymaReconciler:
         wall_clock: Callable[[], datetime.datetime] = utc_now,
         modules: ModuleHalf = NO_MODULE_HALF,
         metrics: KymaMetrics | None = None,
+        pull_secret: ImagePullSecretSync | None = None,
     ) -> None:
         self.client = client
         self.kymas = kymas
@@ -137,6 +139,7 @@ class KymaReconciler:
             crds=crds,
             modules=modules,
             config=self.config,
+            pull_secret=pull_secret,
         )
         self.deletion = KymaDeletion(
             client,

@@ -5,8 +5,10 @@ Upstream steps (``reference/upstream-kyma-manifest-controllers.md`` §3.2) in br
 * ``open``: the runtime's client through the Kyma's access Secret (3, 4), our CRDs Kyma /
   ModuleTemplate / ModuleReleaseMeta written only on change (``runtimecrds``, condition
   ``CRDsSync``) (8), the namespace and the runtime Kyma copy with the sync metadata (``skrsync``)
-  (6, 10). A missing, duplicated or broken Secret, or a runtime that does not answer, gives
-  ``Unreachable`` (condition ``SKRWebhook`` False naming the problem).
+  (6, 10), the ``--skr-image-pull-secret`` copy (``pullsecret``, condition
+  ``SKRImagePullSecretSync``). A missing, duplicated or broken Secret, or a runtime that does not
+  answer, gives ``Unreachable`` (condition ``SKRWebhook`` False naming the problem; a pull Secret
+  that cannot be copied: ``SKRImagePullSecretSync`` False).
 * ``agent``: install / update the agent and map its readiness to ``SKRWebhook`` (12).
 * ``catalog``: the runtime's module catalog (``runtimecatalog``, condition ``ModuleCatalog``).
 * ``copy_status``: the KCP status into the runtime Kyma when it differs (14).
@@ -31,6 +33,7 @@ from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.memory import KymaMemory
 from kyma_operator.controllers.kyma.modulehalf import ModuleHalf
+from kyma_operator.controllers.kyma.pullsecret import REQUEUE_REASON, ImagePullSecretSync, PullSecretSyncError
 from kyma_operator.controllers.kyma.report import Collector
 from kyma_operator.controllers.kyma.runtimecrds import CrdSyncError, RuntimeCrdSync
 from kyma_operator.controllers.kyma.skrsync import RemoteKyma, RemoteKymaSync, RemoteSyncError
@@ -72,8 +75,10 @@ class RuntimeRound:
         crds: RuntimeCrdSync,
         modules: ModuleHalf,
         config: KymaControllerConfig,
+        pull_secret: ImagePullSecretSync | None = None,
     ) -> None:
         self.kymas = kymas
+        self.pull_secret = pull_secret
         self.skr_clients = skr_clients
         self.installers = installers
         self.crds = crds
@@ -115,6 +120,16 @@ class RuntimeRound:
             report.requeue_reason = "crds_sync" if isinstance(exc, CrdSyncError) else "runtime_sync"
             return Unreachable(st.unreachable_condition(reason, message, now), tuple(conditions), message)
         report.remote_spec = remote.describe_spec()
+        if self.pull_secret is not None:  # upstream: after the CRDs, an Error of the Kyma if it fails
+            try:
+                await self.pull_secret.sync(skr)
+            except PullSecretSyncError as exc:
+                if isinstance(exc.__cause__, KubeError):
+                    await self.skr_clients.evict_on_error(request, exc.__cause__)
+                report.requeue_reason = REQUEUE_REASON
+                failed = self.pull_secret.condition(str(exc), now)
+                return Unreachable(failed, tuple(conditions), f"could not sync image pull secret: {exc}")
+            conditions.append(self.pull_secret.condition("", now))
         return Opened(skr, remote, tuple(conditions))
 
     @staticmethod

@@ -17,6 +17,8 @@ What enqueues a Kyma (docs/architecture.md, "What enqueues what"), each a ``Sour
 * the catalog informers and our CRDs in KCP (``catalogtriggers.CatalogFanout``): the Kymas that
   use a changed module (creations/deletions at once, updates spread over the rollout delay) and
   every other Kyma's runtime catalog (spread);
+* with ``--skr-image-pull-secret`` (``pullsecret``): that KCP Secret created, changed or deleted
+  -> every Kyma, so each runtime's copy follows at once;
 * the reconcile's own requeues (backoff, readiness polling, adaptive safety net).
 
 Shared pieces (the Kyma and Manifest informers, the catalog informers, the listener's heartbeat
@@ -44,6 +46,7 @@ from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.kyma.modulehalf import NO_MODULE_HALF, ModuleHalf
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
+from kyma_operator.controllers.kyma.pullsecret import ImagePullSecretSync, every_kyma, pull_secret_informer
 from kyma_operator.controllers.kyma.reconciler import KymaReconciler
 from kyma_operator.controllers.kyma.runtimecatalog import RuntimeCatalogSync
 from kyma_operator.controllers.kyma.runtimecrds import RuntimeCrdSync, crd_informers
@@ -67,6 +70,7 @@ from kyma_operator.runtime.controller import (
     Controller,
     DeletionTimestampChanged,
     EnqueueForObject,
+    EnqueueMapped,
     GenerationChanged,
     LabelsChanged,
     RequestGate,
@@ -205,6 +209,15 @@ def build_kyma_controller(
         access, factory=client_factory, registry=registry, clock=clock, idle_ttl=runtime_client_idle_ttl
     )
     observed = ObservedHealth()
+    pull_secret: ImagePullSecretSync | None = None
+    if cfg.skr_image_pull_secret:
+        pull_secret = ImagePullSecretSync(
+            pull_secret_informer(client, cfg.namespace, cfg.skr_image_pull_secret, clock=clock),
+            name=cfg.skr_image_pull_secret,
+            kcp_namespace=cfg.namespace,
+            sync_namespace=cfg.sync_namespace,
+            field_manager=cfg.field_manager,
+        )
     reconciler = KymaReconciler(
         client,
         kymas=kymas,
@@ -218,6 +231,7 @@ def build_kyma_controller(
         modules=module_half,
         crds=RuntimeCrdSync(crds, field_manager=cfg.field_manager, clock=clock),
         metrics=metrics,
+        pull_secret=pull_secret,
     )
     controller = build_controller(
         CONTROLLER_NAME, reconciler, cfg, layers=layers, clock=clock, request_gate=request_gate
@@ -259,6 +273,10 @@ def build_kyma_controller(
             rng=rng,
         )
     )
+    if pull_secret is not None:
+        controller.watch(
+            pull_secret.informer, EnqueueMapped(every_kyma(kymas)), reason=KymaTrigger.IMAGE_PULL_SECRET
+        )
     for source in sources:
         controller.add_source(source)
     return KymaController(

@@ -40,6 +40,8 @@ class KymaTrigger(StrEnum):
     MANIFEST_CHANGED = shared.MANIFEST_CHANGED
     CATALOG_CHANGED = "module catalog changed"
     CATALOG_REFRESH = "runtime catalog refresh"
+    IMAGE_PULL_SECRET = "SKR image pull Secret changed"
+    """The ``--skr-image-pull-secret`` Secret in KCP changed: every runtime's copy follows."""
     SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Kyma's shard: one full reconcile."""
 

@@ -21,6 +21,7 @@ from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import DiscoveryCache
 from kyma_operator.controllers.manifest.memory import ManifestMemories
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
+from kyma_operator.controllers.manifest.pullsecret import PullSecrets
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.source import ManifestSource
@@ -32,7 +33,7 @@ from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request, Result
-from kyma_operator.runtime.resources import Resource
+from kyma_operator.runtime.resources import SECRETS, Resource
 
 MANIFESTS = Resource(names.OPERATOR_GROUP, names.OPERATOR_VERSION, "manifests", "Manifest")
 KYMA_CACHE_KEY_LOCAL = Request("", "<kcp>")
@@ -73,6 +74,12 @@ class ManifestBase:
         self._removal_waits: dict[Request, int] = {}
         """Consecutive reconciles of a Manifest that waited for a removal (the backoff step)."""
         self.memories = ManifestMemories(self.metrics)
+        self.pull_secrets = PullSecrets(
+            skr_secret=self.config.skr_image_pull_secret,
+            inject=self.config.inject_data_from_kcp,
+            namespace=self.config.namespace,
+            get=lambda name: self.client.get(SECRETS, name, self.config.namespace),
+        )
 
     # -- helpers ---------------------------------------------------------------------------------
 

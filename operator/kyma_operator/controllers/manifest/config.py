@@ -23,3 +23,8 @@ class ManifestControllerConfig(ControllerConfig):
     apply_concurrency: int = Field(default=8, ge=1, le=256)
     crd_established_timeout: float = Field(default=30.0, gt=0)
     field_manager: str = Field(default=names.MANIFEST_APPLIER_FIELD_MANAGER, min_length=1)
+    skr_image_pull_secret: str | None = None
+    """``--skr-image-pull-secret``: named in every module workload (``pullsecret``)."""
+    inject_data_from_kcp: bool = False
+    """The deployer module's Secrets annotated ``inject-data-from-kcp`` get their data from KCP
+    (on when ``deployer`` is a restricted module)."""

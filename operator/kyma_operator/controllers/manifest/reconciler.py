@@ -59,6 +59,7 @@ from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, MANIFE
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
+from kyma_operator.controllers.manifest.pullsecret import PullSecretError
 from kyma_operator.controllers.manifest.readiness import Readiness, module_readiness
 from kyma_operator.controllers.manifest.render import RenderContext, RenderError, parse_documents, transform
 from kyma_operator.controllers.manifest.report import Collector as _Report
@@ -192,6 +193,10 @@ class ManifestReconciler(ManifestUninstall):
             )
         except RenderError as exc:
             return await self._fail(manifest, report, f"{what}: raw manifest {raw.digest}: {exc}")
+        try:
+            await self.pull_secrets.apply(manifest, objects)
+        except PullSecretError as exc:
+            return await self._fail(manifest, report, str(exc))
         resources = (True, f"{len(objects)} objects rendered from {what}")
         extra = [st.note_condition(note, self._now()) for note in raw.notes]
         applier = Applier(

@@ -11,6 +11,9 @@ What enqueues a Manifest (docs/architecture.md, "What enqueues what"), each a ``
 * the access-Secret informer: a runtime's kubeconfig Secret appearing or going, or a changed one
   -> the Manifests of that Kyma that are not Ready (a deleting Manifest waits for its Secret's
   removal, upstream e2e 23);
+* with the deployer module's injection on (``pullsecret``): the KCP Secrets labelled
+  ``operator.kyma-project.io/module-name`` -> the deployer's Manifests, so changed data reaches
+  the runtime, and a relabelled or deleted source Secret the Manifest's status, at once;
 * the reconcile's own requeues (backoff, readiness polling, event re-reads, the adaptive safety net).
 
 Shared pieces (the Kyma informer, the access Secrets, the listener's heartbeat tracker) are built
@@ -30,6 +33,7 @@ from kyma_operator.controllers.common.layers import ReconcilerLayer, build_contr
 from kyma_operator.controllers.common.secretsource import SecretChanges
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
+from kyma_operator.controllers.manifest.pullsecret import deployer_manifests, kcp_secret_informer
 from kyma_operator.controllers.manifest.reconciler import ManifestReconciler
 from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
@@ -49,6 +53,7 @@ from kyma_operator.runtime.controller import (
     Controller,
     DeletionTimestampChanged,
     EnqueueForObject,
+    EnqueueMapped,
     GenerationChanged,
     LabelsChanged,
     RequestGate,
@@ -163,6 +168,12 @@ def build_manifest_controller(
         return found
 
     controller.add_source(SecretChanges(access, secret_changed, reason=ManifestTrigger.ACCESS_SECRET))
+    if cfg.inject_data_from_kcp:
+        controller.watch(
+            kcp_secret_informer(client, cfg.namespace, clock=clock),
+            EnqueueMapped(deployer_manifests(manifests)),
+            reason=ManifestTrigger.KCP_SECRET,
+        )
     return ManifestController(
         controller=controller,
         reconciler=reconciler,

@@ -21,6 +21,8 @@ class ManifestTrigger(StrEnum):
     """A settle re-read after a runtime event (noted for logs)."""
     MANIFEST_CHANGED = shared.MANIFEST_CHANGED
     ACCESS_SECRET = shared.ACCESS_SECRET
+    KCP_SECRET = "KCP module Secret changed"
+    """A module-labelled KCP Secret the deployer module's injection reads (``pullsecret``)."""
     SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Manifest's shard: one full reconcile."""
 
