@@ -2,8 +2,9 @@
 with modules from the real registry and the Kyma and Manifest controllers running.
 
 * ``skr_image_pull_secret_sync_test.go``: with ``--skr-image-pull-secret`` the KCP Secret is copied
-  into the runtime's sync namespace, module Deployments/StatefulSets name it in
-  ``imagePullSecrets`` and as ``SKR_IMG_PULL_SECRET``, and so does the agent's ``skr-webhook``
+  into the runtime's sync namespace; a module enabled in the runtime's Kyma (the Kyma controller's
+  module half, the agent's event, the Manifest controller, the registry) gets it in its workloads'
+  ``imagePullSecrets`` and as ``SKR_IMG_PULL_SECRET`` in its manager, and so does the agent's ``skr-webhook``
   Deployment; (ours, on top) a change of the KCP Secret reaches the runtime at once (its own
   trigger, the safety nets are minutes), a deleted one is an Error with condition
   ``SKRImagePullSecretSync`` False, and a recreated one recovers.
@@ -23,22 +24,27 @@ the Manifest is created directly here, and ``deployer`` is listed in ``--restric
 from __future__ import annotations
 
 import base64
+import contextlib
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kyma_operator.api import names
 from kyma_operator.api.kyma import KymaConditionType
+from kyma_operator.api.resources import MODULE_RELEASE_METAS, MODULE_TEMPLATES
 from kyma_operator.config import load_config
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import DEPLOYMENTS, SECRETS, Resource
+from kyma_operator.runtime.resources import CRDS, DEPLOYMENTS, NAMESPACES, SECRETS, Resource
 from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.harness import KYMA, Setup, manifest_setup
 from tests.integration.kyma_operator.harness import KYMAS
 from tests.polling import eventually
+from tests.registry.modules import module_name_for, publish_module, sample_manifests
 from tests.registry.server import LocalRegistry
 
 JSON = dict[str, Any]
@@ -123,91 +129,120 @@ async def test_skr_image_pull_secret_sync(
     # And skr-image-pull-secret flag is set (the flag as upstream spells it)
     flagged = load_config(["--skr-image-pull-secret", SKR_PULL_SECRET, "--namespace", ns], {})
     assert flagged.skr_image_pull_secret == SKR_PULL_SECRET
-    async with manifest_setup(
-        kcp_client,
-        ns,
-        skr_client,
-        skr_crds[0].kubeconfig,
-        oci_registry,
-        tmp_path,
-        skr_image_pull_secret=SKR_PULL_SECRET,
-    ) as s:
-        sync_ns = s.running.sync_namespace
-        # Then SKR cluster should have that Secret synced
-        await eventually(
-            lambda: _data_equals(s.skr, SKR_PULL_SECRET, sync_ns, KCP_DOCKERCONFIG),
-            "the pull Secret copied into the runtime's sync namespace",
+    # the module in the catalog (upstream: template-operator; its manager Deployment
+    # <module>-controller-manager in <module>-system, here with a StatefulSet beside it)
+    module = module_name_for(ns)
+    module_ns = f"{module}-system"
+    raw, _ = sample_manifests(module)
+    raw += b"---\n" + yaml.safe_dump(m.statefulset(module_ns), sort_keys=True).encode()
+    published = await publish_module(
+        oci_registry, module, "1.0.0", manifest=raw, with_default_cr=False, namespace=ns
+    )
+    await kcp_client.create(MODULE_TEMPLATES, published.template)
+    await kcp_client.create(MODULE_RELEASE_METAS, published.release_meta)
+    try:
+        async with manifest_setup(
+            kcp_client,
+            ns,
+            skr_client,
+            skr_crds[0].kubeconfig,
+            oci_registry,
+            tmp_path,
+            with_agent=True,
+            kyma_modules=True,
+            skr_image_pull_secret=SKR_PULL_SECRET,
+        ) as s:
+            await _skr_image_pull_secret_sync(s, module, module_ns)
+    finally:
+        for resource, name in (
+            (NAMESPACES, module_ns),
+            (CRDS, f"{module.replace('-', '')}s.{names.OPERATOR_GROUP}"),
+        ):
+            with contextlib.suppress(NotFound):
+                await skr_client.delete(resource, name)
+
+
+async def _skr_image_pull_secret_sync(s: Setup, module: str, module_ns: str) -> None:
+    ns = s.ns
+    sync_ns = s.running.sync_namespace
+    # Then SKR cluster should have that Secret synced
+    await eventually(
+        lambda: _data_equals(s.skr, SKR_PULL_SECRET, sync_ns, KCP_DOCKERCONFIG),
+        "the pull Secret copied into the runtime's sync namespace",
+    )
+    copy = await s.skr.get(SECRETS, SKR_PULL_SECRET, sync_ns)
+    assert copy["type"] == "kubernetes.io/dockerconfigjson"
+    condition = await eventually(
+        lambda: _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value),
+        "condition SKRImagePullSecretSync",
+    )
+    assert condition["status"] == "True"
+    assert condition["message"] == "skr image pull secret is synchronized"
+
+    # When Kyma Module is enabled on SKR Kyma CR
+    await s.skr.patch(
+        KYMAS, names.DEFAULT_REMOTE_KYMA_NAME, {"spec": {"modules": [{"name": module}]}}, sync_ns
+    )
+
+    async def workload(resource: Resource, name: str) -> JSON | None:
+        try:
+            return await s.skr.get(resource, name, module_ns)
+        except NotFound:
+            return None
+
+    # Then imagePullSecrets in Deployment should contain the SKR image pull Secret
+    # And env in Deployment containers have the SKR_IMG_PULL_SECRET var (the manager only)
+    env_entry = {"name": names.SKR_IMAGE_PULL_SECRET_ENV, "value": SKR_PULL_SECRET}
+    manager = await eventually(
+        lambda: workload(DEPLOYMENTS, f"{module}-controller-manager"), "the module's manager installed"
+    )
+    assert _pod_spec(manager)["imagePullSecrets"] == [{"name": SKR_PULL_SECRET}]
+    for container in _pod_spec(manager)["containers"]:
+        assert env_entry in container["env"]
+    statefulset = await eventually(lambda: workload(STATEFULSETS, "sample-db"), "the StatefulSet installed")
+    assert _pod_spec(statefulset)["imagePullSecrets"] == [{"name": SKR_PULL_SECRET}]
+    assert all("env" not in c for c in _pod_spec(statefulset)["containers"])
+
+    # And SKR image pull Secret is added to runtime-watcher deployment as imagePullSecrets
+    agent = await s.skr.get(DEPLOYMENTS, "skr-webhook", sync_ns)
+    assert {"name": SKR_PULL_SECRET} in _pod_spec(agent)["imagePullSecrets"]
+
+    # (ours) a changed KCP Secret reaches the runtime at once, through its own trigger
+    mark = len(s.running.reports)
+    await _set_data(s.kcp, SKR_PULL_SECRET, ns, UPDATED_DOCKERCONFIG)
+    await eventually(
+        lambda: _data_equals(s.skr, SKR_PULL_SECRET, sync_ns, UPDATED_DOCKERCONFIG),
+        "the updated pull Secret in the runtime",
+    )
+    await eventually(
+        lambda: any(KymaTrigger.IMAGE_PULL_SECRET in r.triggers for r in s.running.reports[mark:]),
+        "the reconcile woken by the pull Secret's change reported",
+    )
+
+    # (ours, upstream's reconcile error) deleted in KCP -> the Kyma is in Error, condition False
+    await s.kcp.delete(SECRETS, SKR_PULL_SECRET, ns)
+
+    async def failing() -> JSON | None:
+        kyma = await s.kcp.get(KYMAS, KYMA, ns)
+        status = kyma.get("status") or {}
+        found = await _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value)
+        return status if status.get("state") == "Error" and found and found["status"] == "False" else None
+
+    status = await eventually(failing, "the Kyma in Error for the missing pull Secret")
+    assert (
+        "could not sync image pull secret: image pull secret not found"
+        in (status["lastOperation"]["operation"])
+    )
+    # recreated -> synced again
+    await s.kcp.create(SECRETS, _dockerconfig_secret(SKR_PULL_SECRET, ns, KCP_DOCKERCONFIG))
+
+    async def recovered() -> bool:
+        found = await _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value)
+        return bool(found and found["status"] == "True") and await _data_equals(
+            s.skr, SKR_PULL_SECRET, sync_ns, KCP_DOCKERCONFIG
         )
-        copy = await s.skr.get(SECRETS, SKR_PULL_SECRET, sync_ns)
-        assert copy["type"] == "kubernetes.io/dockerconfigjson"
-        condition = await eventually(
-            lambda: _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value),
-            "condition SKRImagePullSecretSync",
-        )
-        assert condition["status"] == "True"
-        assert condition["message"] == "skr image pull secret is synchronized"
 
-        # When a module is enabled: imagePullSecrets and SKR_IMG_PULL_SECRET in its workloads
-        published = await s.publish(extra=(m.statefulset(s.module_ns),))
-        await s.create(published)
-
-        async def workload(resource: Resource, name: str) -> JSON | None:
-            try:
-                return await s.skr.get(resource, name, s.module_ns)
-            except NotFound:
-                return None
-
-        for resource, name in ((DEPLOYMENTS, "sample-operator"), (STATEFULSETS, "sample-db")):
-
-            async def installed(r: Resource = resource, n: str = name) -> JSON | None:
-                return await workload(r, n)
-
-            obj = await eventually(installed, f"{name} installed")
-            pod = _pod_spec(obj)
-            assert pod["imagePullSecrets"] == [{"name": SKR_PULL_SECRET}]
-            for container in pod["containers"]:
-                assert {"name": names.SKR_IMAGE_PULL_SECRET_ENV, "value": SKR_PULL_SECRET} in container["env"]
-
-        # And the SKR image pull Secret is added to the runtime-watcher deployment as imagePullSecrets
-        agent = await s.skr.get(DEPLOYMENTS, "skr-webhook", sync_ns)
-        assert {"name": SKR_PULL_SECRET} in _pod_spec(agent)["imagePullSecrets"]
-
-        # (ours) a changed KCP Secret reaches the runtime at once, through its own trigger
-        mark = len(s.running.reports)
-        await _set_data(s.kcp, SKR_PULL_SECRET, ns, UPDATED_DOCKERCONFIG)
-        await eventually(
-            lambda: _data_equals(s.skr, SKR_PULL_SECRET, sync_ns, UPDATED_DOCKERCONFIG),
-            "the updated pull Secret in the runtime",
-        )
-        await eventually(
-            lambda: any(KymaTrigger.IMAGE_PULL_SECRET in r.triggers for r in s.running.reports[mark:]),
-            "the reconcile woken by the pull Secret's change reported",
-        )
-
-        # (ours, upstream's reconcile error) deleted in KCP -> the Kyma is in Error, condition False
-        await s.kcp.delete(SECRETS, SKR_PULL_SECRET, ns)
-
-        async def failing() -> JSON | None:
-            kyma = await s.kcp.get(KYMAS, KYMA, ns)
-            status = kyma.get("status") or {}
-            found = await _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value)
-            return status if status.get("state") == "Error" and found and found["status"] == "False" else None
-
-        status = await eventually(failing, "the Kyma in Error for the missing pull Secret")
-        assert (
-            "could not sync image pull secret: image pull secret not found"
-            in (status["lastOperation"]["operation"])
-        )
-        # recreated -> synced again
-        await s.kcp.create(SECRETS, _dockerconfig_secret(SKR_PULL_SECRET, ns, KCP_DOCKERCONFIG))
-
-        async def recovered() -> bool:
-            found = await _kyma_condition(s, KymaConditionType.SKR_IMAGE_PULL_SECRET_SYNC.value)
-            return bool(found and found["status"] == "True") and await _data_equals(
-                s.skr, SKR_PULL_SECRET, sync_ns, KCP_DOCKERCONFIG
-            )
-
-        await eventually(recovered, "the pull Secret synced again")
+    await eventually(recovered, "the pull Secret synced again")
 
 
 # -- deployer_module_image_pull_secret_injection_test.go -------------------------------------------
