@@ -233,6 +233,12 @@ async def _skr_image_pull_secret_sync(s: Setup, module: str, module_ns: str) -> 
         "could not sync image pull secret: image pull secret not found"
         in (status["lastOperation"]["operation"])
     )
+    registry = s.running.operator.manager.registry
+    labels = {"requeue_reason": "image_pull_secret_sync", "requeue_type": "unexpected"}
+    await eventually(
+        lambda: (registry.get_sample_value("lifecycle_mgr_requeue_reason_total", labels) or 0) >= 1,
+        "upstream's requeue reason image_pull_secret_sync counted",
+    )
     # recreated -> synced again
     await s.kcp.create(SECRETS, _dockerconfig_secret(SKR_PULL_SECRET, ns, KCP_DOCKERCONFIG))
 
