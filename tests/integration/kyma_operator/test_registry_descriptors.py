@@ -58,7 +58,7 @@ def fast(ns: str, **overrides: Any) -> Any:
 
 def upstream_form(published: PublishedModule) -> dict[str, Any]:
     """The template as modulectl HEAD writes it: no descriptor (it is in the registry)."""
-    template = json.loads(json.dumps(published.template))
+    template: dict[str, Any] = json.loads(json.dumps(published.template))
     template["spec"]["descriptor"] = {}
     return template
 
@@ -168,7 +168,11 @@ async def test_upstream_form_module_installs_next_to_an_embedded_one_and_costs_n
         for round_ in range(3):
             seen = len(running.reports_for("one"))
             await kcp_client.patch(KYMAS, "one", {"metadata": {"labels": {"poke": str(round_)}}}, ns)
-            await eventually(lambda seen=seen: len(running.reports_for("one")) > seen, "a reconcile at rest")
+
+            def reconciled(seen: int = seen) -> bool:
+                return len(running.reports_for("one")) > seen
+
+            await eventually(reconciled, "a reconcile at rest")
         assert descriptors.registry_requests == before
 
 
