@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kyma_operator.api import names
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
@@ -376,3 +378,33 @@ async def test_a_transferred_module_installs_from_its_sub_path(
             assert found["spec"]["install"]["source"]["repo"] == f"{host}/{market}/component-descriptors"
             kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / module.module_name, host)
             assert "Deployment" in kinds
+
+
+MODULECTL = Path(__file__).resolve().parents[2] / "fixtures" / "modulectl"
+
+
+async def test_modulectl_output_installs_with_its_descriptor_from_the_registry(
+    kcp_client: KubeClient, kcp_namespace: str, oci_registry: LocalRegistry, unique_name: str, tmp_path: Path
+) -> None:
+    """The ModuleTemplate and ModuleReleaseMeta modulectl HEAD wrote for template-operator 1.0.5
+    (``namespace: ""``, ``descriptor: {}``), with the component version in the registry."""
+    ns = kcp_namespace
+    host = oci_registry.host
+    subpath = f"mctl-{unique_name}"
+    published = await publish_module(oci_registry, "template-operator", "1.0.5", prefix=subpath, namespace=ns)
+    template = yaml.safe_load((MODULECTL / "template-operator-1.0.5-moduletemplate.yaml").read_text())
+    meta = yaml.safe_load((MODULECTL / "template-operator-module-release-meta.yaml").read_text())
+    assert template["spec"]["descriptor"] == {} and template["metadata"]["namespace"] == ""
+    template["metadata"]["namespace"] = meta["metadata"]["namespace"] = ns
+    await deploy(kcp_client, template, meta)
+    config = fast(
+        ns, oci_registry_host=host, modules_repository_subpath=subpath, oci_insecure_registries=(host,)
+    )
+    async with running_operator(kcp_client, config):
+        await local_kyma(kcp_client, ns, "mctl", ["template-operator"])
+        found = await wait_manifest(kcp_client, ns, "mctl", published)
+        assert found["spec"]["install"]["source"] == published.source.to_object()
+        assert found["spec"]["resource"]["metadata"]["name"] == "sample-yaml"  # the template's default CR
+        assert found["spec"]["manager"]["name"] == "template-operator-controller-manager"
+        kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / "blobs", host)
+        assert "Deployment" in kinds
