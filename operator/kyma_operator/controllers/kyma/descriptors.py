@@ -123,6 +123,15 @@ class _CountingTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+_HINTS = {
+    FetchCause.NOT_FOUND: (
+        "; is it pushed there, and are the ModuleReleaseMeta's ocmComponentName and "
+        "--modules-repository-subpath right?"
+    ),
+    FetchCause.UNAUTHORIZED: "; check the --oci-registry-cred-secret Secret",
+}
+
+
 def split_host(value: str) -> tuple[str, bool]:
     """(``host[:port][/path]`` without scheme, plain HTTP?) of an ``--oci-registry-host`` value."""
     text = value.strip()
@@ -221,10 +230,11 @@ class ModuleDescriptors:
         except RetryLater as failed:
             self._count("failed")
             error = failed.error
-            cause = error.cause if isinstance(error, DescriptorFetchError) else FetchCause.UNREACHABLE
-            where = getattr(error, "registry", "") or self.registry_url()
+            assert isinstance(error, DescriptorFetchError)  # the only failure the cache remembers
+            cause, where = error.cause, error.registry or self.registry_url()
+            hint = _HINTS.get(cause, "")
             raise DescriptorUnavailable(
-                cause, f"{what} from registry {where}: {cause.value}: {error} (retried with backoff)"
+                cause, f"{what} from registry {where}: {cause.value}: {error}{hint} (retried with backoff)"
             ) from None
         self._count("fetched")
         return found
