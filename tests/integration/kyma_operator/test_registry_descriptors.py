@@ -408,3 +408,26 @@ async def test_modulectl_output_installs_with_its_descriptor_from_the_registry(
         assert found["spec"]["manager"]["name"] == "template-operator-controller-manager"
         kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / "blobs", host)
         assert "Deployment" in kinds
+
+
+async def test_a_mandatory_module_in_the_upstream_form_installs_in_every_kyma(
+    kcp_client: KubeClient, kcp_namespace: str, oci_registry: LocalRegistry, module_name: str
+) -> None:
+    ns = kcp_namespace
+    host = oci_registry.host
+    published = await publish_module(oci_registry, module_name, prefix=PREFIX, namespace=ns)
+    meta = json.loads(json.dumps(published.release_meta))
+    meta["spec"].pop("channels")
+    meta["spec"]["mandatory"] = {"version": published.version}
+    await deploy(kcp_client, upstream_form(published), meta)
+    config = fast(
+        ns, oci_registry_host=host, modules_repository_subpath=PREFIX, oci_insecure_registries=(host,)
+    )
+    async with running_operator(kcp_client, config) as running:
+        await local_kyma(kcp_client, ns, "first", [])
+        await local_kyma(kcp_client, ns, "second", [])
+        for kyma in ("first", "second"):
+            found = await wait_manifest(kcp_client, ns, kyma, published)
+            assert found["metadata"]["labels"][names.MANDATORY_MODULE_LABEL] == "true"
+            assert found["spec"]["install"]["source"] == published.source.to_object()
+        assert descriptors_of(running).fetches == 1
