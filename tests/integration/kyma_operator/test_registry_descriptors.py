@@ -326,18 +326,35 @@ async def test_wrong_credentials_then_a_fixed_secret_heals(
             "data": {".dockerconfigjson": base64.b64encode(payload).decode()},
         }
 
-    await kcp_client.create(SECRETS, secret("wrong"))
+    # two registries in the Secret: which one holds the modules is not said (upstream refuses it too)
+    two = json.loads(dockerconfigjson(registry.host, registry.username, "wrong"))
+    two["auths"]["other.example:5000"] = two["auths"][registry.host]
+    ambiguous = secret("wrong")
+    ambiguous["data"][".dockerconfigjson"] = base64.b64encode(json.dumps(two).encode()).decode()
+    await kcp_client.create(SECRETS, ambiguous)
     config = fast(
         ns, oci_registry_cred_secret="module-registry", modules_repository_subpath=PREFIX, oci_ca_file=ca
     )
     async with running_operator(kcp_client, config):
         await local_kyma(kcp_client, ns, "creds", [module_name])
         entry = await wait_entry(
-            kcp_client, ns, "creds", module_name, lambda e: e["state"] == "Error", "Error"
+            kcp_client,
+            ns,
+            "creds",
+            module_name,
+            lambda e: "exactly one registry" in (e.get("message") or ""),
+            "two",
         )
-        assert "credentials refused" in entry["message"] and registry.host in entry["message"], entry[
-            "message"
-        ]
+        assert entry["state"] == "Error" and f"Secret {ns}/module-registry" in entry["message"], entry
+        # one registry, the wrong password
+
+        def refused(entry: dict[str, Any]) -> bool:
+            message = entry.get("message") or ""
+            return "credentials refused" in message and f"from registry {registry.host}/{PREFIX}" in message
+
+        await kcp_client.patch(SECRETS, "module-registry", {"data": secret("wrong")["data"]}, ns)
+        entry = await wait_entry(kcp_client, ns, "creds", module_name, refused, "refused")
+        assert entry["state"] == "Error" and registry.host in entry["message"], entry
         await kcp_client.patch(SECRETS, "module-registry", {"data": secret(registry.password)["data"]}, ns)
         await wait_manifest(kcp_client, ns, "creds", published)
 

@@ -279,9 +279,9 @@ class ModuleDescriptors:
         try:
             secret = await self.kcp.get(SECRETS, name, self.config.namespace)
         except NotFound:
-            raise _error(FetchCause.UNAUTHORIZED, f"{where} not found", where) from None
+            raise _error(FetchCause.UNAUTHORIZED, f"{where} not found", "") from None
         except KubeError as exc:
-            raise _error(FetchCause.UNAUTHORIZED, f"{where}: {exc}", where) from None
+            raise _error(FetchCause.UNAUTHORIZED, f"{where}: {exc}", "") from None
         encoded = (secret.get("data") or {}).get(DOCKERCONFIGJSON_KEY)
         try:
             if not encoded:
@@ -297,7 +297,7 @@ class ModuleDescriptors:
                 split_host(keys[0])[0].split("/", 1)[0]
             )
         except (binascii.Error, ValueError, CredentialsError) as exc:
-            raise _error(FetchCause.UNAUTHORIZED, f"{where}: {exc}", where) from None
+            raise _error(FetchCause.UNAUTHORIZED, f"{where}: {exc}", "") from None
         host, insecure = split_host(keys[0])
         return host, insecure, credentials
 
