@@ -95,6 +95,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--enables", "5", "--status-changes", "5", "--idle-rounds", "2"),
     ),
     Benchmark(
+        "descriptor_bench",
+        "descriptors",
+        ("--rounds", "30", "--idle-rounds", "20"),
+        ("--rounds", "3", "--idle-rounds", "2"),
+    ),
+    Benchmark(
         "helm_bench",
         "helm",
         ("--installs", "5", "--renders", "20", "--manifests", "100"),

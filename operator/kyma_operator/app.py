@@ -63,6 +63,7 @@ from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
 from kyma_operator.controllers.common.layers import ReconcilerLayer
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.descriptors import ModuleDescriptors
 from kyma_operator.controllers.kyma.installers import (
     Installers,
     NoAgentInstallers,
@@ -391,6 +392,11 @@ async def build_operator(
         runtime_client_idle_ttl=config.runtime_client_idle_ttl,
         request_gate=sharding.gates[KYMA_CONTROLLER] if sharding is not None else None,
         layers=layers(KYMA_CONTROLLER),
+        descriptors=ModuleDescriptors(
+            client, config.descriptor_source(), clock=clock, registry=manager.registry
+        )
+        if config.kyma_modules
+        else None,
     )
     if feature is not None:
         feature.add_to(manager)

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -204,7 +205,25 @@ class OperatorConfig(BaseModel):
     the access Secret on the runtime's next reconcile)."""
     oci_registry_cred_secret: str | None = None
     """Name of a ``kubernetes.io/dockerconfigjson`` Secret in ``namespace`` with the module registry's
-    credentials (upstream ``--oci-registry-cred-secret``)."""
+    credentials (upstream ``--oci-registry-cred-secret``); its one ``auths`` entry is also the
+    registry that descriptors of upstream-form ModuleTemplates (``spec.descriptor: {}``) are fetched
+    from. Not together with ``--oci-registry-host``."""
+    oci_registry_host: str | None = None
+    """Registry ``host[:port][/path]`` that descriptors of upstream-form ModuleTemplates are fetched
+    from, without credentials (upstream ``--oci-registry-host``; ``http://host`` or a host in
+    ``--oci-insecure-registries``: plain HTTP). Not together with ``--oci-registry-cred-secret``."""
+    modules_repository_subpath: str = ""
+    """Path below the registry where component versions are stored (upstream
+    ``--modules-repository-subpath``): ``<registry>/<subpath>/component-descriptors/<component>``."""
+    descriptor_fetch_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    """Component descriptors fetched from the module registry at once (one fetch per component
+    version however many Kymas wait for it)."""
+    descriptor_cache_size: Annotated[int, Field(ge=1)] = 512
+    """Component versions whose fetched descriptors are kept in memory (shared by all Kymas)."""
+    descriptor_retry_base_delay: Seconds = 1.0
+    """Seconds before a failed descriptor fetch is tried again (doubles per failure in a row)."""
+    descriptor_retry_max_delay: Seconds = 60.0
+    """Longest delay between attempts to fetch a descriptor that keeps failing."""
     oci_insecure_registries: tuple[str, ...] = ()
     """``host:port`` of module registries and chart repositories reached over plain HTTP (never implied)."""
     oci_ca_file: Path | None = None
@@ -266,6 +285,15 @@ class OperatorConfig(BaseModel):
             raise ValueError("leader_elect_lease_duration must be longer than leader_elect_renew_deadline")
         if not self.leader_elect_renew_deadline > 1.2 * self.leader_elect_retry_period:
             raise ValueError("leader_elect_renew_deadline must exceed 1.2 x leader_elect_retry_period")
+        if self.oci_registry_host and self.oci_registry_cred_secret:
+            raise ValueError(
+                "oci_registry_host and oci_registry_cred_secret must not both be set (upstream: the "
+                "registry is the Secret's when it needs credentials)"
+            )
+        if self.descriptor_retry_max_delay < self.descriptor_retry_base_delay:
+            raise ValueError(
+                "descriptor_retry_max_delay must not be smaller than descriptor_retry_base_delay"
+            )
         if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
             raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
         return self
@@ -318,6 +346,21 @@ class OperatorConfig(BaseModel):
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
             skr_image_pull_secret=self.skr_image_pull_secret,
+        )
+
+    def descriptor_source(self) -> DescriptorSourceConfig:
+        """Where descriptors of upstream-form ModuleTemplates come from (the module registry)."""
+        return DescriptorSourceConfig(
+            registry_host=self.oci_registry_host,
+            credentials_secret=self.oci_registry_cred_secret,
+            namespace=self.namespace,
+            subpath=self.modules_repository_subpath,
+            insecure_registries=self.oci_insecure_registries,
+            ca_file=self.oci_ca_file,
+            concurrency=self.descriptor_fetch_concurrency,
+            cache_size=self.descriptor_cache_size,
+            retry_base=self.descriptor_retry_base_delay,
+            retry_max=self.descriptor_retry_max_delay,
         )
 
     def manifest_controller(self) -> ManifestControllerConfig:

@@ -154,6 +154,17 @@ def module_sources(descriptor: ComponentDescriptor) -> ModuleSources:
     return ModuleSources(install_source(descriptor, c.RAW_MANIFEST))
 
 
+def repository_base(context: dict[str, Any]) -> str:
+    """``host[:port][/path]`` of an OCI repository context: ``baseUrl`` without scheme, then
+    ``subPath`` (``ocm transfer`` writes ``{baseUrl: <host>, subPath: <path>}``; the component
+    versions then live at ``<host>/<subPath>/component-descriptors/...``)."""
+    base = str(context.get("baseUrl") or "").strip().rstrip("/")
+    for scheme in ("https://", "http://", "oci://"):
+        base = base.removeprefix(scheme)
+    sub = str(context.get("subPath") or "").strip().strip("/")
+    return f"{base}/{sub}" if sub else base
+
+
 def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_MANIFEST) -> InstallSource:
     """The ``oci-ref`` source of a local-blob resource, as lifecycle-manager maps it from a descriptor."""
     contexts = [
@@ -163,9 +174,7 @@ def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_M
     ]
     if not contexts:
         raise ValueError(f"{descriptor.component.name}: descriptor has no OCI repository context")
-    base = str(contexts[-1].get("baseUrl", "")).rstrip("/")
-    for scheme in ("https://", "http://", "oci://"):
-        base = base.removeprefix(scheme)
+    base = repository_base(contexts[-1])
     resource = descriptor.resource(resource_name)
     if resource is None or resource.access is None or resource.access.type != c.ACCESS_LOCAL_BLOB:
         raise ValueError(f"{descriptor.component.name}: no local blob resource {resource_name!r}")

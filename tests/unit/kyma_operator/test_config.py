@@ -68,6 +68,11 @@ def test_environment_then_flags() -> None:
         (["--webhook-urls", "kyma-1"], {}, "--webhook-urls: expected key=value"),
         ([], {"KLM_LEADER_ELECT": "maybe"}, "--leader-elect / KLM_LEADER_ELECT"),
         (["--kyma-healthy-interval", "60"], {}, "kyma_healthy_interval must not be smaller"),
+        (
+            ["--oci-registry-host", "r.example:5000", "--oci-registry-cred-secret", "creds"],
+            {},
+            "oci_registry_host and oci_registry_cred_secret must not both be set",
+        ),
     ],
 )
 def test_invalid_input_names_the_setting(argv: list[str], env: dict[str, str], message: str) -> None:
@@ -110,3 +115,22 @@ def test_sharding_flags() -> None:
         load_config(["--replica-id=R_1"], {})
     with pytest.raises(ConfigError, match="--shards"):
         load_config(["--shards=0"], {})
+
+
+def test_module_registry_flags_as_upstream_names_them() -> None:
+    config = load_config(
+        [
+            "--oci-registry-host",
+            "http://127.0.0.1:5000",
+            "--modules-repository-subpath",
+            "restricted-market",
+            "--oci-insecure-registries",
+            "127.0.0.1:5001",
+        ],
+        {"KLM_DESCRIPTOR_FETCH_CONCURRENCY": "2"},
+    )
+    source = config.descriptor_source()
+    assert source.registry_host == "http://127.0.0.1:5000" and source.subpath == "restricted-market"
+    assert source.insecure_registries == ("127.0.0.1:5001",) and source.concurrency == 2
+    assert source.configured and source.namespace == KCP_NAMESPACE
+    assert not OperatorConfig().descriptor_source().configured

@@ -59,8 +59,12 @@ def desired_manifest(
     remote: bool = True,
     mandatory: bool = False,
     unmanaged: bool = False,
+    descriptor: ComponentDescriptor | None = None,
 ) -> Manifest:
     """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install).
+
+    ``descriptor``: the component descriptor fetched from the registry for an upstream-form template
+    (``spec.descriptor`` empty); None: the template's embedded one.
 
     ``remote``: install into the Kyma's runtime (False: single-cluster mode, next to the operator);
     ``mandatory``: a mandatory module (label ``mandatory-module=true``, no channel label);
@@ -71,7 +75,8 @@ def desired_manifest(
     if template.spec.data is not None and not isinstance(template.spec.data, dict):
         raise ManifestBuildError(f"{where}: spec.data (the default CR) must be an object")
     try:
-        descriptor = ComponentDescriptor.parse(template.spec.descriptor)
+        if descriptor is None:
+            descriptor = ComponentDescriptor.parse(template.spec.descriptor)
         sources = module_sources(descriptor)
     except ValueError as exc:
         raise ManifestBuildError(f"{where}: {exc}") from exc

@@ -20,6 +20,13 @@ driven and tested on its own against a real API server. Per reconcile it reads t
 
 Bad input never stops the other modules: a duplicate module name, an invalid template or release
 meta, a template without a raw-manifest layer each become that module's Error entry.
+
+Descriptors: a template that embeds its descriptor (``spec.descriptor``) is read as is; one in the
+upstream form (``spec.descriptor: {}``, what modulectl writes) gets it from the module registry
+through ``descriptors.ModuleDescriptors`` (cached per component version and template generation, so
+a reconcile at rest makes no registry request). A descriptor that cannot be fetched is that
+module's Error entry naming component, version, registry and cause; an installed module keeps its
+entry (and Manifest) with that Error until the fetch succeeds.
 """
 
 from __future__ import annotations
@@ -44,6 +51,11 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.descriptors import (
+    DescriptorSourceConfig,
+    DescriptorUnavailable,
+    ModuleDescriptors,
+)
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
     desired_manifest,
@@ -51,6 +63,7 @@ from kyma_operator.controllers.kyma.manifestbuild import (
 )
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve, template_name
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
+from kyma_operator.modules.descriptor import ComponentDescriptor
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
@@ -161,10 +174,13 @@ class ModuleSync:
         manifests: Informer,
         sync_namespace: str = names.SKR_NAMESPACE,
         restricted_modules: Collection[str] = (),
+        descriptors: ModuleDescriptors | None = None,
     ) -> None:
         self.client = client
         self.catalog = catalog
         self.manifests = manifests
+        self.descriptors = descriptors or ModuleDescriptors(client, DescriptorSourceConfig())
+        """Descriptors of upstream-form templates (unconfigured: such a template is an Error)."""
         self.sync_namespace = sync_namespace
         self.restricted_modules = frozenset(restricted_modules)
 
@@ -257,12 +273,18 @@ class ModuleSync:
             result.modules.append(unmanaged_entry(resolution))
             return
         try:
+            descriptor = await self._registry_descriptor(resolution)
+        except DescriptorUnavailable as exc:
+            result.modules.append(_descriptor_entry(resolution, previous, exc))
+            return
+        try:
             desired = desired_manifest(
                 kyma,
                 resolution,
                 sync_namespace=self.sync_namespace,
                 remote=remote,
                 unmanaged=not module.managed,
+                descriptor=descriptor,
             )
         except ManifestBuildError as exc:
             result.modules.append(
@@ -305,9 +327,14 @@ class ModuleSync:
             resolved = Resolved(module, "", version, template, meta)
             try:
                 desired = desired_manifest(
-                    kyma, resolved, sync_namespace=self.sync_namespace, remote=remote, mandatory=True
+                    kyma,
+                    resolved,
+                    sync_namespace=self.sync_namespace,
+                    remote=remote,
+                    mandatory=True,
+                    descriptor=await self._registry_descriptor(resolved),
                 )
-            except ManifestBuildError:
+            except (ManifestBuildError, DescriptorUnavailable):
                 result.mandatory[module] = State.ERROR
                 continue
             current = existing.get(module)
@@ -321,6 +348,13 @@ class ModuleSync:
             if module not in wanted and manifest.metadata.deletion_timestamp is None:
                 await self._delete(manifest, result)
 
+    async def _registry_descriptor(self, resolved: Resolved) -> ComponentDescriptor | None:
+        """The registry's descriptor for an upstream-form template (``spec.descriptor`` empty);
+        None for a template that embeds one (``desired_manifest`` reads that)."""
+        if resolved.template.spec.descriptor:
+            return None
+        return await self.descriptors.descriptor(resolved)
+
     async def _delete(self, manifest: Manifest, result: ModuleSyncResult) -> None:
         with contextlib.suppress(NotFound):
             await self.client.delete(MANIFESTS, manifest.name, manifest.namespace)
@@ -333,3 +367,17 @@ def _unresolved_entry(resolution: Unresolved, previous: ModuleStatus | None) -> 
     return ModuleStatus(
         name=resolution.module, state=resolution.state, channel=resolution.channel, message=resolution.message
     )
+
+
+def _descriptor_entry(
+    resolved: Resolved, previous: ModuleStatus | None, exc: DescriptorUnavailable
+) -> ModuleStatus:
+    """Error entry of a module whose descriptor cannot be fetched; an installed module keeps its
+    entry (its Manifest is left as it is) with state Error and the message."""
+    message = (
+        f"module {resolved.module!r} channel {resolved.channel!r}: ModuleTemplate "
+        f"{resolved.template.name!r}: {exc}"
+    )
+    if previous is not None and previous.template is not None:
+        return previous.model_copy(update={"state": State.ERROR, "message": message})
+    return ModuleStatus(name=resolved.module, state=State.ERROR, channel=resolved.channel, message=message)

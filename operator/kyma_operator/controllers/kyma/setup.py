@@ -41,6 +41,7 @@ from kyma_operator.controllers.common.secretsource import SecretChanges
 from kyma_operator.controllers.kyma.catalog import Catalog
 from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, ManifestToKyma
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.kyma.descriptors import ModuleDescriptors
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
@@ -98,6 +99,7 @@ class KymaController:
     manifests: Informer | None = None
     catalog: Catalog | None = None
     crd_informers: tuple[Informer, ...] = ()
+    descriptors: ModuleDescriptors | None = None
 
     @property
     def informers(self) -> list[Informer]:
@@ -119,8 +121,10 @@ class KymaController:
         self.controller.enqueue(request, reason)
 
     async def close(self) -> None:
-        """Close the runtime clients (after the manager stopped)."""
+        """Close the runtime clients and the module registry's clients (after the manager stopped)."""
         await self.skr_clients.close()
+        if self.descriptors is not None:
+            await self.descriptors.close()
 
 
 def _access_secret_source(access: AccessSecrets, kymas: Informer) -> SecretChanges:
@@ -137,7 +141,11 @@ def _access_secret_source(access: AccessSecrets, kymas: Informer) -> SecretChang
 
 
 def _module_half(
-    client: KubeClient, cfg: KymaControllerConfig, manifests: Informer | None, catalog: Catalog | None
+    client: KubeClient,
+    cfg: KymaControllerConfig,
+    manifests: Informer | None,
+    catalog: Catalog | None,
+    descriptors: ModuleDescriptors | None,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
     if not cfg.modules:
@@ -149,6 +157,7 @@ def _module_half(
         manifests=manifests,
         sync_namespace=cfg.sync_namespace,
         restricted_modules=cfg.restricted_modules,
+        descriptors=descriptors,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
@@ -175,6 +184,7 @@ def build_kyma_controller(
     runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
     request_gate: RequestGate | None = None,
     layers: Sequence[ReconcilerLayer] = (),
+    descriptors: ModuleDescriptors | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -185,7 +195,8 @@ def build_kyma_controller(
     (built here when not given, and then run with this controller's informers).
     ``runtime_client_idle_ttl``: seconds after which an unused runtime client is closed.
     ``request_gate`` (sharding) and ``layers`` (shard labelling, tracing) make the controller final
-    as built.
+    as built. ``descriptors``: where upstream-form templates' descriptors come from (the module
+    registry; without it such a template's module is an Error naming the missing configuration).
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -199,7 +210,7 @@ def build_kyma_controller(
         )
     crds = crd_informers(client, clock=clock)
     metrics = KymaMetrics(registry)
-    module_half = _module_half(client, cfg, manifests, catalog)
+    module_half = _module_half(client, cfg, manifests, catalog, descriptors)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
@@ -290,4 +301,5 @@ def build_kyma_controller(
         manifests=manifests,
         catalog=catalog,
         crd_informers=tuple(crds),
+        descriptors=descriptors,
     )
