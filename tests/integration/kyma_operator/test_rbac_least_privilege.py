@@ -1,0 +1,236 @@
+"""The operator does its job with exactly manifests/kcp/rbac.yaml, and nothing more is granted.
+
+Why: a Role that lacks a verb the code uses only shows in a cluster, as a 403 in a reconcile. Here
+the operator runs as the ``klm-controller-manager`` ServiceAccount: a token from the TokenRequest API
+of a real kube-apiserver (``--authorization-mode=RBAC``, tests/controlplane), with the objects of
+rbac.yaml applied as shipped (kcp-system, istio-system). The test drives a Kyma through its life
+with the Watcher feature, the listener, leader election and a module (Manifest created, status
+read, deletion), so every code path that talks to KCP runs under those rules; any 403 would leave
+the Kyma short of Ready or of deleted, and is also looked for in the log. The test set-up itself
+(Kyma, access Secret, templates, the Manifest's status) acts as the cluster admin, as a
+provisioner and the Manifest controller's own test would.
+
+Its own control plane (one KCP, one runtime): the shared KCP of the suite has no kcp-system of
+ours to bind to. Upstream: ``rbac_privileges_test.go`` (the rules; ours are asserted in
+tests/unit/kyma_operator/test_rbac_privileges.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kyma_operator.api import names
+from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES, WATCHERS
+from kyma_operator.app import build_operator
+from kyma_operator.runtime.errors import Forbidden
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    LEASES,
+    NAMESPACES,
+    ROLE_BINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+    Resource,
+)
+from localrun.kcp import SKR_CRD_PLURALS
+from tests.controlplane.cluster import APIServer, ControlPlane, free_port
+from tests.controlplane.crds import REPO_ROOT, apply_crds
+from tests.integration.kyma_operator.harness import (
+    RunningOperator,
+    create_runtime,
+    default_watcher,
+    operator_config,
+    runtime_agent,
+)
+from tests.integration.kyma_operator.modules_env import (
+    KYMA,
+    MODULE,
+    RUNTIME_ID,
+    absent,
+    exists,
+    mark_agent_ready,
+    modules_of,
+    release_meta,
+    template,
+)
+from tests.polling import eventually
+
+RBAC = REPO_ROOT / "manifests" / "kcp" / "rbac.yaml"
+KCP_NS, ISTIO_NS, ACCOUNT = "kcp-system", "istio-system", "klm-controller-manager"
+KINDS: dict[str, Resource] = {
+    "ServiceAccount": SERVICE_ACCOUNTS,
+    "ClusterRole": CLUSTER_ROLES,
+    "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS,
+    "Role": ROLES,
+    "RoleBinding": ROLE_BINDINGS,
+}
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    with ControlPlane(["kcp-rbac", "skr-rbac"]) as cp:
+        apply_crds(cp["kcp-rbac"].kubeconfig_path)
+        apply_crds(cp["skr-rbac"].kubeconfig_path, plurals=SKR_CRD_PLURALS)
+        yield cp
+
+
+@contextlib.asynccontextmanager
+async def admin_of(server: APIServer) -> AsyncIterator[KubeClient]:
+    client = KubeClient.from_kubeconfig_file(server.kubeconfig_path)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def apply_rbac(admin: KubeClient) -> None:
+    for namespace in (KCP_NS, ISTIO_NS):
+        await admin.create(NAMESPACES, {"metadata": {"name": namespace}})
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        if doc:
+            await admin.create(KINDS[doc["kind"]], doc)
+
+
+async def service_account_kubeconfig(admin: KubeClient, server: APIServer) -> bytes:
+    """A kubeconfig with a token of the operator's ServiceAccount, as the kubelet would mount one."""
+    answer = await admin.create_subresource(
+        SERVICE_ACCOUNTS, ACCOUNT, "token", {"spec": {"expirationSeconds": 3600}}, KCP_NS
+    )
+    token = answer["status"]["token"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "kcp",
+                "cluster": {
+                    "server": server.url,
+                    "certificate-authority-data": base64.b64encode(server.ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "kcp", "context": {"cluster": "kcp", "user": ACCOUNT}}],
+        "current-context": "kcp",
+    }
+    return yaml.safe_dump(config).encode()
+
+
+@contextlib.asynccontextmanager
+async def operator_as(client: KubeClient, config: Any) -> AsyncIterator[RunningOperator]:
+    operator = await build_operator(config, client)
+    running = RunningOperator(operator, config.namespace)
+    operator.kyma.reconciler.observers.append(running.reports.append)
+    task = asyncio.create_task(operator.run())
+    try:
+        await asyncio.wait_for(operator.manager.started.wait(), 30.0)
+        yield running
+    finally:
+        await operator.shutdown()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def forbidden_lines(records: list[logging.LogRecord]) -> list[str]:
+    lines = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    return [line for line in lines if "forbidden" in line.lower() or " 403" in line]
+
+
+async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shipped_rbac(
+    plane: ControlPlane, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    kcp_server, skr_server = plane["kcp-rbac"], plane["skr-rbac"]
+    async with admin_of(kcp_server) as admin, admin_of(skr_server) as skr:
+        await apply_rbac(admin)
+        account = KubeClient.from_kubeconfig_bytes(await service_account_kubeconfig(admin, kcp_server))
+        try:
+            # nothing cluster-wide on Secrets, nothing in other namespaces, no Kyma creation
+            with pytest.raises(Forbidden):
+                await account.list(SECRETS, None)
+            with pytest.raises(Forbidden):
+                await account.get(SECRETS, "anything", "default")
+            with pytest.raises(Forbidden):
+                await account.create(KYMAS, {"metadata": {"name": "x", "namespace": KCP_NS}, "spec": {}})
+
+            await admin.create(WATCHERS, default_watcher(KCP_NS))
+            await admin.create(MODULE_TEMPLATES, template(KCP_NS, "1.0.0"))
+            await admin.create(MODULE_RELEASE_METAS, release_meta(KCP_NS, {"regular": "1.0.0"}))
+            agent_port = free_port()
+            config = operator_config(
+                KCP_NS,
+                istio_namespace=ISTIO_NS,
+                leader_elect=True,
+                leader_election_id="klm-rbac-test",
+                listener_enabled=True,
+                webhook_urls={KYMA: f"https://127.0.0.1:{agent_port}"},
+                kyma_modules=True,
+                manifest_controller_enabled=False,
+                agent_readiness_poll=0.5,
+            )
+            async with operator_as(account, config) as running:
+                await create_runtime(admin, KCP_NS, KYMA, RUNTIME_ID, skr_server.kubeconfig)
+                async with runtime_agent(running, skr, RUNTIME_ID, agent_port, tmp_path / "ssl"):
+                    await mark_agent_ready(skr, config.sync_namespace)
+
+                    async def kyma_in(state: str) -> dict[str, Any] | None:
+                        kyma = await admin.get(KYMAS, KYMA, KCP_NS)
+                        return kyma if (kyma.get("status") or {}).get("state") == state else None
+
+                    await eventually(lambda: kyma_in("Ready"), "the Kyma Ready", within=60)
+                    # the module: the runtime's admin enables it, the operator creates its Manifest
+                    await skr.patch(
+                        KYMAS,
+                        names.DEFAULT_REMOTE_KYMA_NAME,
+                        {"spec": {"modules": [{"name": MODULE}]}},
+                        config.sync_namespace,
+                    )
+                    (manifest,) = await eventually(
+                        lambda: _manifests(admin), "the module's Manifest", within=30
+                    )
+                    await admin.patch_status(MANIFESTS, manifest, {"status": {"state": "Ready"}}, KCP_NS)
+
+                    async def module_ready() -> bool:
+                        kyma = await kyma_in("Ready")
+                        return kyma is not None and modules_of(kyma).get(MODULE, {}).get("state") == "Ready"
+
+                    await eventually(module_ready, "the module Ready", within=30)
+
+                    # what the rules allowed the operator to write
+                    for secret in ("klm-watcher", "klm-istio-gateway", f"{KYMA}-webhook-tls"):
+                        assert await exists(admin, SECRETS, secret, ISTIO_NS), secret
+                    assert await exists(admin, LEASES, "klm-rbac-test", KCP_NS)
+                    # a manual CA rotation rewrites the CA and gateway Secrets (update, not create)
+                    feature = running.operator.watcher
+                    assert feature is not None
+                    before = await admin.get(SECRETS, "klm-watcher", ISTIO_NS)
+                    await feature.identity.rotate_ca()
+                    after = await admin.get(SECRETS, "klm-watcher", ISTIO_NS)
+                    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+                    assert after["data"] != before["data"]
+
+                    await admin.delete(KYMAS, KYMA, KCP_NS)
+                    await eventually(
+                        lambda: absent(admin, KYMAS, KYMA, KCP_NS), "the Kyma deleted", within=60
+                    )
+                    assert await absent(admin, SECRETS, f"{KYMA}-webhook-tls", ISTIO_NS)
+        finally:
+            await account.close()
+    assert forbidden_lines(caplog.records) == []
+
+
+async def _manifests(admin: KubeClient) -> list[str] | None:
+    found = [m["metadata"]["name"] for m in (await admin.list(MANIFESTS, KCP_NS)).items]
+    return found or None
