@@ -242,6 +242,7 @@ def _watcher_feature(
     *,
     clock: Clock | None,
     wall_clock: Callable[[], datetime.datetime],
+    registry: CollectorRegistry | None = None,
 ) -> WatcherFeature:
     ns = config.namespace
     host = agent_addr.rpartition(":")[0]
@@ -269,6 +270,7 @@ def _watcher_feature(
         kymas=kymas,
         clock=clock,
         wall_clock=wall_clock,
+        registry=registry,
     )
 
 
@@ -363,7 +365,9 @@ async def build_operator(
     )
     feature: WatcherFeature | None = None
     if config.watcher_enabled:
-        feature = _watcher_feature(config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock)
+        feature = _watcher_feature(
+            config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock, registry=manager.registry
+        )
     installers = _installers(config, feature, wall_clock)
     health = (
         AgentHealth(heartbeats, config.heartbeat_max_silence) if heartbeats is not None else NO_AGENT_HEALTH

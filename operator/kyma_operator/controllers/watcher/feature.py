@@ -19,13 +19,16 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
+from kyma_operator.controllers.watcher.events import EventRecorder
 from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, ObjectCache, WatcherFanout
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
 from kyma_operator.identity.bundle import RotationPolicy
+from kyma_operator.identity.metrics import IdentityMetrics
 from kyma_operator.identity.rotator import TrustRotator
 from kyma_operator.identity.signing_keys import SigningPolicy
 from kyma_operator.identity.store import IdentityConfig, IdentityStore
@@ -68,12 +71,21 @@ def build_watcher_feature(
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     policy: RotationPolicy | None = None,
     signing_policy: SigningPolicy | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> WatcherFeature:
+    """``registry``: where the certificate metrics go (``identity.metrics``); none without one."""
     controller = build_watcher_controller(
         client, config=config.controller, clock=clock, wall_clock=wall_clock
     )
     identity = IdentityStore(
-        client, config=config.identity, policy=policy, signing_policy=signing_policy, wall_clock=wall_clock
+        client,
+        config=config.identity,
+        policy=policy,
+        signing_policy=signing_policy,
+        wall_clock=wall_clock,
+        metrics=IdentityMetrics(registry),
+        # a broken gateway Secret is reported on the Secret itself (kubectl describe secret)
+        events=EventRecorder(client, component="lifecycle-manager-identity", wall_clock=wall_clock),
     )
     installer_config = config.installer.model_copy(update={"watcher_namespace": config.controller.namespace})
     installer = AgentInstaller(
