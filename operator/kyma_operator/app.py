@@ -266,6 +266,8 @@ def _watcher_feature(
                 webhook_configuration_name=config.webhook_configuration_name,
                 readiness_poll_seconds=config.agent_readiness_poll,
             ),
+            trust_check_interval=config.istio_gateway_secret_requeue_success_interval,
+            trust_retry_interval=config.istio_gateway_secret_requeue_err_interval,
         ),
         kymas=kymas,
         clock=clock,

@@ -7,12 +7,15 @@
 * ``lifecycle_mgr_self_signed_cert_not_renew{kyma_name}``: 1 while a runtime's certificate is due
   for renewal and the renewed one could not be stored (upstream: cert-manager has not renewed it);
 * ``lifecycle_mgr_gateway_secret_invalid`` (ours): 1 while the gateway Secret as found is not a
-  usable credential (e.g. a ``tls.crt`` that does not match ``tls.key``); see docs/security.md.
+  usable credential (e.g. a ``tls.crt`` that does not match ``tls.key``); see docs/security.md;
+* ``lifecycle_mgr_gateway_secret_repairs_total`` (ours): server certificates re-issued because the
+  Secret held an unusable one -- a counter, so no scrape misses a repair that the gauges show only
+  until the next look.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 GATEWAY_CLOSE_TO_EXPIRY = "lifecycle_mgr_gateway_secret_server_cert_close_to_expiry"
 GATEWAY_CLOSE_TO_EXPIRY_HELP = (
@@ -21,6 +24,7 @@ GATEWAY_CLOSE_TO_EXPIRY_HELP = (
 CERT_NOT_RENEW = "lifecycle_mgr_self_signed_cert_not_renew"
 CERT_NOT_RENEW_HELP = "Indicates the self-signed Certificate of related Kyma is not renewed yet"
 GATEWAY_INVALID = "lifecycle_mgr_gateway_secret_invalid"
+GATEWAY_REPAIRS = "lifecycle_mgr_gateway_secret_repairs"
 KYMA_NAME_LABEL = "kyma_name"
 
 
@@ -31,6 +35,7 @@ class IdentityMetrics:
         self._close: Gauge | None = None
         self._invalid: Gauge | None = None
         self._not_renewed: Gauge | None = None
+        self._repairs: Counter | None = None
         if registry is None:
             return
         self._close = Gauge(GATEWAY_CLOSE_TO_EXPIRY, GATEWAY_CLOSE_TO_EXPIRY_HELP, registry=registry)
@@ -40,6 +45,15 @@ class IdentityMetrics:
             registry=registry,
         )
         self._not_renewed = Gauge(CERT_NOT_RENEW, CERT_NOT_RENEW_HELP, [KYMA_NAME_LABEL], registry=registry)
+        self._repairs = Counter(
+            GATEWAY_REPAIRS,
+            "Server certificates of the gateway secret re-issued because the secret held an unusable one",
+            registry=registry,
+        )
+
+    def gateway_repaired(self) -> None:
+        if self._repairs is not None:
+            self._repairs.inc()
 
     def gateway_seen(self, *, close_to_expiry: bool, invalid: bool) -> None:
         if self._close is not None and self._invalid is not None:

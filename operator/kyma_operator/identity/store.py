@@ -225,6 +225,7 @@ class IdentityStore:
                 )
                 if found.problem is not None and gateway_secret is not None:
                     self.gateway_repairs += 1
+                    self.metrics.gateway_repaired()
                     message = f"re-issued the server certificate (the bundle is kept): {found.problem}"
                     await self._report(gateway_secret, GATEWAY_REPAIRED, message)
                 state = TrustState(

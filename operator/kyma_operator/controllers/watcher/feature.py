@@ -46,6 +46,9 @@ class WatcherFeatureConfig(BaseModel):
     fanout_rate: float = Field(default=50.0, gt=0)
     """Kymas re-rendered per second after a Watcher or trust-bundle change."""
     fanout_debounce: float = Field(default=1.0, ge=0)
+    trust_check_interval: float = Field(default=300.0, gt=0)
+    """Longest wait between two looks at the CA and gateway Secrets (upstream's requeue interval)."""
+    trust_retry_interval: float = Field(default=2.0, gt=0)
 
 
 @dataclass
@@ -99,7 +102,12 @@ def build_watcher_feature(
         debounce=config.fanout_debounce,
     )
     fanout.watch(controller.watchers, namespace=config.controller.namespace)
-    rotator = TrustRotator(identity, on_bundle_change=lambda _state: fanout.trigger("trust bundle changed"))
+    rotator = TrustRotator(
+        identity,
+        on_bundle_change=lambda _state: fanout.trigger("trust bundle changed"),
+        max_interval=config.trust_check_interval,
+        retry_interval=config.trust_retry_interval,
+    )
     return WatcherFeature(
         controller=controller,
         identity=identity,

@@ -111,6 +111,7 @@ async def test_a_foreign_expiring_server_cert_is_reported_and_repaired_and_runti
     assert gauge(registry, m.GATEWAY_CLOSE_TO_EXPIRY) == 1  # upstream: "Then the metric is set to 1"
     assert gauge(registry, m.GATEWAY_INVALID) == 1
     assert store.gateway_problem is not None and "does not match" in store.gateway_problem
+    assert gauge(registry, m.GATEWAY_REPAIRS + "_total") == 1
 
     # repaired: a server certificate of our CA matching the key; the bundle and stamp unchanged
     repaired = await kcp_client.get(SECRETS, GATEWAY, ns)
