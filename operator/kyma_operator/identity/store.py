@@ -160,7 +160,10 @@ class IdentityStore:
         self.metrics = metrics or IdentityMetrics()
         self._events = events
         self.gateway_problem: str | None = None
-        """What was wrong with the gateway Secret at the last look (None: nothing)."""
+        """What was wrong with the gateway Secret at the last look and what was done (None: nothing)."""
+        self.on_gateway_change: Callable[[str | None], None] | None = None
+        """Called when ``gateway_problem`` changes (the operator re-reconciles the Watchers, whose
+        ``GatewaySecret`` condition shows it)."""
         self.gateway_repairs = 0
 
     def now(self) -> datetime.datetime:
@@ -210,8 +213,9 @@ class IdentityStore:
             )
             gateway_secret = await self._read(cfg.gateway_secret)
             found = inspect_gateway(gateway_secret)
+            report: str | None = None
             if found.problem is not None and not found.ours:
-                state = await self._keep_last_good(found, gateway_secret)
+                state, report = await self._keep_last_good(found, gateway_secret)
             else:
                 trust = found.trust
                 if found.problem is not None:
@@ -226,14 +230,19 @@ class IdentityStore:
                 if found.problem is not None and gateway_secret is not None:
                     self.gateway_repairs += 1
                     self.metrics.gateway_repaired()
-                    message = f"re-issued the server certificate (the bundle is kept): {found.problem}"
-                    await self._report(gateway_secret, GATEWAY_REPAIRED, message)
+                    report = (
+                        f"{found.problem}; repaired: the server certificate was re-issued, the bundle kept"
+                    )
+                    await self._report(gateway_secret, GATEWAY_REPAIRED, report)
                 state = TrustState(
                     root=new_root,
                     trust=new_trust,
                     next_action_at=bundle_mod.next_action_at(new_root, new_trust, policy=self.policy),
                 )
-            self.gateway_problem = found.problem
+            changed = report != self.gateway_problem
+            self.gateway_problem = report
+            if changed and self.on_gateway_change is not None:
+                self.on_gateway_change(report)
             found_not_after = found.server_not_after or state.trust.server.not_after
             self.metrics.gateway_seen(
                 close_to_expiry=now >= found_not_after - self.policy.server_renew_before,
@@ -259,16 +268,19 @@ class IdentityStore:
             server_names=self.config.server_names,
         )
 
-    async def _keep_last_good(self, found: GatewayInspection, secret: dict[str, Any] | None) -> TrustState:
+    async def _keep_last_good(
+        self, found: GatewayInspection, secret: dict[str, Any] | None
+    ) -> tuple[TrustState, str]:
         """Broken and not ours (our managed-by label was removed): never written; the runtimes keep
         getting the last good bundle this process saw, or, without one, nothing can be issued."""
         label = f"{names.MANAGED_BY_LABEL}={names.OPERATOR_NAME}"
         problem = f"{found.problem}; not repaired: the Secret lacks label {label}"
+        report = f"{problem}; using the last good trust bundle"
         if secret is not None:
-            await self._report(secret, GATEWAY_INVALID, f"{problem}; using the last good trust bundle")
+            await self._report(secret, GATEWAY_INVALID, report)
         if self._trust is None:
             raise layout.SecretFormatError(f"{problem}, and no earlier good state is known")
-        return self._trust
+        return self._trust, report
 
     async def _report(self, secret: dict[str, Any], reason: str, message: str) -> None:
         if self._events is not None:

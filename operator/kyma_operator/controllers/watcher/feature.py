@@ -90,6 +90,9 @@ def build_watcher_feature(
         # a broken gateway Secret is reported on the Secret itself (kubectl describe secret)
         events=EventRecorder(client, component="lifecycle-manager-identity", wall_clock=wall_clock),
     )
+    # a broken gateway Secret shows on every Watcher (condition GatewaySecret) until a look finds it good
+    controller.reconciler.gateway_problem = lambda: identity.gateway_problem
+    identity.on_gateway_change = lambda _problem: controller.requeue_all("gateway Secret state changed")
     installer_config = config.installer.model_copy(update={"watcher_namespace": config.controller.namespace})
     installer = AgentInstaller(
         identity=identity, watchers=controller.watchers, config=installer_config, wall_clock=wall_clock
