@@ -31,11 +31,12 @@ import yaml
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES, WATCHERS
 from kyma_operator.app import build_operator
-from kyma_operator.runtime.errors import Forbidden
+from kyma_operator.runtime.errors import AlreadyExists, Forbidden
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
+    DEPLOYMENTS,
     LEASES,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -47,6 +48,8 @@ from kyma_operator.runtime.resources import (
 from localrun.kcp import SKR_CRD_PLURALS
 from tests.controlplane.cluster import APIServer, ControlPlane, free_port
 from tests.controlplane.crds import REPO_ROOT, apply_crds
+from tests.integration.kyma_operator.controllers.manifest import module as mod
+from tests.integration.kyma_operator.controllers.manifest.published import RegistryModules
 from tests.integration.kyma_operator.harness import (
     RunningOperator,
     create_runtime,
@@ -66,6 +69,7 @@ from tests.integration.kyma_operator.modules_env import (
     template,
 )
 from tests.polling import eventually
+from tests.registry.server import LocalRegistry
 
 RBAC = REPO_ROOT / "manifests" / "kcp" / "rbac.yaml"
 KCP_NS, ISTIO_NS, ACCOUNT = "kcp-system", "istio-system", "klm-controller-manager"
@@ -96,11 +100,14 @@ async def admin_of(server: APIServer) -> AsyncIterator[KubeClient]:
 
 
 async def apply_rbac(admin: KubeClient) -> None:
+    """The namespaces and every object of rbac.yaml as shipped (each test calls it; idempotent)."""
     for namespace in (KCP_NS, ISTIO_NS):
-        await admin.create(NAMESPACES, {"metadata": {"name": namespace}})
+        with contextlib.suppress(AlreadyExists):
+            await admin.create(NAMESPACES, {"metadata": {"name": namespace}})
     for doc in yaml.safe_load_all(RBAC.read_text()):
         if doc:
-            await admin.create(KINDS[doc["kind"]], doc)
+            with contextlib.suppress(AlreadyExists):
+                await admin.create(KINDS[doc["kind"]], doc)
 
 
 async def service_account_kubeconfig(admin: KubeClient, server: APIServer) -> bytes:
@@ -165,7 +172,8 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
             with pytest.raises(Forbidden):
                 await account.create(KYMAS, {"metadata": {"name": "x", "namespace": KCP_NS}, "spec": {}})
 
-            await admin.create(WATCHERS, default_watcher(KCP_NS))
+            with contextlib.suppress(AlreadyExists):
+                await admin.create(WATCHERS, default_watcher(KCP_NS))
             await admin.create(MODULE_TEMPLATES, template(KCP_NS, "1.0.0"))
             await admin.create(MODULE_RELEASE_METAS, release_meta(KCP_NS, {"regular": "1.0.0"}))
             agent_port = free_port()
@@ -234,3 +242,56 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
 async def _manifests(admin: KubeClient) -> list[str] | None:
     found = [m["metadata"]["name"] for m in (await admin.list(MANIFESTS, KCP_NS)).items]
     return found or None
+
+
+async def test_the_manifest_controller_installs_and_uninstalls_with_exactly_the_shipped_rbac(
+    plane: ControlPlane, oci_registry: LocalRegistry, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Manifest controller's own KCP calls (finalizers, status, the Kyma and its access Secret,
+    the module from the real registry) under the same rules: installed, Ready, uninstalled."""
+    caplog.set_level(logging.WARNING)
+    kcp_server, skr_server = plane["kcp-rbac"], plane["skr-rbac"]
+    kyma, module_ns = "kyma-rbac-manifests", "rbac-module"
+    async with admin_of(kcp_server) as admin, admin_of(skr_server) as skr:
+        await apply_rbac(admin)
+        with contextlib.suppress(AlreadyExists):
+            await admin.create(WATCHERS, default_watcher(KCP_NS))
+        await skr.create(NAMESPACES, {"metadata": {"name": module_ns}})
+        published = await RegistryModules(oci_registry, "rbac").publish(
+            mod.raw_manifest(mod.module_objects(mod.group_for("rbac"), module_ns))
+        )
+        account = KubeClient.from_kubeconfig_bytes(await service_account_kubeconfig(admin, kcp_server))
+        config = operator_config(
+            KCP_NS,
+            istio_namespace=ISTIO_NS,
+            leader_elect=True,
+            leader_election_id="klm-rbac-manifests",
+            kyma_modules=False,  # the Manifest is the test's, as in the Manifest controller's own tests
+            manifest_processing_interval=0.2,
+            oci_insecure_registries=(oci_registry.host,),
+            module_cache_dir=tmp_path / "module-cache",
+        )
+        try:
+            async with operator_as(account, config):
+                await create_runtime(admin, KCP_NS, kyma, "rt-rbac-m", skr_server.kubeconfig)
+                await admin.create(MANIFESTS, mod.manifest_body("sample", KCP_NS, kyma, published))
+
+                async def state() -> str:
+                    manifest = await admin.get(MANIFESTS, "sample", KCP_NS)
+                    return str((manifest.get("status") or {}).get("state") or "")
+
+                await eventually(lambda: exists(skr, DEPLOYMENTS, "sample-operator", module_ns), "installed")
+                await skr.patch_status(DEPLOYMENTS, "sample-operator", mod.deployment_available(), module_ns)
+
+                async def ready() -> bool:
+                    return await state() == "Ready"
+
+                await eventually(ready, "the Manifest Ready", within=60)
+                await admin.delete(MANIFESTS, "sample", KCP_NS)
+                await eventually(
+                    lambda: absent(admin, MANIFESTS, "sample", KCP_NS), "the Manifest uninstalled", within=60
+                )
+                assert await absent(skr, DEPLOYMENTS, "sample-operator", module_ns)
+        finally:
+            await account.close()
+    assert forbidden_lines(caplog.records) == []
