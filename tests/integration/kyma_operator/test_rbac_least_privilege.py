@@ -3,12 +3,12 @@
 Why: a Role that lacks a verb the code uses only shows in a cluster, as a 403 in a reconcile. Here
 the operator runs as the ``klm-controller-manager`` ServiceAccount: a token from the TokenRequest API
 of a real kube-apiserver (``--authorization-mode=RBAC``, tests/controlplane), with the objects of
-rbac.yaml applied as shipped (kcp-system, istio-system). The test drives a Kyma through its life
-with the Watcher feature, the listener, leader election and a module (Manifest created, status
-read, deletion), so every code path that talks to KCP runs under those rules; any 403 would leave
-the Kyma short of Ready or of deleted, and is also looked for in the log. The test set-up itself
-(Kyma, access Secret, templates, the Manifest's status) acts as the cluster admin, as a
-provisioner and the Manifest controller's own test would.
+rbac.yaml applied as shipped (kcp-system, istio-system). The first test drives a Kyma through its
+life with the Watcher feature, the listener, leader election, sharding and a module (Manifest
+created, status read, deletion, a manual CA rotation); the second runs the Manifest controller
+(install from the real registry, Ready, uninstall). Any 403 would leave the object short of its
+state, and is also looked for in the log. The set-up itself (Kyma, access Secret, templates, the
+Manifest) acts as the cluster admin, as a provisioner would.
 
 Its own control plane (one KCP, one runtime): the shared KCP of the suite has no kcp-system of
 ours to bind to. Upstream: ``rbac_privileges_test.go`` (the rules; ours are asserted in
@@ -182,6 +182,12 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
                 istio_namespace=ISTIO_NS,
                 leader_elect=True,
                 leader_election_id="klm-rbac-test",
+                # as deployed (operator-deployment.yaml): shard Leases, Kyma shard labels, hand-off
+                sharding=True,
+                shards=4,
+                replica_id="rbac-0",
+                handoff_host="127.0.0.1",
+                handoff_port=free_port(),
                 listener_enabled=True,
                 webhook_urls={KYMA: f"https://127.0.0.1:{agent_port}"},
                 kyma_modules=True,
@@ -220,6 +226,8 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
                     for secret in ("klm-watcher", "klm-istio-gateway", f"{KYMA}-webhook-tls"):
                         assert await exists(admin, SECRETS, secret, ISTIO_NS), secret
                     assert await exists(admin, LEASES, "klm-rbac-test", KCP_NS)
+                    leases = (await admin.list(LEASES, KCP_NS)).items
+                    assert len(leases) > 1  # the leader's and the shard group's
                     # a manual CA rotation rewrites the CA and gateway Secrets (update, not create)
                     feature = running.operator.watcher
                     assert feature is not None
