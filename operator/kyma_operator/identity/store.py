@@ -69,6 +69,9 @@ class WarningSink(Protocol):
 
     async def warning(self, obj: dict[str, Any], reason: str, message: str) -> None: ...
 
+    def forget(self, obj: dict[str, Any]) -> None:
+        """The object is fine again: the next identical warning is recorded anew."""
+
 
 GATEWAY_REPAIRED = "GatewaySecretRepaired"
 GATEWAY_INVALID = "GatewaySecretInvalid"
@@ -241,6 +244,8 @@ class IdentityStore:
                 )
             changed = report != self.gateway_problem
             self.gateway_problem = report
+            if changed and report is None and gateway_secret is not None and self._events is not None:
+                self._events.forget(gateway_secret)
             if changed and self.on_gateway_change is not None:
                 self.on_gateway_change(report)
             found_not_after = found.server_not_after or state.trust.server.not_after

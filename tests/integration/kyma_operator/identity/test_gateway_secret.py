@@ -134,6 +134,12 @@ async def test_a_foreign_expiring_server_cert_is_reported_and_repaired_and_runti
     assert gauge(registry, m.GATEWAY_INVALID) == 0
     assert store.writes == writes and store.gateway_problem is None
 
+    # the same break again later: repaired again and recorded again (a new Event, not deduplicated)
+    await write_foreign_cert(kcp_client, ns, clock())
+    await store.ensure_trust(force=True)
+    assert gauge(registry, m.GATEWAY_REPAIRS + "_total") == 2
+    assert len(await events_for(kcp_client, ns, GATEWAY_REPAIRED)) == 2
+
 
 async def test_a_broken_gateway_secret_that_is_not_ours_is_left_alone_and_the_last_good_bundle_used(
     kcp_client: KubeClient, kcp_namespace: str
