@@ -284,6 +284,10 @@ class IdentityStore:
         if secret is not None:
             await self._report(secret, GATEWAY_INVALID, report)
         if self._trust is None:
+            self.gateway_problem = report
+            not_after = found.server_not_after
+            close = not_after is not None and self._now() >= not_after - self.policy.server_renew_before
+            self.metrics.gateway_seen(close_to_expiry=close, invalid=True)
             raise layout.SecretFormatError(f"{problem}, and no earlier good state is known")
         return self._trust, report
 

@@ -160,9 +160,11 @@ async def test_a_broken_gateway_secret_that_is_not_ours_is_left_alone_and_the_la
     assert "last good trust bundle" in event["message"]
 
     # a process that never saw a good state cannot issue anything: a clear error, nothing written
-    fresh = _store(kcp_client, ns, clock, CollectorRegistry())
+    fresh_registry = CollectorRegistry()
+    fresh = _store(kcp_client, ns, clock, fresh_registry)
     with pytest.raises(layout.SecretFormatError, match="no earlier good state"):
         await fresh.ensure_runtime(kyma_name="kyma-n", runtime_id="rt-n", skr_domain="n.example.com")
+    assert gauge(fresh_registry, m.GATEWAY_INVALID) == 1  # reported all the same
     again = await kcp_client.get(SECRETS, GATEWAY, ns)
     assert again["metadata"]["resourceVersion"] == broken["metadata"]["resourceVersion"]
 
