@@ -6,6 +6,7 @@
   the next look (a Kyma reconcile within ``trust_cache_seconds``, or the rotator) reads 0 again;
 * ``lifecycle_mgr_self_signed_cert_not_renew{kyma_name}``: 1 while a runtime's certificate is due
   for renewal and the renewed one could not be stored (upstream: cert-manager has not renewed it);
+  as upstream, only such Kymas have a series;
 * ``lifecycle_mgr_gateway_secret_invalid`` (ours): 1 while the gateway Secret as found is not a
   usable credential (e.g. a ``tls.crt`` that does not match ``tls.key``); see docs/security.md;
 * ``lifecycle_mgr_gateway_secret_repairs_total`` (ours): server certificates re-issued because the
@@ -61,8 +62,14 @@ class IdentityMetrics:
             self._invalid.set(1 if invalid else 0)
 
     def certificate_renewed(self, kyma_name: str, *, renewed: bool) -> None:
-        if self._not_renewed is not None:
-            self._not_renewed.labels(kyma_name).set(0 if renewed else 1)
+        """As upstream: a series (value 1) only for a Kyma whose due certificate is not renewed, removed
+        once it is -- not one series per Kyma of the fleet."""
+        if self._not_renewed is None:
+            return
+        if renewed:
+            self.forget(kyma_name)
+        else:
+            self._not_renewed.labels(kyma_name).set(1)
 
     def forget(self, kyma_name: str) -> None:
         if self._not_renewed is not None:

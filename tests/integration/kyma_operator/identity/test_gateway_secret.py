@@ -100,7 +100,7 @@ async def test_a_foreign_expiring_server_cert_is_reported_and_repaired_and_runti
     before = await store.ensure_runtime(kyma_name="kyma-g", runtime_id="rt-g", skr_domain="g.example.com")
     assert gauge(registry, m.GATEWAY_CLOSE_TO_EXPIRY) == 0  # upstream: "Then the metric is set to 0"
     assert gauge(registry, m.GATEWAY_INVALID) == 0
-    assert gauge(registry, m.CERT_NOT_RENEW, {"kyma_name": "kyma-g"}) == 0
+    assert gauge(registry, m.CERT_NOT_RENEW, {"kyma_name": "kyma-g"}) is None  # only unrenewed ones
     good_secret = await kcp_client.get(SECRETS, GATEWAY, ns)
     good = data_of(good_secret)
 
@@ -176,7 +176,7 @@ async def test_a_due_runtime_certificate_that_cannot_be_stored_sets_not_renew(
     store = _store(kcp_client, ns, clock, registry)
     await store.ensure_runtime(kyma_name="kyma-r", runtime_id="rt-r", skr_domain="r.example.com")
     labels = {"kyma_name": "kyma-r"}
-    assert gauge(registry, m.CERT_NOT_RENEW, labels) == 0
+    assert gauge(registry, m.CERT_NOT_RENEW, labels) is None
     # the API server refuses every change of an immutable Secret: the renewal cannot be stored
     leaf_secret = layout.leaf_secret_name("kyma-r")
     await kcp_client.patch(SECRETS, leaf_secret, {"immutable": True}, ns)
@@ -184,9 +184,16 @@ async def test_a_due_runtime_certificate_that_cannot_be_stored_sets_not_renew(
     with pytest.raises(KubeError):
         await store.ensure_runtime(kyma_name="kyma-r", runtime_id="rt-r", skr_domain="r.example.com")
     assert gauge(registry, m.CERT_NOT_RENEW, labels) == 1
-    # once it can be stored again, renewed: 0; a removed runtime's series goes away
+    # once it can be stored again, renewed: the series goes (as upstream's cleanup)
     await kcp_client.delete(SECRETS, leaf_secret, ns)
     await store.ensure_runtime(kyma_name="kyma-r", runtime_id="rt-r", skr_domain="r.example.com")
-    assert gauge(registry, m.CERT_NOT_RENEW, labels) == 0
+    assert gauge(registry, m.CERT_NOT_RENEW, labels) is None
+    # a runtime removed while its certificate is not renewed takes its series along
+    await kcp_client.patch(SECRETS, leaf_secret, {"immutable": True}, ns)
+    clock.advance(31 * DAY)
+    with pytest.raises(KubeError):
+        await store.ensure_runtime(kyma_name="kyma-r", runtime_id="rt-r", skr_domain="r.example.com")
+    assert gauge(registry, m.CERT_NOT_RENEW, labels) == 1
+    await kcp_client.delete(SECRETS, leaf_secret, ns)
     await store.remove_runtime(kyma_name="kyma-r", runtime_id="rt-r")
     assert gauge(registry, m.CERT_NOT_RENEW, labels) is None
