@@ -8,7 +8,7 @@ Kyma keeps reconciling (the runtime's admin enables a module, the agent reports 
 is created and the module goes Ready), the agent's credentials in the runtime are unchanged, and
 the repair is counted, recorded as an Event on the Secret and shown in the Watchers' ``GatewaySecret``
 condition until the next look finds the Secret good. The metric values of one look, and
-the case of a Secret that is not ours, are in identity/test_gateway_secret.py.
+the case of a Secret that is not ours, are in identity/test_gateway_secret_server_cert_metric.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from kyma_operator.identity.store import GATEWAY_REPAIRED
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
 from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.identity.test_gateway_secret import (
+from tests.integration.kyma_operator.identity.test_gateway_secret_server_cert_metric import (
     GATEWAY,
     data_of,
     events_for,
