@@ -5,10 +5,10 @@ the operator runs as the ``klm-controller-manager`` ServiceAccount: a token from
 of a real kube-apiserver (``--authorization-mode=RBAC``, tests/controlplane), with the objects of
 rbac.yaml applied as shipped (kcp-system, istio-system). The first test drives a Kyma through its
 life with the Watcher feature, the listener, leader election, sharding and a module (Manifest
-created, status read, deletion, a manual CA rotation); the second runs the Manifest controller
-(install from the real registry, Ready, uninstall). Any 403 would leave the object short of its
-state, and is also looked for in the log. The set-up itself (Kyma, access Secret, templates, the
-Manifest) acts as the cluster admin, as a provisioner would.
+created, status read, deletion, a manual CA rotation, a gateway Secret repair); the second runs the
+Manifest controller (install from the real registry, Ready, uninstall). Any 403 would leave the
+object short of its state, and is also looked for in the log. The set-up itself (Kyma, access
+Secret, templates, the Manifest) acts as the cluster admin, as a provisioner would.
 
 Its own control plane (one KCP, one runtime): the shared KCP of the suite has no kcp-system of
 ours to bind to. Upstream: ``rbac_privileges_test.go`` (the rules; ours are asserted in
@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
 import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ import yaml
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES, WATCHERS
 from kyma_operator.app import build_operator
+from kyma_operator.identity.store import GATEWAY_REPAIRED
 from kyma_operator.runtime.errors import AlreadyExists, Forbidden
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import (
@@ -56,6 +58,10 @@ from tests.integration.kyma_operator.harness import (
     default_watcher,
     operator_config,
     runtime_agent,
+)
+from tests.integration.kyma_operator.identity.test_gateway_secret_server_cert_metric import (
+    events_for,
+    write_foreign_cert,
 )
 from tests.integration.kyma_operator.modules_env import (
     KYMA,
@@ -236,6 +242,10 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
                     after = await admin.get(SECRETS, "klm-watcher", ISTIO_NS)
                     assert after["metadata"]["uid"] == before["metadata"]["uid"]
                     assert after["data"] != before["data"]
+                    # a broken gateway Secret is repaired and reported with an Event in istio-system
+                    await write_foreign_cert(admin, ISTIO_NS, datetime.datetime.now(datetime.UTC))
+                    await feature.rotator.step()
+                    assert len(await events_for(admin, ISTIO_NS, GATEWAY_REPAIRED)) == 1
 
                     await admin.delete(KYMAS, KYMA, KCP_NS)
                     await eventually(
