@@ -243,6 +243,7 @@ def _watcher_feature(
     *,
     clock: Clock | None,
     wall_clock: Callable[[], datetime.datetime],
+    registry: CollectorRegistry | None = None,
 ) -> WatcherFeature:
     ns = config.namespace
     host = agent_addr.rpartition(":")[0]
@@ -267,10 +268,13 @@ def _watcher_feature(
                 readiness_poll_seconds=config.agent_readiness_poll,
                 image_pull_secret=config.skr_image_pull_secret,
             ),
+            trust_check_interval=config.istio_gateway_secret_requeue_success_interval,
+            trust_retry_interval=config.istio_gateway_secret_requeue_err_interval,
         ),
         kymas=kymas,
         clock=clock,
         wall_clock=wall_clock,
+        registry=registry,
     )
 
 
@@ -365,7 +369,9 @@ async def build_operator(
     )
     feature: WatcherFeature | None = None
     if config.watcher_enabled:
-        feature = _watcher_feature(config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock)
+        feature = _watcher_feature(
+            config, client, kymas, agent_addr, clock=clock, wall_clock=wall_clock, registry=manager.registry
+        )
     installers = _installers(config, feature, wall_clock)
     health = (
         AgentHealth(heartbeats, config.heartbeat_max_silence) if heartbeats is not None else NO_AGENT_HEALTH

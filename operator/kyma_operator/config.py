@@ -154,6 +154,11 @@ class OperatorConfig(BaseModel):
     """Seconds between readiness checks of an agent that is still starting."""
     additional_dns_names: tuple[str, ...] = ()
     """Extra SANs on every runtime certificate (``127.0.0.1`` for webhook URL mode on loopback)."""
+    istio_gateway_secret_requeue_success_interval: Seconds = 300.0
+    """Seconds between looks at the CA and gateway Secrets (a broken gateway Secret is repaired at the
+    next look; rotation steps due earlier run on time)."""
+    istio_gateway_secret_requeue_err_interval: Seconds = 2.0
+    """Seconds before the next look after a look failed (API error, unreadable CA Secret)."""
     webhook_configuration_name: str = Field(default="skr-webhook", min_length=1)
     """Name of the runtime's ValidatingWebhookConfiguration (differs only when operators share runtimes)."""
     webhook_url: str | None = None

@@ -25,6 +25,14 @@ class FieldName(StrEnum):
 
 class WatcherConditionType(StrEnum):
     VIRTUAL_SERVICE = "VirtualService"
+    GATEWAY_SECRET = "GatewaySecret"
+    """Ours: whether the gateway's TLS credential (the Secret the Gateway serves with) was usable at
+    the operator's last look; False names what was wrong and whether it was repaired."""
+
+
+GATEWAY_SECRET_USABLE = "the gateway Secret holds a usable credential"
+GATEWAY_SECRET_REASON_USABLE = "Usable"
+GATEWAY_SECRET_REASON_INVALID = "Invalid"
 
 
 # Upstream's only Watcher condition reason and its two messages.

@@ -113,6 +113,25 @@ def _issue_server(
     return root.issue(common_name=common_name, names=names, now=now, validity=policy.server_validity)
 
 
+def rebuild_gateway(
+    bundle: tuple[x509.Certificate, ...],
+    ca_added_to_bundle_at: datetime.datetime,
+    root: CertificateAuthority,
+    *,
+    now: datetime.datetime,
+    policy: RotationPolicy,
+    server_names: tuple[str, ...],
+) -> GatewayTrust:
+    """The trust to repair a gateway whose server certificate is unusable (e.g. not matching its key):
+    the bundle and its stamp stay (every agent keeps trusting what it trusts), the server certificate
+    is issued anew by ``root``. ``advance_gateway`` then runs on the result as usual."""
+    return GatewayTrust(
+        bundle=bundle or (root.certificate,),
+        ca_added_to_bundle_at=ca_added_to_bundle_at,
+        server=_issue_server(root, server_names, now, policy),
+    )
+
+
 def advance_gateway(
     current: GatewayTrust | None,
     root: CertificateAuthority,

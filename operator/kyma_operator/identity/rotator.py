@@ -30,9 +30,13 @@ class TrustRotator:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         max_interval: float = 3600.0,
         retry_interval: float = 30.0,
+        problem_recheck_interval: float = 30.0,
     ) -> None:
-        if max_interval <= 0 or retry_interval <= 0:
+        if max_interval <= 0 or retry_interval <= 0 or problem_recheck_interval <= 0:
             raise ValueError("intervals must be positive")
+        self.problem_recheck_interval = problem_recheck_interval
+        """After a look that found the gateway Secret broken (and repaired it, if ours): look again
+        this soon, so the repair is confirmed and the reports clear."""
         self._identity = identity
         self.on_bundle_change = on_bundle_change
         """Called after the trust bundle changed (the operator passes the Watcher fan-out's trigger)."""
@@ -59,6 +63,8 @@ class TrustRotator:
                 self.on_bundle_change(state)
         self._bundle = bundle
         wait = (state.next_action_at - self._identity.now()).total_seconds()
+        if self._identity.gateway_problem is not None:
+            wait = min(wait, self.problem_recheck_interval)
         return min(self.max_interval, max(1.0, wait))
 
     async def run(self) -> None:

@@ -70,6 +70,11 @@ def decode(secret: Mapping[str, Any]) -> dict[str, bytes]:
     return out
 
 
+def where(secret: Mapping[str, Any]) -> str:
+    """``Secret <namespace>/<name>``, for messages."""
+    return _where(secret)
+
+
 def _where(secret: Mapping[str, Any]) -> str:
     meta = secret.get("metadata") or {}
     return f"Secret {meta.get('namespace', '')}/{meta.get('name', '')}"

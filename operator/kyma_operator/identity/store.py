@@ -28,7 +28,9 @@ from kyma_operator.identity import secret_layout as layout
 from kyma_operator.identity import signing_keys
 from kyma_operator.identity.bundle import GatewayTrust, RotationPolicy
 from kyma_operator.identity.ca import CertificateAuthority, KeyPair
+from kyma_operator.identity.gateway_check import GatewayInspection, inspect_gateway
 from kyma_operator.identity.leaf import LeafSpec, issue_leaf, renew_at, renewal_reason
+from kyma_operator.identity.metrics import IdentityMetrics
 from kyma_operator.identity.signing_keys import KeyRing, SigningKey, SigningPolicy
 from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import NotFound
@@ -60,6 +62,19 @@ class SecretSource(Protocol):
     """Where current Secrets are read from (the API server, or an informer cache)."""
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class WarningSink(Protocol):
+    """Where problems with a Secret are reported (the operator passes an ``EventRecorder``)."""
+
+    async def warning(self, obj: dict[str, Any], reason: str, message: str) -> None: ...
+
+    def forget(self, obj: dict[str, Any]) -> None:
+        """The object is fine again: the next identical warning is recorded anew."""
+
+
+GATEWAY_REPAIRED = "GatewaySecretRepaired"
+GATEWAY_INVALID = "GatewaySecretInvalid"
 
 
 class DirectSecrets:
@@ -128,6 +143,8 @@ class IdentityStore:
         field_manager: str = names.FIELD_MANAGER,
         trust_cache_seconds: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
+        metrics: IdentityMetrics | None = None,
+        events: WarningSink | None = None,
     ) -> None:
         self.config = config or IdentityConfig()
         self.policy = policy or RotationPolicy()
@@ -143,6 +160,14 @@ class IdentityStore:
         self.trust_cache_seconds = trust_cache_seconds
         self.writes = 0
         """Secrets created or updated by this store (steady state: stays constant)."""
+        self.metrics = metrics or IdentityMetrics()
+        self._events = events
+        self.gateway_problem: str | None = None
+        """What was wrong with the gateway Secret at the last look and what was done (None: nothing)."""
+        self.on_gateway_change: Callable[[str | None], None] | None = None
+        """Called when ``gateway_problem`` changes (the operator re-reconciles the Watchers, whose
+        ``GatewaySecret`` condition shows it)."""
+        self.gateway_repairs = 0
 
     def now(self) -> datetime.datetime:
         """The store's wall clock (rotation decisions are made on it)."""
@@ -190,22 +215,86 @@ class IdentityStore:
                 layout.root_to_secret(new_root, name=cfg.ca_secret, namespace=cfg.namespace), root_secret
             )
             gateway_secret = await self._read(cfg.gateway_secret)
-            trust = layout.trust_from_secret(gateway_secret) if gateway_secret is not None else None
-            new_trust = bundle_mod.advance_gateway(
-                trust, new_root, now=now, policy=self.policy, server_names=cfg.server_names
-            )
-            await self._upsert(
-                layout.trust_to_secret(new_trust, name=cfg.gateway_secret, namespace=cfg.namespace),
-                gateway_secret,
-            )
-            state = TrustState(
-                root=new_root,
-                trust=new_trust,
-                next_action_at=bundle_mod.next_action_at(new_root, new_trust, policy=self.policy),
+            found = inspect_gateway(gateway_secret)
+            report: str | None = None
+            if found.problem is not None and not found.ours:
+                state, report = await self._keep_last_good(found, gateway_secret)
+            else:
+                trust = found.trust
+                if found.problem is not None:
+                    trust = self._rebuild(found, new_root, now)
+                new_trust = bundle_mod.advance_gateway(
+                    trust, new_root, now=now, policy=self.policy, server_names=cfg.server_names
+                )
+                await self._upsert(
+                    layout.trust_to_secret(new_trust, name=cfg.gateway_secret, namespace=cfg.namespace),
+                    gateway_secret,
+                )
+                if found.problem is not None and gateway_secret is not None:
+                    self.gateway_repairs += 1
+                    self.metrics.gateway_repaired()
+                    report = (
+                        f"{found.problem}; repaired: the server certificate was re-issued, the bundle kept"
+                    )
+                    await self._report(gateway_secret, GATEWAY_REPAIRED, report)
+                state = TrustState(
+                    root=new_root,
+                    trust=new_trust,
+                    next_action_at=bundle_mod.next_action_at(new_root, new_trust, policy=self.policy),
+                )
+            changed = report != self.gateway_problem
+            self.gateway_problem = report
+            if changed and report is None and gateway_secret is not None and self._events is not None:
+                self._events.forget(gateway_secret)
+            if changed and self.on_gateway_change is not None:
+                self.on_gateway_change(report)
+            found_not_after = found.server_not_after or state.trust.server.not_after
+            self.metrics.gateway_seen(
+                close_to_expiry=now >= found_not_after - self.policy.server_renew_before,
+                invalid=found.problem is not None,
             )
             self._trust = state
             self._trust_read_at = self._monotonic()
             return state
+
+    def _rebuild(
+        self, found: GatewayInspection, root: CertificateAuthority, now: datetime.datetime
+    ) -> GatewayTrust:
+        """Ours and broken: keep what the agents trust (the Secret's bundle, else the last good one)."""
+        last = self._trust.trust if self._trust is not None else None
+        bundle = found.bundle or (last.bundle if last is not None else ())
+        stamp = found.ca_added_to_bundle_at or (last.ca_added_to_bundle_at if last is not None else None)
+        return bundle_mod.rebuild_gateway(
+            bundle,
+            stamp or now.astimezone(datetime.UTC).replace(microsecond=0),
+            root,
+            now=now,
+            policy=self.policy,
+            server_names=self.config.server_names,
+        )
+
+    async def _keep_last_good(
+        self, found: GatewayInspection, secret: dict[str, Any] | None
+    ) -> tuple[TrustState, str]:
+        """Broken and not ours (our managed-by label was removed): never written; the runtimes keep
+        getting the last good bundle this process saw, or, without one, nothing can be issued."""
+        label = f"{names.MANAGED_BY_LABEL}={names.OPERATOR_NAME}"
+        problem = f"{found.problem}; not repaired: the Secret lacks label {label}"
+        report = f"{problem}; using the last good trust bundle"
+        if secret is not None:
+            await self._report(secret, GATEWAY_INVALID, report)
+        if self._trust is None:
+            self.gateway_problem = report
+            not_after = found.server_not_after
+            close = not_after is not None and self._now() >= not_after - self.policy.server_renew_before
+            self.metrics.gateway_seen(close_to_expiry=close, invalid=True)
+            raise layout.SecretFormatError(f"{problem}, and no earlier good state is known")
+        return self._trust, report
+
+    async def _report(self, secret: dict[str, Any], reason: str, message: str) -> None:
+        if self._events is not None:
+            body = {"apiVersion": "v1", "kind": "Secret", **secret}
+            await self._events.warning(body, reason, message)
 
     async def rotate_ca(self) -> TrustState:
         """Start a CA rotation now (e.g. suspected key compromise); the six steps then run as usual."""
@@ -243,18 +332,25 @@ class IdentityStore:
         leaf_secret = await self._read(layout.leaf_secret_name(kyma_name))
         leaf = layout.leaf_from_secret(leaf_secret) if leaf_secret is not None else None
         reason = renewal_reason(leaf, spec, root=state.root, trust=state.trust, now=now, policy=self.policy)
+        renewing = leaf is not None and reason is not None
         if reason is not None or leaf is None:
             leaf = issue_leaf(spec, root=state.root, trust=state.trust, now=now, policy=self.policy)
-        await self._upsert(
-            layout.leaf_to_secret(
-                leaf,
-                bundle=state.bundle_pem,
-                kyma_name=kyma_name,
-                runtime_id=runtime_id,
-                namespace=cfg.namespace,
-            ),
-            leaf_secret,
-        )
+        try:
+            await self._upsert(
+                layout.leaf_to_secret(
+                    leaf,
+                    bundle=state.bundle_pem,
+                    kyma_name=kyma_name,
+                    runtime_id=runtime_id,
+                    namespace=cfg.namespace,
+                ),
+                leaf_secret,
+            )
+        except Exception:
+            if renewing:
+                self.metrics.certificate_renewed(kyma_name, renewed=False)
+            raise
+        self.metrics.certificate_renewed(kyma_name, renewed=True)
 
         ring_secret = await self._read(layout.signing_secret_name(kyma_name))
         ring = layout.ring_from_secret(ring_secret) if ring_secret is not None else None
@@ -295,6 +391,7 @@ class IdentityStore:
 
     async def remove_runtime(self, *, kyma_name: str, runtime_id: str) -> None:
         """Delete the runtime's certificate, signing keys and published public keys."""
+        self.metrics.forget(kyma_name)
         names = [
             (self.config.namespace, layout.leaf_secret_name(kyma_name)),
             (self.config.namespace, layout.signing_secret_name(kyma_name)),

@@ -19,13 +19,16 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from kyma_operator.agentinstall.installer import AgentInstaller, InstallerConfig
+from kyma_operator.controllers.watcher.events import EventRecorder
 from kyma_operator.controllers.watcher.fanout import FANOUT_REASON, ObjectCache, WatcherFanout
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.controllers.watcher.setup import WatcherController, build_watcher_controller
 from kyma_operator.identity.bundle import RotationPolicy
+from kyma_operator.identity.metrics import IdentityMetrics
 from kyma_operator.identity.rotator import TrustRotator
 from kyma_operator.identity.signing_keys import SigningPolicy
 from kyma_operator.identity.store import IdentityConfig, IdentityStore
@@ -43,6 +46,9 @@ class WatcherFeatureConfig(BaseModel):
     fanout_rate: float = Field(default=50.0, gt=0)
     """Kymas re-rendered per second after a Watcher or trust-bundle change."""
     fanout_debounce: float = Field(default=1.0, ge=0)
+    trust_check_interval: float = Field(default=300.0, gt=0)
+    """Longest wait between two looks at the CA and gateway Secrets (upstream's requeue interval)."""
+    trust_retry_interval: float = Field(default=2.0, gt=0)
 
 
 @dataclass
@@ -68,13 +74,25 @@ def build_watcher_feature(
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     policy: RotationPolicy | None = None,
     signing_policy: SigningPolicy | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> WatcherFeature:
+    """``registry``: where the certificate metrics go (``identity.metrics``); none without one."""
     controller = build_watcher_controller(
         client, config=config.controller, clock=clock, wall_clock=wall_clock
     )
     identity = IdentityStore(
-        client, config=config.identity, policy=policy, signing_policy=signing_policy, wall_clock=wall_clock
+        client,
+        config=config.identity,
+        policy=policy,
+        signing_policy=signing_policy,
+        wall_clock=wall_clock,
+        metrics=IdentityMetrics(registry),
+        # a broken gateway Secret is reported on the Secret itself (kubectl describe secret)
+        events=EventRecorder(client, component="lifecycle-manager-identity", wall_clock=wall_clock),
     )
+    # a broken gateway Secret shows on every Watcher (condition GatewaySecret) until a look finds it good
+    controller.reconciler.gateway_problem = lambda: identity.gateway_problem
+    identity.on_gateway_change = lambda _problem: controller.requeue_all("gateway Secret state changed")
     installer_config = config.installer.model_copy(update={"watcher_namespace": config.controller.namespace})
     installer = AgentInstaller(
         identity=identity, watchers=controller.watchers, config=installer_config, wall_clock=wall_clock
@@ -87,7 +105,12 @@ def build_watcher_feature(
         debounce=config.fanout_debounce,
     )
     fanout.watch(controller.watchers, namespace=config.controller.namespace)
-    rotator = TrustRotator(identity, on_bundle_change=lambda _state: fanout.trigger("trust bundle changed"))
+    rotator = TrustRotator(
+        identity,
+        on_bundle_change=lambda _state: fanout.trigger("trust bundle changed"),
+        max_interval=config.trust_check_interval,
+        retry_interval=config.trust_retry_interval,
+    )
     return WatcherFeature(
         controller=controller,
         identity=identity,

@@ -26,6 +26,9 @@ from kyma_operator.api.istio import Gateway, VirtualService
 from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, State, set_condition
 from kyma_operator.api.resources import WATCHERS, resource_for
 from kyma_operator.api.watcher import (
+    GATEWAY_SECRET_REASON_INVALID,
+    GATEWAY_SECRET_REASON_USABLE,
+    GATEWAY_SECRET_USABLE,
     VIRTUAL_SERVICE_CONFIGURED,
     VIRTUAL_SERVICE_NOT_CONFIGURED,
     Watcher,
@@ -86,6 +89,9 @@ class WatcherReconciler:
         self.virtual_services = resource_for(names.VIRTUAL_SERVICE, self.config.istio_version)
         self.vs_writes = 0
         self.status_writes = 0
+        self.gateway_problem: Callable[[], str | None] | None = None
+        """What is wrong with the gateway Secret (the identity store's last look), for the
+        ``GatewaySecret`` condition; None: no such condition (no identity store wired)."""
 
     # -- entry -------------------------------------------------------------------------------------
 
@@ -280,6 +286,9 @@ class WatcherReconciler:
             )
         condition.observed_generation = watcher.metadata.generation
         changed = set_condition(conditions, condition)
+        gateway = self._gateway_condition(watcher)
+        if gateway is not None:
+            changed = set_condition(conditions, gateway) or changed
         generation = watcher.metadata.generation
         if (
             not changed
@@ -303,6 +312,19 @@ class WatcherReconciler:
         updated = await self._client.apply_status(WATCHERS, body, field_manager=self.config.field_manager)
         self.status_writes += 1
         return Watcher.from_object(updated)
+
+    def _gateway_condition(self, watcher: Watcher) -> Condition | None:
+        if self.gateway_problem is None:
+            return None
+        problem = self.gateway_problem()
+        return Condition(
+            type=WatcherConditionType.GATEWAY_SECRET.value,
+            status=ConditionStatus.TRUE if problem is None else ConditionStatus.FALSE,
+            reason=GATEWAY_SECRET_REASON_USABLE if problem is None else GATEWAY_SECRET_REASON_INVALID,
+            message=GATEWAY_SECRET_USABLE if problem is None else problem[:32768],
+            last_transition_time=self._now(),
+            observed_generation=watcher.metadata.generation,
+        )
 
 
 def _owned_by(obj: JSON, watcher: Watcher) -> bool:

@@ -55,6 +55,11 @@ class WatcherController:
     def informers(self) -> list[Informer]:
         return [self.watchers, self.gateways, self.virtual_services]
 
+    def requeue_all(self, reason: str) -> None:
+        """Reconcile every Watcher of the namespace again (e.g. the gateway Secret's state changed)."""
+        for obj in self.watchers.list(self.reconciler.config.namespace):
+            self.controller.enqueue(Request.for_object(obj), reason)
+
     def add_to(self, manager: Manager) -> None:
         for informer in self.informers:
             manager.add_informer(informer)

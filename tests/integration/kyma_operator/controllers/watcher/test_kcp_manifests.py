@@ -24,6 +24,8 @@ from kyma_operator.runtime.resources import (
     DEPLOYMENTS,
     NETWORK_POLICIES,
     POD_DISRUPTION_BUDGETS,
+    ROLE_BINDINGS,
+    ROLES,
     SERVICE_ACCOUNTS,
     SERVICES,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
@@ -40,6 +42,8 @@ BY_KIND = {
     "ServiceAccount": SERVICE_ACCOUNTS,
     "ClusterRole": CLUSTER_ROLES,
     "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS,
+    "Role": ROLES,
+    "RoleBinding": ROLE_BINDINGS,
     "Service": SERVICES,
     "Deployment": DEPLOYMENTS,
     "PodDisruptionBudget": POD_DISRUPTION_BUDGETS,
@@ -50,7 +54,8 @@ BY_KIND = {
 
 
 def overlay(namespace: str) -> list[dict[str, Any]]:
-    """The base with every ``kcp-system`` replaced by ``namespace`` and cluster-wide names prefixed."""
+    """The base with every ``kcp-system`` (and the Role in ``istio-system``) moved to ``namespace`` and
+    cluster-wide names prefixed."""
     (kustomization,) = yaml.safe_load_all((KCP_DIR / "kustomization.yaml").read_text())
     text = "\n---\n".join((KCP_DIR / name).read_text() for name in kustomization["resources"])
     docs = [d for d in yaml.safe_load_all(text.replace(KCP_NAMESPACE, namespace)) if d]
@@ -58,6 +63,8 @@ def overlay(namespace: str) -> list[dict[str, Any]]:
     for doc in docs:
         if doc["kind"] == "Namespace":
             continue
+        if doc["metadata"].get("namespace") == "istio-system":
+            doc["metadata"]["namespace"] = namespace
         if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             doc["metadata"]["name"] = f"{namespace}-{doc['metadata']['name']}"
             if doc["kind"] == "ClusterRoleBinding":

@@ -96,7 +96,8 @@ def test_watchers_route_to_the_listener_service_through_the_gateway() -> None:
 
 
 def test_rbac_covers_what_the_watcher_controller_does() -> None:
-    (role,) = _of_kind("ClusterRole")
+    (role,) = [r for r in _of_kind("Role") if r["metadata"]["name"] == "klm-controller-manager"]
+    assert role["metadata"]["namespace"] == KCP_NAMESPACE
     granted = {
         (group, resource, verb)
         for rule in role["rules"]
@@ -117,8 +118,8 @@ def test_rbac_covers_what_the_watcher_controller_does() -> None:
         ("", "events", "create"),
     }
     assert needed <= granted
-    (binding,) = _of_kind("ClusterRoleBinding")
     (account,) = _of_kind("ServiceAccount")
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": KCP_NAMESPACE}
-    ]
+    for binding in _of_kind("RoleBinding") + _of_kind("ClusterRoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": KCP_NAMESPACE}
+        ]
