@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from kcp_listener.config import AuthMode
 from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -170,6 +171,15 @@ class OperatorConfig(BaseModel):
     """Modules whose ModuleReleaseMeta may limit them to the Kymas its ``kymaSelector`` matches
     (upstream ``--restricted-modules``); a release meta with a selector that is not listed here is
     offered to no Kyma."""
+    maintenance_policy_file: Path | None = DEFAULT_POLICY_FILE
+    """Maintenance window policy in upstream's format (upstream reads this fixed path: the
+    ConfigMap ``maintenance-config`` mounted at /etc/maintenance-policy); module upgrades to a
+    version with ``requiresDowntime`` wait for the Kyma's next window (docs/maintenance-windows.md).
+    Missing or invalid: such upgrades go Error and gauge
+    ``lifecycle_mgr_maintenance_window_config_read_success`` is 0."""
+    min_maintenance_window_size: Annotated[float, Field(ge=0)] = DEFAULT_MIN_WINDOW_SIZE
+    """Seconds an ongoing maintenance window must still last to be used (upstream
+    ``--min-maintenance-window-size``, 20m)."""
     module_upgrade_rollout_max_delay: Annotated[float, Field(ge=0)] = 300.0
     """Seconds over which a changed ModuleReleaseMeta or ModuleTemplate reaches the Kymas using it,
     spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
@@ -310,6 +320,8 @@ class OperatorConfig(BaseModel):
             modules=self.kyma_modules,
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
+            maintenance_policy_file=self.maintenance_policy_file,
+            min_maintenance_window_size=self.min_maintenance_window_size,
         )
 
     def manifest_controller(self) -> ManifestControllerConfig:

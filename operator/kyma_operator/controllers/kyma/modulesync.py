@@ -44,6 +44,7 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows, Waiting
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
     desired_manifest,
@@ -68,6 +69,8 @@ class ModuleSyncResult:
     deleted: list[str] = field(default_factory=list)
     mandatory: dict[str, State] = field(default_factory=dict)
     """Mandatory module -> its Manifest's state (no status entry; for metrics and the log)."""
+    wake_after: float | None = None
+    """Seconds until the earliest maintenance window an upgrade waits for (None: none waits)."""
 
 
 def _tracking(obj: Manifest | ModuleTemplate) -> TrackingObject:
@@ -161,8 +164,11 @@ class ModuleSync:
         manifests: Informer,
         sync_namespace: str = names.SKR_NAMESPACE,
         restricted_modules: Collection[str] = (),
+        maintenance: MaintenanceWindows | None = None,
     ) -> None:
         self.client = client
+        self.maintenance = maintenance
+        """Upgrades that require downtime wait for a window (None: no such gate)."""
         self.catalog = catalog
         self.manifests = manifests
         self.sync_namespace = sync_namespace
@@ -256,6 +262,8 @@ class ModuleSync:
         if not module.managed and manifest is None:
             result.modules.append(unmanaged_entry(resolution))
             return
+        if module.managed and self._held(kyma, resolution, previous, manifest, result):
+            return
         try:
             desired = desired_manifest(
                 kyma,
@@ -283,6 +291,31 @@ class ModuleSync:
             result.modules.append(unmanaged_entry(resolution))
         else:
             result.modules.append(entry_for(resolution, current))
+
+    def _held(
+        self,
+        kyma: Kyma,
+        resolution: Resolved,
+        previous: ModuleStatus | None,
+        manifest: Manifest | None,
+        result: ModuleSyncResult,
+    ) -> bool:
+        """An upgrade waiting for a maintenance window: the installed version's Manifest stays as
+        it is (still reconciled) and the entry says why and until when."""
+        if self.maintenance is None or previous is None:
+            return False
+        hold = self.maintenance.hold(kyma, resolution.template, previous)
+        if hold is None:
+            return False
+        if isinstance(hold, Waiting):
+            state = manifest_state(manifest) if manifest is not None else previous.state
+            entry = previous.model_copy(update={"state": state, "message": hold.message, "maintenance": True})
+            wake = hold.wake_after
+            result.wake_after = wake if result.wake_after is None else min(result.wake_after, wake)
+        else:
+            entry = previous.model_copy(update={"state": State.ERROR, "message": hold.message})
+        result.modules.append(entry)
+        return True
 
     async def _sync_mandatory(
         self,

@@ -39,7 +39,9 @@ Kyma before the edit is visible. A reconcile woken by a runtime event that finds
 spec unchanged since the previous reconcile therefore looks again after each of
 ``event_settle_delays`` (``common.settle``; scheduled in the Kyma's memory).
 
-Not here (said in the issue notes): maintenance windows and the image pull Secret sync.
+Maintenance windows (``maintenance``) hold upgrades in the module half; the tail reconciles again
+when the window an upgrade waits for begins. Not here (said in the issue notes): the image pull
+Secret sync.
 """
 
 from __future__ import annotations
@@ -327,6 +329,8 @@ class KymaReconciler:
         interval = self._interval(kyma, outcome.state)
         if step.agent_requeue is not None:
             interval = min(interval, max(1.0, step.agent_requeue))
+        if report.wake_after is not None:  # an upgrade waits for a maintenance window to begin
+            interval = min(interval, max(1.0, report.wake_after))
         if settle is None:
             return Result(requeue_after=interval)
         if look is not None:

@@ -41,6 +41,7 @@ from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, Manife
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
+from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.kyma.modulehalf import NO_MODULE_HALF, ModuleHalf
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
@@ -133,7 +134,11 @@ def _access_secret_source(access: AccessSecrets, kymas: Informer) -> SecretChang
 
 
 def _module_half(
-    client: KubeClient, cfg: KymaControllerConfig, manifests: Informer | None, catalog: Catalog | None
+    client: KubeClient,
+    cfg: KymaControllerConfig,
+    manifests: Informer | None,
+    catalog: Catalog | None,
+    maintenance: MaintenanceWindows | None,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
     if not cfg.modules:
@@ -145,6 +150,7 @@ def _module_half(
         manifests=manifests,
         sync_namespace=cfg.sync_namespace,
         restricted_modules=cfg.restricted_modules,
+        maintenance=maintenance,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
@@ -171,6 +177,7 @@ def build_kyma_controller(
     runtime_client_idle_ttl: float | None = DEFAULT_IDLE_TTL,
     request_gate: RequestGate | None = None,
     layers: Sequence[ReconcilerLayer] = (),
+    maintenance_clock: Callable[[], datetime.datetime] | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -181,7 +188,8 @@ def build_kyma_controller(
     (built here when not given, and then run with this controller's informers).
     ``runtime_client_idle_ttl``: seconds after which an unused runtime client is closed.
     ``request_gate`` (sharding) and ``layers`` (shard labelling, tracing) make the controller final
-    as built.
+    as built. ``maintenance_clock``: the time maintenance windows are judged by (default
+    ``wall_clock``; tests set it instead of waiting for a window).
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -195,7 +203,17 @@ def build_kyma_controller(
         )
     crds = crd_informers(client, clock=clock)
     metrics = KymaMetrics(registry)
-    module_half = _module_half(client, cfg, manifests, catalog)
+    maintenance = (
+        MaintenanceWindows.load(
+            cfg.maintenance_policy_file,
+            min_window_size=cfg.min_maintenance_window_size,
+            now=maintenance_clock or wall_clock,
+            registry=registry,
+        )
+        if cfg.modules
+        else None
+    )
+    module_half = _module_half(client, cfg, manifests, catalog, maintenance)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
