@@ -86,9 +86,9 @@ def test_ongoing_windows_count_only_while_long_enough() -> None:
     now = at("2024-10-10T22:05:00Z")
     # upstream "ongoing" and "ongoing+minsize"
     assert POLICY.resolve(runtime, now, ongoing=True) == win("2024-10-10T20:00:00Z", "2024-10-11T00:00:00Z")
-    assert POLICY.resolve(
-        runtime, now, ongoing=True, min_duration=datetime.timedelta(hours=5)
-    ) == win("2024-12-08T20:00:00Z", "2024-12-09T00:00:00Z")
+    assert POLICY.resolve(runtime, now, ongoing=True, min_duration=datetime.timedelta(hours=5)) == win(
+        "2024-12-08T20:00:00Z", "2024-12-09T00:00:00Z"
+    )
 
 
 def test_first_match_only_or_every_matching_rule() -> None:
