@@ -1,0 +1,295 @@
+"""Maintenance windows end to end: real KCP and SKR API servers, the operator with its module half
+and listener, the runtime's real agent (``modules_env``).
+
+Translated from upstream's e2e (kyma-project/lifecycle-manager ``tests/e2e``):
+
+* ``maintenance_windows_wait_test.go``: regular (1.0.0, no downtime) installed; switching to fast
+  (2.0.0, ``requiresDowntime``) outside a window keeps 1.0.0 and says ``maintenance: true``; the
+  window becoming active (region label europe -> asia) upgrades; disabling removes the module;
+* ``maintenance_windows_initial_installation_test.go``: a first installation of a downtime version
+  does not wait;
+* ``maintenance_windows_skip_test.go``: ``spec.skipMaintenanceWindows: true`` does not wait;
+* ``maintenance_windows_reading_test.go`` (+ ``lifecycle_mgr_maintenance_window_config_read_success``):
+  the policy is read (gauge 1); without it (gauge 0) a downtime upgrade is Error and keeps its version.
+
+The policy is the one upstream's e2e generates (``generate_maintenance_window_policy.sh``): region
+asia: now .. now+2h; region europe: tomorrow, 2 hours. "Now" is the injected maintenance clock, so
+``test_window_begins_by_the_clock`` moves time into europe's window instead of waiting a day. The
+Manifest controller does not run here (module_env): the tests write the Manifest's state as it would.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kyma_operator.api import names
+from kyma_operator.api.resources import KYMAS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.maintenance import (
+    METRIC_CONFIG_READ_SUCCESS,
+    UNKNOWN_MESSAGE,
+    WAITING_MESSAGE,
+)
+from kyma_operator.runtime.kube import KubeClient
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.harness import operator_config, running_operator
+from tests.integration.kyma_operator.modules_env import (
+    KYMA,
+    MODULE,
+    ModuleEnv,
+    module_env,
+    release_meta,
+    template,
+)
+from tests.polling import eventually
+
+T0 = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+"""The policy's "now" (upstream generates it at set-up)."""
+ASIA, EUROPE = "asia", "europe"
+OLD, NEW = "1.0.0", "2.0.0"
+
+
+def _stamp(value: datetime.datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_policy(directory: Path) -> Path:
+    """Upstream's e2e policy relative to ``T0``."""
+    day, two_hours = datetime.timedelta(days=1), datetime.timedelta(hours=2)
+    policy = {
+        "rules": [
+            {"match": {"region": ASIA}, "windows": [{"begin": _stamp(T0), "end": _stamp(T0 + two_hours)}]},
+            {
+                "match": {"region": EUROPE},
+                "windows": [{"begin": _stamp(T0 + day), "end": _stamp(T0 + day + two_hours)}],
+            },
+        ],
+        "default": {},
+    }
+    path = directory / "maintenance-policy" / "policy.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(policy, indent=2))
+    return path
+
+
+async def _catalog(kcp: KubeClient, ns: str) -> None:
+    """regular -> 1.0.0 (no downtime), fast -> 2.0.0 (``requiresDowntime: true``)."""
+    await kcp.create(MODULE_TEMPLATES, template(ns, OLD))
+    downtime = template(ns, NEW)
+    downtime["spec"]["requiresDowntime"] = True
+    await kcp.create(MODULE_TEMPLATES, downtime)
+    await kcp.create(MODULE_RELEASE_METAS, release_meta(ns, {"regular": OLD, "fast": NEW}))
+
+
+def _version(manifest: dict[str, Any]) -> str:
+    return str(manifest["spec"].get("version"))
+
+
+async def _install_regular(env: ModuleEnv) -> None:
+    """Module on channel regular: Manifest 1.0.0, Ready, ``maintenance: false``, Kyma Ready."""
+    await env.set_runtime_spec({"channel": "regular", "modules": [{"name": MODULE}]})
+    await env.wait_manifest(lambda m: _version(m) == OLD, f"the Manifest of {OLD}")
+    await env.set_manifest_state("Ready")
+    await env.wait_entry(
+        MODULE,
+        lambda e: e["state"] == "Ready" and e.get("version") == OLD and not e.get("maintenance"),
+        f"module Ready at {OLD}, maintenance=false",
+    )
+    await env.wait_kyma(lambda k: k["status"]["state"] == "Ready", "KCP Kyma Ready")
+
+
+async def _switch_to_fast_and_wait(env: ModuleEnv) -> dict[str, Any]:
+    """Channel fast outside a window: the entry says maintenance=true and when; 1.0.0 stays."""
+    await env.set_runtime_spec({"channel": "fast"})
+    entry = await env.wait_entry(
+        MODULE, lambda e: bool(e.get("maintenance")), "Kyma .status.modules[].maintenance=true"
+    )
+    assert entry["message"].startswith(WAITING_MESSAGE), entry
+    day = T0 + datetime.timedelta(days=1)
+    assert f"{OLD} -> {NEW}" in entry["message"] and _stamp(day) in entry["message"], entry
+    assert entry["version"] == OLD and entry["state"] == "Ready"
+    # the reconcile that decided to wait did not touch the Manifest: the installed version stays
+    manifest = await env.manifest()
+    assert manifest is not None and _version(manifest) == OLD
+    kyma = await env.wait_kyma(lambda k: k["status"]["state"] == "Ready", "KCP Kyma Ready while waiting")
+    assert kyma["status"]["modules"][0]["maintenance"] is True
+    return entry
+
+
+async def _upgraded(env: ModuleEnv) -> None:
+    """The new version is applied, then Ready with maintenance=false and the new version."""
+    await env.wait_manifest(lambda m: _version(m) == NEW, f"the Manifest upgraded to {NEW}")
+    await env.set_manifest_state("Ready")
+    await env.wait_entry(
+        MODULE,
+        lambda e: e["state"] == "Ready" and e.get("version") == NEW and not e.get("maintenance"),
+        f"module Ready at {NEW}, maintenance=false",
+    )
+    await env.wait_kyma(lambda k: k["status"]["state"] == "Ready", "KCP Kyma Ready after the upgrade")
+
+
+async def _disable(env: ModuleEnv) -> None:
+    await env.set_runtime_spec({"modules": []})
+
+    async def manifest_gone() -> bool:
+        return await env.manifest() is None
+
+    await eventually(manifest_gone, "the Manifest removed")
+    await env.wait_kyma(
+        lambda k: k["status"]["state"] == "Ready" and not k["status"].get("modules"), "KCP Kyma Ready"
+    )
+
+
+async def test_maintenance_windows_wait(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns)
+    policy = write_policy(tmp_path)
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=policy,
+    ) as env:
+        await _install_regular(env)
+        await _switch_to_fast_and_wait(env)
+        # "When Maintenance Window becomes active": the Kyma's region has a window now
+        await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {names.REGION_LABEL: ASIA}}}, ns)
+        await _upgraded(env)
+        await _disable(env)
+
+
+async def test_window_begins_by_the_clock(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    """Ours: the same wait, ended by time reaching europe's window (the injected clock), not by a
+    label change; the reconcile is then asked for by an unrelated label (the real requeue at the
+    window's begin is a day away in real time; its delay is checked in the unit tests)."""
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns)
+    policy = write_policy(tmp_path)
+    now = [T0 + datetime.timedelta(minutes=1)]
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=policy,
+        maintenance_clock=lambda: now[0],
+    ) as env:
+        await _install_regular(env)
+        await _switch_to_fast_and_wait(env)
+        now[0] = T0 + datetime.timedelta(days=1, minutes=5)
+        await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {"test/poke": "1"}}}, ns)
+        await _upgraded(env)
+
+
+async def test_maintenance_windows_initial_installation(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns)
+    policy = write_policy(tmp_path)
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=policy,
+    ) as env:
+        # fast (requiresDowntime) enabled first: no installed version, nothing to wait for
+        await env.set_runtime_spec({"channel": "fast", "modules": [{"name": MODULE}]})
+        await _upgraded(env)
+        await _disable(env)
+
+
+async def test_maintenance_windows_skip(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns)
+    policy = write_policy(tmp_path)
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=policy,
+    ) as env:
+        await kcp_client.patch(KYMAS, KYMA, {"spec": {"skipMaintenanceWindows": True}}, ns)
+        await _install_regular(env)
+        # outside europe's window, but the Kyma skips maintenance windows: upgraded at once
+        await env.set_runtime_spec({"channel": "fast"})
+        await _upgraded(env)
+        kyma = await env.kyma()
+        assert all(not m.get("maintenance") for m in kyma["status"]["modules"])
+        await _disable(env)
+
+
+def _gauge(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value(METRIC_CONFIG_READ_SUCCESS)
+
+
+async def test_maintenance_windows_reading(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    """Without a policy file the gauge is 0 and a downtime upgrade cannot be placed: the module is
+    Error with upstream's message and keeps 1.0.0 (the same operator with the file: gauge 1, in
+    ``test_maintenance_windows_wait`` terms)."""
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns)
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=tmp_path / "maintenance-policy" / "policy.json",  # not there
+    ) as env:
+        assert _gauge(env.running.operator.manager.registry) == 0
+        await _install_regular(env)
+        await env.set_runtime_spec({"channel": "fast"})
+        entry = await env.wait_entry(MODULE, lambda e: e["state"] == "Error", "module Error")
+        assert entry["message"].startswith(UNKNOWN_MESSAGE) and "not found" in entry["message"], entry
+        assert entry["version"] == OLD and not entry.get("maintenance")
+        manifest = await env.manifest()
+        assert manifest is not None and _version(manifest) == OLD
+    # the operator started again, now with the file: read, gauge 1
+    config = operator_config(ns, maintenance_policy_file=write_policy(tmp_path), kyma_healthy_interval=3600.0)
+    async with running_operator(kcp_client, config) as running:
+        assert _gauge(running.operator.manager.registry) == 1
