@@ -115,7 +115,7 @@ class MaintenanceWindows:
             except (OSError, PolicyError) as exc:
                 problem = f"{NO_POLICY}: maintenance window policy file {path}: {exc}"
         if policy is None:
-            log.error("maintenance windows: %s", problem)
+            log.warning("maintenance windows: %s", problem)
         else:
             log.info("maintenance windows: policy read from %s (%d rules)", path, len(policy.rules))
         if registry is not None:
