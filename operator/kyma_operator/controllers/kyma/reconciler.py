@@ -184,7 +184,8 @@ class KymaReconciler:
             self.metrics.requeue(report.requeue_reason or "kyma_reconcile_failed", UNEXPECTED)
             raise
         else:
-            if result.requeue or result.requeue_after is not None:
+            # a reason without a requeue: a finished step upstream counts (kyma_deletion)
+            if result.requeue or result.requeue_after is not None or report.requeue_reason:
                 kind = UNEXPECTED if report.outcome == State.ERROR.value else INTENDED
                 self.metrics.requeue(report.requeue_reason or _requeue_reason(report.outcome), kind)
             return result

@@ -202,7 +202,14 @@ def build_kyma_controller(
             release_meta_informer(client, cfg.namespace, clock=clock),
         )
     crds = crd_informers(client, clock=clock)
-    metrics = KymaMetrics(registry)
+    mandatory_count = None
+    if cfg.modules and catalog is not None:
+        offered = catalog
+
+        def mandatory_count() -> int:
+            return len(offered.mandatory(cfg.namespace))
+
+    metrics = KymaMetrics(registry, mandatory_count=mandatory_count)
     maintenance = (
         MaintenanceWindows.load(
             cfg.maintenance_policy_file,
