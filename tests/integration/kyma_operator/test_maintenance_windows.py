@@ -13,7 +13,8 @@ Translated from upstream's e2e (kyma-project/lifecycle-manager ``tests/e2e``):
   the policy is read (gauge 1); without it (gauge 0) a downtime upgrade is Error and keeps its version.
 
 The policy is the one upstream's e2e generates (``generate_maintenance_window_policy.sh``): region
-asia: now .. now+2h; region europe: tomorrow, 2 hours. "Now" is the injected maintenance clock, so
+asia: now .. now+2h; region europe: tomorrow, 2 hours (now: when each test writes it). The time the
+operator judges windows by is the injected maintenance clock, so
 ``test_window_begins_by_the_clock`` moves time into europe's window instead of waiting a day. The
 Manifest controller does not run here (module_env): the tests write the Manifest's state as it would.
 """
@@ -47,8 +48,6 @@ from tests.integration.kyma_operator.modules_env import (
 )
 from tests.polling import eventually
 
-T0 = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-"""The policy's "now" (upstream generates it at set-up)."""
 ASIA, EUROPE = "asia", "europe"
 OLD, NEW = "1.0.0", "2.0.0"
 
@@ -57,15 +56,16 @@ def _stamp(value: datetime.datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_policy(directory: Path) -> Path:
-    """Upstream's e2e policy relative to ``T0``."""
+def write_policy(directory: Path) -> tuple[Path, datetime.datetime]:
+    """Upstream's e2e policy relative to now (upstream generates it at set-up); returns that now."""
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     day, two_hours = datetime.timedelta(days=1), datetime.timedelta(hours=2)
     policy = {
         "rules": [
-            {"match": {"region": ASIA}, "windows": [{"begin": _stamp(T0), "end": _stamp(T0 + two_hours)}]},
+            {"match": {"region": ASIA}, "windows": [{"begin": _stamp(now), "end": _stamp(now + two_hours)}]},
             {
                 "match": {"region": EUROPE},
-                "windows": [{"begin": _stamp(T0 + day), "end": _stamp(T0 + day + two_hours)}],
+                "windows": [{"begin": _stamp(now + day), "end": _stamp(now + day + two_hours)}],
             },
         ],
         "default": {},
@@ -73,7 +73,7 @@ def write_policy(directory: Path) -> Path:
     path = directory / "maintenance-policy" / "policy.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(policy, indent=2))
-    return path
+    return path, now
 
 
 async def _catalog(kcp: KubeClient, ns: str) -> None:
@@ -102,14 +102,14 @@ async def _install_regular(env: ModuleEnv) -> None:
     await env.wait_kyma(lambda k: k["status"]["state"] == "Ready", "KCP Kyma Ready")
 
 
-async def _switch_to_fast_and_wait(env: ModuleEnv) -> dict[str, Any]:
+async def _switch_to_fast_and_wait(env: ModuleEnv, t0: datetime.datetime) -> dict[str, Any]:
     """Channel fast outside a window: the entry says maintenance=true and when; 1.0.0 stays."""
     await env.set_runtime_spec({"channel": "fast"})
     entry = await env.wait_entry(
         MODULE, lambda e: bool(e.get("maintenance")), "Kyma .status.modules[].maintenance=true"
     )
     assert entry["message"].startswith(WAITING_MESSAGE), entry
-    day = T0 + datetime.timedelta(days=1)
+    day = t0 + datetime.timedelta(days=1)
     assert f"{OLD} -> {NEW}" in entry["message"] and _stamp(day) in entry["message"], entry
     assert entry["version"] == OLD and entry["state"] == "Ready"
     # the reconcile that decided to wait did not touch the Manifest: the installed version stays
@@ -153,7 +153,7 @@ async def test_maintenance_windows_wait(
 ) -> None:
     ns = kcp_namespace
     await _catalog(kcp_client, ns)
-    policy = write_policy(tmp_path)
+    policy, t0 = write_policy(tmp_path)
     async with module_env(
         kcp_client,
         ns,
@@ -164,7 +164,7 @@ async def test_maintenance_windows_wait(
         maintenance_policy_file=policy,
     ) as env:
         await _install_regular(env)
-        await _switch_to_fast_and_wait(env)
+        await _switch_to_fast_and_wait(env, t0)
         # "When Maintenance Window becomes active": the Kyma's region has a window now
         await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {names.REGION_LABEL: ASIA}}}, ns)
         await _upgraded(env)
@@ -183,8 +183,8 @@ async def test_window_begins_by_the_clock(
     window's begin is a day away in real time; its delay is checked in the unit tests)."""
     ns = kcp_namespace
     await _catalog(kcp_client, ns)
-    policy = write_policy(tmp_path)
-    now = [T0 + datetime.timedelta(minutes=1)]
+    policy, t0 = write_policy(tmp_path)
+    now = [t0 + datetime.timedelta(minutes=1)]
     async with module_env(
         kcp_client,
         ns,
@@ -196,8 +196,8 @@ async def test_window_begins_by_the_clock(
         maintenance_clock=lambda: now[0],
     ) as env:
         await _install_regular(env)
-        await _switch_to_fast_and_wait(env)
-        now[0] = T0 + datetime.timedelta(days=1, minutes=5)
+        await _switch_to_fast_and_wait(env, t0)
+        now[0] = t0 + datetime.timedelta(days=1, minutes=5)
         await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {"test/poke": "1"}}}, ns)
         await _upgraded(env)
 
@@ -211,7 +211,7 @@ async def test_maintenance_windows_initial_installation(
 ) -> None:
     ns = kcp_namespace
     await _catalog(kcp_client, ns)
-    policy = write_policy(tmp_path)
+    policy, _ = write_policy(tmp_path)
     async with module_env(
         kcp_client,
         ns,
@@ -236,7 +236,7 @@ async def test_maintenance_windows_skip(
 ) -> None:
     ns = kcp_namespace
     await _catalog(kcp_client, ns)
-    policy = write_policy(tmp_path)
+    policy, _ = write_policy(tmp_path)
     async with module_env(
         kcp_client,
         ns,
@@ -290,6 +290,8 @@ async def test_maintenance_windows_reading(
         manifest = await env.manifest()
         assert manifest is not None and _version(manifest) == OLD
     # the operator started again, now with the file: read, gauge 1
-    config = operator_config(ns, maintenance_policy_file=write_policy(tmp_path), kyma_healthy_interval=3600.0)
+    config = operator_config(
+        ns, maintenance_policy_file=write_policy(tmp_path)[0], kyma_healthy_interval=3600.0
+    )
     async with running_operator(kcp_client, config) as running:
         assert _gauge(running.operator.manager.registry) == 1
