@@ -9,23 +9,29 @@ Translated from upstream's e2e (kyma-project/lifecycle-manager ``tests/e2e``):
 * ``maintenance_windows_initial_installation_test.go``: a first installation of a downtime version
   does not wait;
 * ``maintenance_windows_skip_test.go``: ``spec.skipMaintenanceWindows: true`` does not wait;
+* the same wait with the Manifest controller installing a module pushed to the real registry
+  (``test_maintenance_windows_wait_with_module_from_registry``): the runtime's manager Deployment
+  stays at 1.0.0, is repaired when deleted, and becomes 2.0.0 once the window is active;
 * ``maintenance_windows_reading_test.go`` (+ ``lifecycle_mgr_maintenance_window_config_read_success``):
   the policy is read (gauge 1); without it (gauge 0) a downtime upgrade is Error and keeps its version.
 
 The policy is the one upstream's e2e generates (``generate_maintenance_window_policy.sh``): region
-asia: now .. now+2h; region europe: tomorrow, 2 hours (now: when each test writes it). The time the
-operator judges windows by is the injected maintenance clock, so
-``test_window_begins_by_the_clock`` moves time into europe's window instead of waiting a day. The
-Manifest controller does not run here (module_env): the tests write the Manifest's state as it would.
+asia: now .. now+2h; region europe: tomorrow, 2 hours (now: when each test writes it). The time
+the operator judges windows by is the injected maintenance clock, so
+``test_window_begins_by_the_clock`` moves time into europe's window instead of waiting a day.
+Except in the registry test, the Manifest controller does not run (module_env): the tests write
+the Manifest's state as it would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from pathlib import Path
 from typing import Any
 
+import yaml
 from prometheus_client import CollectorRegistry
 
 from kyma_operator.api import names
@@ -35,8 +41,11 @@ from kyma_operator.controllers.kyma.maintenance import (
     UNKNOWN_MESSAGE,
     WAITING_MESSAGE,
 )
+from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import DEPLOYMENTS, NAMESPACES
 from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.controllers.manifest.module import deployment_available
 from tests.integration.kyma_operator.harness import operator_config, running_operator
 from tests.integration.kyma_operator.modules_env import (
     KYMA,
@@ -47,6 +56,8 @@ from tests.integration.kyma_operator.modules_env import (
     template,
 )
 from tests.polling import eventually
+from tests.registry.modules import module_name_for, publish_module, sample_manifests
+from tests.registry.server import LocalRegistry
 
 ASIA, EUROPE = "asia", "europe"
 OLD, NEW = "1.0.0", "2.0.0"
@@ -295,3 +306,136 @@ async def test_maintenance_windows_reading(
     )
     async with running_operator(kcp_client, config) as running:
         assert _gauge(running.operator.manager.registry) == 1
+
+
+# -- the whole chain: Kyma controller, Manifest controller, modules from the real registry ---------
+
+
+def _without_namespace(raw: bytes, image_tag: str) -> bytes:
+    """The sample module's objects without its Namespace (created by the test: without a
+    kube-controller-manager a deleted Namespace stays Terminating), the manager image at ``image_tag``."""
+    documents = [d for d in yaml.safe_load_all(raw) if d and d.get("kind") != "Namespace"]
+    for document in documents:
+        if document["kind"] == "Deployment":
+            container = document["spec"]["template"]["spec"]["containers"][0]
+            container["image"] = container["image"].rsplit(":", 1)[0] + f":{image_tag}"
+    return yaml.safe_dump_all(documents, sort_keys=True).encode()
+
+
+async def _publish_catalog(kcp: KubeClient, ns: str, registry: LocalRegistry, module: str) -> None:
+    """1.0.0 on regular; 2.0.0 (``requiresDowntime``, manager image :2.0.0) on fast; both pushed."""
+    raw, _ = sample_manifests(module)
+    old = await publish_module(registry, module, OLD, namespace=ns, manifest=_without_namespace(raw, OLD))
+    new = await publish_module(
+        registry, module, NEW, channel="fast", namespace=ns, manifest=_without_namespace(raw, NEW)
+    )
+    new.template["spec"]["requiresDowntime"] = True
+    await kcp.create(MODULE_TEMPLATES, old.template)
+    await kcp.create(MODULE_TEMPLATES, new.template)
+    meta = old.release_meta
+    meta["spec"]["channels"] = [
+        {"channel": "fast", "version": NEW},
+        {"channel": "regular", "version": OLD},
+    ]
+    await kcp.create(MODULE_RELEASE_METAS, meta)
+
+
+async def _manager_image(skr: KubeClient, module: str) -> str | None:
+    try:
+        deployment = await skr.get(DEPLOYMENTS, f"{module}-controller-manager", f"{module}-system")
+    except NotFound:
+        return None
+    return str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+async def _available(skr: KubeClient, module: str, tag: str, *, replacing: str | None = None) -> str:
+    """Act as the Deployment controller once the manager runs ``tag`` (no kubelet here); with
+    ``replacing``, only for a Deployment other than the one of that uid. Returns its uid."""
+
+    async def rolled_out() -> dict[str, Any] | None:
+        image = await _manager_image(skr, module)
+        if image is None or not image.endswith(f":{tag}"):
+            return None
+        found = await skr.get(DEPLOYMENTS, f"{module}-controller-manager", f"{module}-system")
+        return found if found["metadata"]["uid"] != replacing else None
+
+    deployment = await eventually(rolled_out, f"the manager Deployment at {tag}", within=60)
+    status = deployment_available()["status"]
+    status["observedGeneration"] = deployment["metadata"].get("generation") or 1
+    await skr.patch_status(
+        DEPLOYMENTS, f"{module}-controller-manager", {"status": status}, f"{module}-system"
+    )
+    return str(deployment["metadata"]["uid"])
+
+
+async def test_maintenance_windows_wait_with_module_from_registry(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    unique_name: str,
+    tmp_path: Path,
+) -> None:
+    """``maintenance_windows_wait_test.go`` with its runtime checks: the module's operator Deployment
+    of the installed version stays (and is repaired when deleted: still reconciled) until the window
+    is active, then the new version's replaces it."""
+    ns = kcp_namespace
+    module = module_name_for(unique_name)
+    await _publish_catalog(kcp_client, ns, oci_registry, module)
+    for namespace in ("kyma-system", f"{module}-system"):
+        with contextlib.suppress(AlreadyExists):
+            await skr_client.create(NAMESPACES, {"metadata": {"name": namespace}})
+    policy, t0 = write_policy(tmp_path)
+    async with module_env(
+        kcp_client,
+        ns,
+        skr_client,
+        skr_crds[0],
+        tmp_path,
+        kyma_labels={names.REGION_LABEL: EUROPE},
+        maintenance_policy_file=policy,
+        manifest_controller_enabled=True,
+        manifest_processing_interval=0.2,
+        oci_insecure_registries=(oci_registry.host,),
+        module_cache_dir=tmp_path / "module-cache",
+    ) as env:
+        # regular (no downtime): installed, Ready
+        await env.set_runtime_spec({"channel": "regular", "modules": [{"name": module}]})
+        installed = await _available(skr_client, module, OLD)
+        await env.wait_entry(
+            module,
+            lambda e: e["state"] == "Ready" and e.get("version") == OLD and not e.get("maintenance"),
+            f"module Ready at {OLD}",
+            within=60,
+        )
+        # fast (requiresDowntime), no active window: waits, 1.0.0 stays
+        await env.set_runtime_spec({"channel": "fast"})
+        entry = await env.wait_entry(module, lambda e: bool(e.get("maintenance")), "maintenance=true")
+        assert entry["message"].startswith(WAITING_MESSAGE)
+        assert _stamp(t0 + datetime.timedelta(days=1)) in entry["message"]
+        assert (await _manager_image(skr_client, module) or "").endswith(f":{OLD}")
+        # the installed version keeps being reconciled: its deleted Deployment comes back at 1.0.0
+        await skr_client.delete(DEPLOYMENTS, f"{module}-controller-manager", f"{module}-system")
+        await _available(skr_client, module, OLD, replacing=installed)
+        await env.wait_kyma(
+            lambda k: k["status"]["state"] == "Ready" and bool(k["status"]["modules"][0].get("maintenance")),
+            "KCP Kyma Ready while the upgrade waits",
+            within=60,
+        )
+        # the window becomes active: upgraded
+        await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {names.REGION_LABEL: ASIA}}}, ns)
+        await _available(skr_client, module, NEW)
+        await env.wait_entry(
+            module,
+            lambda e: e["state"] == "Ready" and e.get("version") == NEW and not e.get("maintenance"),
+            f"module Ready at {NEW}, maintenance=false",
+            within=60,
+        )
+        # disabled: the module's operator is removed
+        await env.set_runtime_spec({"modules": []})
+
+        async def removed() -> bool:
+            return await _manager_image(skr_client, module) is None
+
+        await eventually(removed, "the module's Deployment removed", within=60)
