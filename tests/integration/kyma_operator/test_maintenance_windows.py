@@ -189,13 +189,14 @@ async def test_window_begins_by_the_clock(
     skr_crds: tuple[APIServer, APIServer],
     tmp_path: Path,
 ) -> None:
-    """Ours: the same wait, ended by time reaching europe's window (the injected clock), not by a
-    label change; the reconcile is then asked for by an unrelated label (the real requeue at the
-    window's begin is a day away in real time; its delay is checked in the unit tests)."""
+    """Ours: the same wait, ended by time reaching europe's window (the injected clock) with no
+    change to the Kyma: the Kyma is reconciled again when the window it waits for begins
+    (module_env's safety nets are an hour, so those reconciles come from that requeue)."""
     ns = kcp_namespace
     await _catalog(kcp_client, ns)
     policy, t0 = write_policy(tmp_path)
-    now = [t0 + datetime.timedelta(minutes=1)]
+    window = t0 + datetime.timedelta(days=1)
+    now = [window - datetime.timedelta(seconds=2)]  # europe's window begins in 2 s (of this clock)
     async with module_env(
         kcp_client,
         ns,
@@ -208,8 +209,17 @@ async def test_window_begins_by_the_clock(
     ) as env:
         await _install_regular(env)
         await _switch_to_fast_and_wait(env, t0)
-        now[0] = t0 + datetime.timedelta(days=1, minutes=5)
-        await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {"test/poke": "1"}}}, ns)
+        # the clock stands still: the Kyma is reconciled again each time the 2 s until the window
+        # are up (requeues carry no trigger; nothing else would wake it within the hour)
+        mark = len(env.running.reports)
+
+        def requeues() -> bool:
+            return sum(1 for r in env.running.reports[mark:] if r.outcome and not r.triggers) >= 2
+
+        await eventually(requeues, "two requeues at the window's begin while the clock stands", within=30)
+        manifest = await env.manifest()
+        assert manifest is not None and _version(manifest) == OLD
+        now[0] = window + datetime.timedelta(minutes=5)
         await _upgraded(env)
 
 
