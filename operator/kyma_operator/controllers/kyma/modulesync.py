@@ -304,7 +304,11 @@ class ModuleSync:
         it is (still reconciled) and the entry says why and until when."""
         if self.maintenance is None or previous is None:
             return False
-        hold = self.maintenance.hold(kyma, resolution.template, previous)
+        installed = previous
+        if manifest is not None and manifest.spec.version:
+            # the live Manifest's version is what runs (the status may lag behind an upgrade)
+            installed = previous.model_copy(update={"version": manifest.spec.version})
+        hold = self.maintenance.hold(kyma, resolution.template, installed)
         if hold is None:
             return False
         if isinstance(hold, Waiting):
@@ -362,7 +366,9 @@ class ModuleSync:
 
 def _unresolved_entry(resolution: Unresolved, previous: ModuleStatus | None) -> ModuleStatus:
     if resolution.keep_previous and previous is not None:
-        return previous.model_copy(update={"state": resolution.state, "message": resolution.message})
+        return previous.model_copy(
+            update={"state": resolution.state, "message": resolution.message, "maintenance": False}
+        )
     return ModuleStatus(
         name=resolution.module, state=resolution.state, channel=resolution.channel, message=resolution.message
     )
