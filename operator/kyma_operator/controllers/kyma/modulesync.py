@@ -302,22 +302,24 @@ class ModuleSync:
     ) -> bool:
         """An upgrade waiting for a maintenance window: the installed version's Manifest stays as
         it is (still reconciled) and the entry says why and until when."""
-        if self.maintenance is None or previous is None:
-            return False
+        if self.maintenance is None or previous is None or manifest is None:
+            return False  # nothing installed (or its Manifest gone): installing does not wait
         installed = previous
-        if manifest is not None and manifest.spec.version:
+        if manifest.spec.version:
             # the live Manifest's version is what runs (the status may lag behind an upgrade)
             installed = previous.model_copy(update={"version": manifest.spec.version})
         hold = self.maintenance.hold(kyma, resolution.template, installed)
         if hold is None:
             return False
         if isinstance(hold, Waiting):
-            state = manifest_state(manifest) if manifest is not None else previous.state
-            entry = previous.model_copy(update={"state": state, "message": hold.message, "maintenance": True})
+            state = manifest_state(manifest)
+            entry = installed.model_copy(
+                update={"state": state, "message": hold.message, "maintenance": True}
+            )
             wake = hold.wake_after
             result.wake_after = wake if result.wake_after is None else min(result.wake_after, wake)
         else:
-            entry = previous.model_copy(update={"state": State.ERROR, "message": hold.message})
+            entry = installed.model_copy(update={"state": State.ERROR, "message": hold.message})
         result.modules.append(entry)
         return True
 
