@@ -317,10 +317,12 @@ async def build_operator(
     wall_clock: Callable[[], datetime.datetime] = utc_now,
     kcp_addr: str | None = None,
     manifest_source: ManifestSource | None = None,
+    maintenance_clock: Callable[[], datetime.datetime] | None = None,
 ) -> Operator:
     """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
     ``manifest_source`` is where the Manifest controller reads raw manifests (default: the module
-    registry source from the configuration)."""
+    registry source from the configuration); ``maintenance_clock``: the time maintenance windows are
+    judged by (default ``wall_clock``)."""
     ns = config.namespace
     agent_addr = ""
     if config.watcher_enabled:
@@ -403,6 +405,7 @@ async def build_operator(
         )
         if config.kyma_modules
         else None,
+        maintenance_clock=maintenance_clock,
     )
     if feature is not None:
         feature.add_to(manager)

@@ -29,6 +29,7 @@ from kcp_listener.config import AuthMode
 from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
+from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -183,6 +184,15 @@ class OperatorConfig(BaseModel):
     ``--skr-image-pull-secret``): copied into every runtime's sync namespace (condition
     ``SKRImagePullSecretSync``), named in ``imagePullSecrets`` of the agent and of every module
     Deployment/StatefulSet, and as ``SKR_IMG_PULL_SECRET`` in module managers' containers."""
+    maintenance_policy_file: Path | None = DEFAULT_POLICY_FILE
+    """Maintenance window policy in upstream's format (upstream reads this fixed path: the
+    ConfigMap ``maintenance-config`` mounted at /etc/maintenance-policy); module upgrades to a
+    version with ``requiresDowntime`` wait for the Kyma's next window (docs/maintenance-windows.md).
+    Missing or invalid: such upgrades go Error and gauge
+    ``lifecycle_mgr_maintenance_window_config_read_success`` is 0."""
+    min_maintenance_window_size: Annotated[float, Field(ge=0)] = DEFAULT_MIN_WINDOW_SIZE
+    """Seconds an ongoing maintenance window must still last to be used (upstream
+    ``--min-maintenance-window-size``, 20m)."""
     module_upgrade_rollout_max_delay: Annotated[float, Field(ge=0)] = 300.0
     """Seconds over which a changed ModuleReleaseMeta or ModuleTemplate reaches the Kymas using it,
     spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
@@ -351,6 +361,8 @@ class OperatorConfig(BaseModel):
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
             skr_image_pull_secret=self.skr_image_pull_secret,
+            maintenance_policy_file=self.maintenance_policy_file,
+            min_maintenance_window_size=self.min_maintenance_window_size,
         )
 
     def descriptor_source(self) -> DescriptorSourceConfig:

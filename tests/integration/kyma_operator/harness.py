@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -159,6 +160,7 @@ async def running_operator(
     *,
     skrs: tuple[KubeClient, ...] = (),
     manifest_source: ManifestSource | None = None,
+    maintenance_clock: Callable[[], datetime.datetime] | None = None,
 ) -> AsyncIterator[RunningOperator]:
     """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config.
 
@@ -167,7 +169,9 @@ async def running_operator(
     """
     with contextlib.suppress(AlreadyExists):
         await kcp.create(WATCHERS, default_watcher(config.namespace))
-    operator = await build_operator(config, kcp, manifest_source=manifest_source)
+    operator = await build_operator(
+        config, kcp, manifest_source=manifest_source, maintenance_clock=maintenance_clock
+    )
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)
     operator.kyma.intake.observers.append(running.routed.append)

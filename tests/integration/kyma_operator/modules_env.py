@@ -11,6 +11,7 @@ Manifest controller is not run here, so nothing installs; that is the Manifest c
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,6 +231,7 @@ async def module_env(
     tmp_path: Path,
     *,
     kyma_labels: dict[str, str] | None = None,
+    maintenance_clock: Callable[[], datetime.datetime] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[ModuleEnv]:
     """Operator (module half, listener) + a runtime Kyma + its real agent; see the module docstring."""
@@ -248,7 +250,7 @@ async def module_env(
     config = operator_config(ns, **values)
     # ours: module resources (and the runtime's catalog and CRDs) report their changes too
     await kcp.create(WATCHERS, default_watcher(ns, MODULE_RESOURCES_WATCHER))
-    async with running_operator(kcp, config, skrs=(skr,)) as running:
+    async with running_operator(kcp, config, skrs=(skr,), maintenance_clock=maintenance_clock) as running:
         kyma = await create_runtime(kcp, ns, KYMA, RUNTIME_ID, skr_server.kubeconfig)
         if kyma_labels:
             await kcp.patch(KYMAS, KYMA, {"metadata": {"labels": kyma_labels}}, ns)

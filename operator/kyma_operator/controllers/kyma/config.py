@@ -3,6 +3,8 @@ one switch of the reconcile's mode that is read from the Kyma itself (single-clu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from kyma_operator.api import names
@@ -42,3 +44,7 @@ class KymaControllerConfig(ControllerConfig):
     """Catalog changes reach the Kymas they concern spread over a random delay up to this (upstream
     ``--module-upgrade-rollout-max-delay``, 5 min); 0: at once."""
     field_manager: str = Field(default=names.FIELD_MANAGER, min_length=1)
+    maintenance_policy_file: Path | None = None
+    """Upstream's maintenance window policy (JSON); None: no policy (downtime upgrades go Error)."""
+    min_maintenance_window_size: float = Field(default=1200.0, ge=0)
+    """An ongoing window counts only while it lasts at least this many seconds more."""

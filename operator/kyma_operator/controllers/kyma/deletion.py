@@ -77,7 +77,7 @@ class KymaDeletion:
         written = await self.writer.status(kyma, rv, outcome, now, report)
         if waiting:
             report.set(State.DELETING.value, message, written)
-            report.requeue_reason = "kyma_deletion"
+            report.requeue_reason = "cleanup_manifest_crs"  # upstream's reason while Manifests remain
             return Result(requeue_after=self.config.deletion_interval)
         skipped = ""
         if not local:
@@ -101,6 +101,7 @@ class KymaDeletion:
             report.set(State.DELETING.value, "finalizer removal conflicted; retrying", written)
             return Result(requeue=True)
         report.set("deleted", f"modules and runtime cleaned up, finalizer dropped{skipped}", written)
+        report.requeue_reason = "kyma_deletion"  # upstream counts it once, when the finalizer goes
         return Result()
 
     async def _delete_manifests(self, kyma: Kyma) -> list[str]:

@@ -5,8 +5,11 @@
 * ``lifecycle_mgr_module_state{module_name,kyma_name,state,shoot,instance_id}``: the same per
   module entry of ``status.modules``; series of modules that left the status are removed;
 * ``lifecycle_mgr_requeue_reason_total{requeue_reason,requeue_type}``: why a Kyma reconcile asks
-  to run again, ``intended`` (a planned poll) or ``unexpected`` (a failure);
-* ``lifecycle_mgr_mandatory_module_state{module_name,kyma_name,state}``: mandatory modules.
+  to run again, ``intended`` (a planned poll) or ``unexpected`` (a failure); shared with the
+  Manifest controller (``common.requeuemetrics``); ``kyma_deletion`` once per finished deletion;
+* ``lifecycle_mgr_mandatory_module_state{module_name,kyma_name,state}``: mandatory modules;
+* ``lifecycle_mgr_mandatory_modules``: how many mandatory modules the catalog offers (upstream's
+  count of mandatory ModuleTemplates), read from the catalog informers at scrape time.
 
 ``shoot`` is the Kyma's ``skr-domain`` annotation and ``instance_id`` its
 ``kyma-project.io/instance-id`` label (empty when missing). A deleted Kyma's series are removed at
@@ -20,28 +23,30 @@ the record is a few hundred bytes, and the exposition is the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.meta import State
+from kyma_operator.controllers.common.requeuemetrics import INTENDED, UNEXPECTED, requeue_counter
 from kyma_operator.runtime.request import Request
 
 KYMA_STATES = (State.READY, State.PROCESSING, State.WARNING, State.ERROR, State.DELETING)
 MODULE_STATES = (*KYMA_STATES, State.UNMANAGED)
 
-INTENDED = "intended"
-UNEXPECTED = "unexpected"
+__all__ = ["INTENDED", "UNEXPECTED", "KymaMetrics"]
 
 
 class KymaMetrics:
     """Writes the metrics above into ``registry`` (a no-op without one)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, mandatory_count: Callable[[], int] | None = None
+    ) -> None:
         self._enabled = registry is not None
         self._kymas: dict[Request, tuple[State, str, str]] = {}
         """Per Kyma: (state, shoot, instance_id)."""
@@ -50,12 +55,9 @@ class KymaMetrics:
         if registry is None:
             return
         registry.register(_StateCollector(self))
-        self.requeues = Counter(
-            "lifecycle_mgr_requeue_reason",
-            "Why Kyma reconciles asked to run again.",
-            ["requeue_reason", "requeue_type"],
-            registry=registry,
-        )
+        if mandatory_count is not None:
+            registry.register(_MandatoryCount(mandatory_count))
+        self.requeues = requeue_counter(registry)  # shared with the Manifest controller
 
     @staticmethod
     def _identity(kyma: Kyma) -> tuple[str, str]:
@@ -141,4 +143,25 @@ class _StateCollector:
                 "Mandatory module state per Kyma: 1 for the current state, 0 for the others.",
                 labels=["module_name", "kyma_name", "state"],
             ),
+        )
+
+
+class _MandatoryCount:
+    """``lifecycle_mgr_mandatory_modules`` at scrape time."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        family.add_metric([], float(self._count()))
+        yield family
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "lifecycle_mgr_mandatory_modules", "Indicates the count of mandatory ModuleTemplates"
         )

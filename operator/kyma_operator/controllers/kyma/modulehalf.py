@@ -55,7 +55,10 @@ class ModuleHalf:
             message = f"the runtime Kyma's spec is invalid: {detail}"
             bad = st.condition(KymaConditionType.MODULES.value, False, "InvalidSpec", message, now)
             return ModulesRun(None, None, bad)
+        # skipMaintenanceWindows is the control plane's (upstream: the KCP Kyma's spec)
+        spec = spec.model_copy(update={"skip_maintenance_windows": kyma.spec.skip_maintenance_windows})
         result = await self.modules.sync(kyma.model_copy(update={"spec": spec}), remote=remote)
+        report.wake_after = result.wake_after
         report.applied.extend(result.applied)
         report.deleted.extend(result.deleted)
         report.mandatory = dict(result.mandatory)

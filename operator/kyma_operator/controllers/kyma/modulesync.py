@@ -56,6 +56,7 @@ from kyma_operator.controllers.kyma.descriptors import (
     DescriptorUnavailable,
     ModuleDescriptors,
 )
+from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows, Waiting
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
     desired_manifest,
@@ -81,6 +82,8 @@ class ModuleSyncResult:
     deleted: list[str] = field(default_factory=list)
     mandatory: dict[str, State] = field(default_factory=dict)
     """Mandatory module -> its Manifest's state (no status entry; for metrics and the log)."""
+    wake_after: float | None = None
+    """Seconds until the earliest maintenance window an upgrade waits for (None: none waits)."""
 
 
 def _tracking(obj: Manifest | ModuleTemplate) -> TrackingObject:
@@ -175,8 +178,11 @@ class ModuleSync:
         sync_namespace: str = names.SKR_NAMESPACE,
         restricted_modules: Collection[str] = (),
         descriptors: ModuleDescriptors | None = None,
+        maintenance: MaintenanceWindows | None = None,
     ) -> None:
         self.client = client
+        self.maintenance = maintenance
+        """Upgrades that require downtime wait for a window (None: no such gate)."""
         self.catalog = catalog
         self.manifests = manifests
         self.descriptors = descriptors or ModuleDescriptors(client, DescriptorSourceConfig())
@@ -272,6 +278,8 @@ class ModuleSync:
         if not module.managed and manifest is None:
             result.modules.append(unmanaged_entry(resolution))
             return
+        if module.managed and self._held(kyma, resolution, previous, manifest, result):
+            return
         try:
             descriptor = await self._registry_descriptor(resolution)
         except DescriptorUnavailable as exc:
@@ -305,6 +313,37 @@ class ModuleSync:
             result.modules.append(unmanaged_entry(resolution))
         else:
             result.modules.append(entry_for(resolution, current))
+
+    def _held(
+        self,
+        kyma: Kyma,
+        resolution: Resolved,
+        previous: ModuleStatus | None,
+        manifest: Manifest | None,
+        result: ModuleSyncResult,
+    ) -> bool:
+        """An upgrade waiting for a maintenance window: the installed version's Manifest stays as
+        it is (still reconciled) and the entry says why and until when."""
+        if self.maintenance is None or previous is None or manifest is None:
+            return False  # nothing installed (or its Manifest gone): installing does not wait
+        installed = previous
+        if manifest.spec.version:
+            # the live Manifest's version is what runs (the status may lag behind an upgrade)
+            installed = previous.model_copy(update={"version": manifest.spec.version})
+        hold = self.maintenance.hold(kyma, resolution.template, installed)
+        if hold is None:
+            return False
+        if isinstance(hold, Waiting):
+            state = manifest_state(manifest)
+            entry = installed.model_copy(
+                update={"state": state, "message": hold.message, "maintenance": True}
+            )
+            wake = hold.wake_after
+            result.wake_after = wake if result.wake_after is None else min(result.wake_after, wake)
+        else:
+            entry = installed.model_copy(update={"state": State.ERROR, "message": hold.message})
+        result.modules.append(entry)
+        return True
 
     async def _sync_mandatory(
         self,
@@ -363,7 +402,9 @@ class ModuleSync:
 
 def _unresolved_entry(resolution: Unresolved, previous: ModuleStatus | None) -> ModuleStatus:
     if resolution.keep_previous and previous is not None:
-        return previous.model_copy(update={"state": resolution.state, "message": resolution.message})
+        return previous.model_copy(
+            update={"state": resolution.state, "message": resolution.message, "maintenance": False}
+        )
     return ModuleStatus(
         name=resolution.module, state=resolution.state, channel=resolution.channel, message=resolution.message
     )

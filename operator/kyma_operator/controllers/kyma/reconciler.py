@@ -39,7 +39,8 @@ Kyma before the edit is visible. A reconcile woken by a runtime event that finds
 spec unchanged since the previous reconcile therefore looks again after each of
 ``event_settle_delays`` (``common.settle``; scheduled in the Kyma's memory).
 
-Not here (said in the issue notes): maintenance windows.
+Maintenance windows (``maintenance``) hold upgrades in the module half; the tail reconciles again
+when the window an upgrade waits for begins.
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ class KymaReconciler:
             self.metrics.requeue(report.requeue_reason or "kyma_reconcile_failed", UNEXPECTED)
             raise
         else:
-            if result.requeue or result.requeue_after is not None:
+            # a reason without a requeue: a finished step upstream counts (kyma_deletion)
+            if result.requeue or result.requeue_after is not None or report.requeue_reason:
                 kind = UNEXPECTED if report.outcome == State.ERROR.value else INTENDED
                 self.metrics.requeue(report.requeue_reason or _requeue_reason(report.outcome), kind)
             return result
@@ -330,6 +332,8 @@ class KymaReconciler:
         interval = self._interval(kyma, outcome.state)
         if step.agent_requeue is not None:
             interval = min(interval, max(1.0, step.agent_requeue))
+        if report.wake_after is not None:  # an upgrade waits for a maintenance window to begin
+            interval = min(interval, max(1.0, report.wake_after))
         if settle is None:
             return Result(requeue_after=interval)
         if look is not None:

@@ -54,6 +54,8 @@ class Collector:
         self.deleted: list[str] = []
         self.mandatory: dict[str, State] | None = None
         self.catalog_writes = 0
+        self.wake_after: float | None = None
+        """Seconds until a maintenance window an upgrade waits for begins (reconcile again then)."""
 
     def set(self, outcome: str, message: str, status_written: bool = False) -> None:
         self.outcome = outcome

@@ -44,6 +44,7 @@ from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import ModuleDescriptors
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
+from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.kyma.modulehalf import NO_MODULE_HALF, ModuleHalf
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
@@ -146,6 +147,7 @@ def _module_half(
     manifests: Informer | None,
     catalog: Catalog | None,
     descriptors: ModuleDescriptors | None,
+    maintenance: MaintenanceWindows | None,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
     if not cfg.modules:
@@ -158,6 +160,7 @@ def _module_half(
         sync_namespace=cfg.sync_namespace,
         restricted_modules=cfg.restricted_modules,
         descriptors=descriptors,
+        maintenance=maintenance,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
@@ -185,6 +188,7 @@ def build_kyma_controller(
     request_gate: RequestGate | None = None,
     layers: Sequence[ReconcilerLayer] = (),
     descriptors: ModuleDescriptors | None = None,
+    maintenance_clock: Callable[[], datetime.datetime] | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -197,6 +201,8 @@ def build_kyma_controller(
     ``request_gate`` (sharding) and ``layers`` (shard labelling, tracing) make the controller final
     as built. ``descriptors``: where upstream-form templates' descriptors come from (the module
     registry; without it such a template's module is an Error naming the missing configuration).
+    ``maintenance_clock``: the time maintenance windows are judged by (default
+    ``wall_clock``; tests set it instead of waiting for a window).
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -209,8 +215,25 @@ def build_kyma_controller(
             release_meta_informer(client, cfg.namespace, clock=clock),
         )
     crds = crd_informers(client, clock=clock)
-    metrics = KymaMetrics(registry)
-    module_half = _module_half(client, cfg, manifests, catalog, descriptors)
+    mandatory_count = None
+    if cfg.modules and catalog is not None:
+        offered = catalog
+
+        def mandatory_count() -> int:
+            return len(offered.mandatory(cfg.namespace))
+
+    metrics = KymaMetrics(registry, mandatory_count=mandatory_count)
+    maintenance = (
+        MaintenanceWindows.load(
+            cfg.maintenance_policy_file,
+            min_window_size=cfg.min_maintenance_window_size,
+            now=maintenance_clock or wall_clock,
+            registry=registry,
+        )
+        if cfg.modules
+        else None
+    )
+    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:

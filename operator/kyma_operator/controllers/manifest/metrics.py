@@ -5,15 +5,20 @@
   (creations and repairs; a steady reconcile writes none);
 * ``kyma_operator_manifest_drift_repairs_total``: of those, objects re-applied although the module
   version had been synced before (drift in the runtime);
-* ``kyma_operator_manifest_objects_pruned_total``: delete requests of prune and uninstall.
+* ``kyma_operator_manifest_objects_pruned_total``: delete requests of prune and uninstall;
+* ``lifecycle_mgr_requeue_reason_total{requeue_reason,requeue_type}``: upstream's Manifest requeue
+  reasons (``requeuereasons``), in the counter the Kyma controller shares.
 Pull-cache hits and misses are counted by the source (``oci``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kyma_operator.api.meta import State
+from kyma_operator.controllers.common.requeuemetrics import requeue_counter
 from kyma_operator.runtime.request import Request
 
 
@@ -42,6 +47,12 @@ class ManifestMetrics:
             registry=self.registry,
         )
         self._states: dict[Request, State] = {}
+        self._requeues = requeue_counter(self.registry)  # shared with the Kyma controller
+
+    def requeue(self, reasons: Iterable[tuple[str, str]]) -> None:
+        """Count (reason, type) pairs in ``lifecycle_mgr_requeue_reason_total`` (``requeuereasons``)."""
+        for reason, kind in reasons:
+            self._requeues.labels(reason, kind).inc()
 
     def state(self, manifest: Request, state: State) -> None:
         previous = self._states.get(manifest)

@@ -64,6 +64,7 @@ from kyma_operator.controllers.manifest.readiness import Readiness, module_readi
 from kyma_operator.controllers.manifest.render import RenderContext, RenderError, parse_documents, transform
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
+from kyma_operator.controllers.manifest.requeuereasons import requeue_reasons
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.manifest.uninstall import ManifestUninstall
@@ -96,12 +97,17 @@ class ManifestReconciler(ManifestUninstall):
 
     async def reconcile(self, request: Request) -> Result:
         report = _Report(request, current_triggers(), self.clock.now())
+        adds_finalizer = _lacks_finalizer(self.manifests.get(request.namespace, request.name))
         try:
-            return await self._reconcile(request, report)
+            result = await self._reconcile(request, report)
         except Exception as exc:
             if not report.outcome:
                 report.set(State.ERROR.value, f"{type(exc).__name__}: {exc} (retrying with backoff)")
+            self.metrics.requeue(requeue_reasons(report, Result(requeue=True), added_finalizer=False))
             raise
+        else:
+            self.metrics.requeue(requeue_reasons(report, result, added_finalizer=adds_finalizer))
+            return result
         finally:
             if report.outcome:
                 done = report.freeze(self.clock.now())
@@ -338,6 +344,16 @@ def ready_interval(config: ManifestControllerConfig, health: AgentHealth, runtim
     """The safety net of a Ready Manifest: long while its runtime's agent sends heartbeats (drift
     then arrives as events), upstream's 5 minutes otherwise."""
     return config.healthy_interval if health.healthy(runtime_id) else config.unhealthy_interval
+
+
+def _lacks_finalizer(obj: JSON | None) -> bool:
+    """A live Manifest without our finalizer: this reconcile adds it (upstream requeues then)."""
+    if obj is None:
+        return False
+    meta = obj.get("metadata") or {}
+    return not meta.get("deletionTimestamp") and names.MANIFEST_FINALIZER not in (
+        meta.get("finalizers") or []
+    )
 
 
 def _union(first: Sequence[SyncedResource], second: Sequence[SyncedResource]) -> list[SyncedResource]:
