@@ -86,7 +86,7 @@ async def test_enable_switch_downgrade_bump_and_disable(
         assert spec["install"] == {
             "name": "raw-manifest",
             "source": {
-                "repo": "127.0.0.1:5000/component-descriptors",
+                "repo": "127.0.0.1:5000",  # upstream: the registry, no /component-descriptors
                 "name": COMPONENT,
                 "ref": DIGEST,
                 "type": "oci-ref",

@@ -161,8 +161,13 @@ class ModuleSync:
         manifests: Informer,
         sync_namespace: str = names.SKR_NAMESPACE,
         restricted_modules: Collection[str] = (),
+        oci_registry: str | None = None,
     ) -> None:
+        """``oci_registry``: the registry (``host[/subpath]``) module descriptors are read from,
+        written as the Manifests' ``install.source.repo`` like upstream (``None``: each
+        descriptor's repository context)."""
         self.client = client
+        self.oci_registry = oci_registry
         self.catalog = catalog
         self.manifests = manifests
         self.sync_namespace = sync_namespace
@@ -263,6 +268,7 @@ class ModuleSync:
                 sync_namespace=self.sync_namespace,
                 remote=remote,
                 unmanaged=not module.managed,
+                oci_registry=self.oci_registry,
             )
         except ManifestBuildError as exc:
             result.modules.append(
@@ -305,7 +311,12 @@ class ModuleSync:
             resolved = Resolved(module, "", version, template, meta)
             try:
                 desired = desired_manifest(
-                    kyma, resolved, sync_namespace=self.sync_namespace, remote=remote, mandatory=True
+                    kyma,
+                    resolved,
+                    sync_namespace=self.sync_namespace,
+                    remote=remote,
+                    mandatory=True,
+                    oci_registry=self.oci_registry,
                 )
             except ManifestBuildError:
                 result.mandatory[module] = State.ERROR

@@ -188,7 +188,7 @@ class ManifestReconciler(ManifestUninstall):
         try:
             objects = transform(
                 parse_documents(raw.text),
-                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images)),
+                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images or ())),
             )
         except RenderError as exc:
             return await self._fail(manifest, report, f"{what}: raw manifest {raw.digest}: {exc}")
