@@ -82,7 +82,7 @@ async def test_enable_switch_downgrade_bump_and_disable(
         )
         assert {f["manager"] for f in meta["managedFields"]} == {FIELD_MANAGER}
         spec = manifest["spec"]
-        assert spec["version"] == "1.0.0" and spec["remote"] is True
+        assert spec["version"] == "1.0.0" and spec["remote"] is False  # as upstream writes it
         assert spec["install"] == {
             "name": "raw-manifest",
             "source": {

@@ -1,22 +1,14 @@
 """The Kyma controller's settings (on top of the shared ``common.config.ControllerConfig``) and the
-one switch of the reconcile's mode that is read from the Kyma itself (single-cluster)."""
+one switch of the reconcile's mode that is read from the Kyma itself (``single_cluster``, shared
+with the Manifest controller in ``common.clustermode``)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from kyma_operator.api import names
-from kyma_operator.api.kyma import Kyma
+from kyma_operator.controllers.common.clustermode import single_cluster
 from kyma_operator.controllers.common.config import ControllerConfig
-
-
-def single_cluster(kyma: Kyma) -> bool:
-    """Single-cluster mode: the Kyma's runtime is the control plane itself.
-
-    Marker: label ``operator.kyma-project.io/sync=false`` on the Kyma (the label older upstream
-    versions used to switch the remote sync off). No access Secret is needed or read.
-    """
-    return kyma.labels.get(names.SYNC_LABEL, "").lower() == names.DISABLE_LABEL_VALUE
 
 
 class KymaControllerConfig(ControllerConfig):
@@ -40,3 +32,6 @@ class KymaControllerConfig(ControllerConfig):
     """Catalog changes reach the Kymas they concern spread over a random delay up to this (upstream
     ``--module-upgrade-rollout-max-delay``, 5 min); 0: at once."""
     field_manager: str = Field(default=names.FIELD_MANAGER, min_length=1)
+
+
+__all__ = ["KymaControllerConfig", "single_cluster"]

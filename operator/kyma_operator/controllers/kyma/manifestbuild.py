@@ -61,14 +61,12 @@ def desired_manifest(
     resolved: Resolved,
     *,
     sync_namespace: str = DEFAULT_SYNC_NAMESPACE,
-    remote: bool = True,
     mandatory: bool = False,
     unmanaged: bool = False,
     oci_registry: str | None = None,
 ) -> Manifest:
     """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install).
 
-    ``remote``: install into the Kyma's runtime (False: single-cluster mode, next to the operator);
     ``mandatory``: a mandatory module (label ``mandatory-module=true``, no channel label);
     ``unmanaged``: the Kyma lists the module with ``managed: false`` (annotation ``is-unmanaged``);
     ``oci_registry``: the registry (``host[/subpath]``) descriptors are read from, upstream's
@@ -122,7 +120,7 @@ def desired_manifest(
         if not metadata.get("namespace"):
             metadata["namespace"] = sync_namespace
     spec = ManifestSpec(
-        remote=remote,
+        remote=False,  # as upstream; where to install follows the Kyma (Manifest controller)
         install=InstallInfo(name=sources.layer, source=install),
         config=(
             ImageSpec(

@@ -42,7 +42,7 @@ class ModuleHalf:
         self.catalog = catalog
 
     async def run(
-        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector, *, remote: bool
+        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector
     ) -> ModulesRun | None:
         """The runtime Kyma's ``spec.modules``/``spec.channel`` (upstream: the SKR copy owns them)
         decide the Manifests. None without the module half."""
@@ -55,7 +55,7 @@ class ModuleHalf:
             message = f"the runtime Kyma's spec is invalid: {detail}"
             bad = st.condition(KymaConditionType.MODULES.value, False, "InvalidSpec", message, now)
             return ModulesRun(None, None, bad)
-        result = await self.modules.sync(kyma.model_copy(update={"spec": spec}), remote=remote)
+        result = await self.modules.sync(kyma.model_copy(update={"spec": spec}))
         report.applied.extend(result.applied)
         report.deleted.extend(result.deleted)
         report.mandatory = dict(result.mandatory)
@@ -123,7 +123,7 @@ class _NoModuleHalf(ModuleHalf):
         pass
 
     async def run(
-        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector, *, remote: bool
+        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector
     ) -> ModulesRun | None:
         return None
 

@@ -193,7 +193,7 @@ class ModuleSync:
                 versions.add((str(meta.get("name")), str(meta.get("resourceVersion"))))
         return frozenset(versions)
 
-    async def sync(self, kyma: Kyma, *, remote: bool = True) -> ModuleSyncResult:
+    async def sync(self, kyma: Kyma) -> ModuleSyncResult:
         module_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
         mandatory_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
         for manifest, obj in self.manifests_of(kyma):
@@ -216,7 +216,7 @@ class ModuleSync:
                 )
                 continue
             seen.add(entry.name)
-            await self._sync_module(kyma, entry, module_manifests.get(entry.name), remote, result)
+            await self._sync_module(kyma, entry, module_manifests.get(entry.name), result)
         for module_name, (manifest, _) in module_manifests.items():
             if module_name in seen:
                 continue
@@ -229,7 +229,7 @@ class ModuleSync:
                 result.modules.append(
                     previous.model_copy(update={"state": State.DELETING if state is State.READY else state})
                 )
-        await self._sync_mandatory(kyma, mandatory_manifests, remote, result)
+        await self._sync_mandatory(kyma, mandatory_manifests, result)
         return result
 
     async def _sync_module(
@@ -237,7 +237,6 @@ class ModuleSync:
         kyma: Kyma,
         module: Module,
         existing: tuple[Manifest, dict[str, Any]] | None,
-        remote: bool,
         result: ModuleSyncResult,
     ) -> None:
         ns = kyma.namespace
@@ -266,7 +265,6 @@ class ModuleSync:
                 kyma,
                 resolution,
                 sync_namespace=self.sync_namespace,
-                remote=remote,
                 unmanaged=not module.managed,
                 oci_registry=self.oci_registry,
             )
@@ -294,7 +292,6 @@ class ModuleSync:
         self,
         kyma: Kyma,
         existing: dict[str, tuple[Manifest, dict[str, Any]]],
-        remote: bool,
         result: ModuleSyncResult,
     ) -> None:
         ns = kyma.namespace
@@ -314,7 +311,6 @@ class ModuleSync:
                     kyma,
                     resolved,
                     sync_namespace=self.sync_namespace,
-                    remote=remote,
                     mandatory=True,
                     oci_registry=self.oci_registry,
                 )

@@ -170,7 +170,7 @@ class ManifestReconciler(ManifestUninstall):
         try:
             return await self._install(manifest, kyma, skr, key, report)
         except KubeError as exc:
-            if is_connection_error(exc) and manifest.spec.remote:
+            if is_connection_error(exc) and key != KYMA_CACHE_KEY_LOCAL:
                 await self.skr_clients.evict_on_error(key, exc)
             return await self._fail(manifest, report, f"runtime API: {exc}")
 
