@@ -6,6 +6,10 @@ descriptor's ``ociArtifact`` resource); its Manifest is what the Kyma controller
 descriptor (``desired_manifest``: ``install.source`` ``oci-dir`` with ``repo`` the bare registry
 ``host/subpath``, ``localizedImages``). A bad ``localizedImages`` entry installs nothing and says
 so; fixed, the module installs with the localized image in the container and in the env value.
+
+Takeover: a module that upstream's Manifest controller installed (the runtime objects server-side
+applied with upstream's field manager and transforms, the Manifest Ready with upstream's status) is
+reconciled by ours without a single write to the runtime (resourceVersions compared).
 """
 
 from __future__ import annotations
@@ -14,17 +18,21 @@ from typing import Any
 
 import yaml
 
+from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import apply_body
+from kyma_operator.controllers.manifest.oci import raw_manifest_of
+from kyma_operator.controllers.manifest.render import RenderContext, parse_documents, transform
 from kyma_operator.modules.build import ModuleConfig
 from kyma_operator.modules.publish import PublishedModule, publish_module
 from kyma_operator.modules.reference import RegistryBase
 from kyma_operator.modules.registry import RegistryClient
-from kyma_operator.runtime.resources import DEPLOYMENTS
+from kyma_operator.runtime.errors import KubeError
+from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, SERVICE_ACCOUNTS, Resource
 from tests.integration.kyma_operator.controllers.manifest import module as m
 from tests.integration.kyma_operator.controllers.manifest.harness import KYMA, Setup
 from tests.integration.kyma_operator.harness import KYMAS
@@ -123,3 +131,75 @@ async def test_mirrored_module_installs_the_localized_image(setup: Setup) -> Non
     }
     await s.make_available()
     await s.wait_state("Ready", name)
+
+
+async def test_a_module_upstream_installed_is_taken_over_without_runtime_writes(setup: Setup) -> None:
+    s = setup
+    mirrored = f"{s.modules.registry.host}/{PREFIX}/kyma/sample-op:1.0.3"
+    published = await _publish(s, mirrored)
+    body = await _manifest(s, published)
+    name = body["metadata"]["name"]
+
+    # what upstream's Manifest controller left in the runtime: every object of the raw manifest with
+    # its transforms (labels, annotations, localized images), server-side applied by its applier
+    raw = raw_manifest_of(published.component.local_blob("raw-manifest").data, "oci-dir").decode()
+    context = RenderContext(s.ns, name, tuple(body["spec"]["localizedImages"]))
+    objects = transform(parse_documents(raw), context)
+    kinds = {"CustomResourceDefinition": CRDS, "ConfigMap": CONFIGMAPS, "ServiceAccount": SERVICE_ACCOUNTS}
+    kinds["Deployment"] = DEPLOYMENTS
+    for obj in objects:
+        await s.skr.apply(kinds[obj["kind"]], obj, field_manager=names.MANIFEST_APPLIER_FIELD_MANAGER)
+    default_cr = body["spec"]["resource"]
+
+    async def default_cr_created() -> bool:
+        try:
+            await s.skr.apply(s.samples, default_cr, field_manager=names.MANIFEST_APPLIER_FIELD_MANAGER)
+        except KubeError:
+            return False  # the CRD is not served yet
+        return True
+
+    await eventually(default_cr_created, "the default CR applied once its CRD is served")
+    await s.make_available()
+    watched: list[tuple[Resource, str, str | None]] = [
+        (kinds[o["kind"]], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects
+    ]
+    watched.append((s.samples, default_cr["metadata"]["name"], default_cr["metadata"]["namespace"]))
+    before = {
+        (r.kind, n, ns): (await s.skr.get(r, n, ns))["metadata"]["resourceVersion"] for r, n, ns in watched
+    }
+
+    # ... and in KCP the Manifest as upstream wrote it, Ready with upstream's status (no syncedRef)
+    await s.kcp.create(s.manifests, body)
+    synced = [
+        {
+            "group": kinds[o["kind"]].group,
+            "version": kinds[o["kind"]].version,
+            "kind": o["kind"],
+            "name": o["metadata"]["name"],
+            "namespace": o["metadata"].get("namespace", ""),
+        }
+        for o in objects
+    ]
+    upstream_status = {
+        "state": "Ready",
+        "synced": synced,
+        "lastOperation": {"operation": "installation is ready"},
+    }
+    await s.kcp.patch_status(s.manifests, name, {"status": upstream_status}, s.ns)
+
+    # our controller takes it over: a full reconcile (it records syncedRef), still Ready ...
+    async def taken_over() -> dict[str, Any] | None:
+        manifest = await s.manifest(name)
+        status = manifest.get("status") or {}
+        done = status.get("syncedRef") == published.source.ref and status.get("state") == "Ready"
+        return manifest if done else None
+
+    manifest = await eventually(taken_over, "the Manifest reconciled by our controller and Ready")
+    assert names.MANIFEST_FINALIZER in manifest["metadata"]["finalizers"]
+    # ... and nothing in the runtime was written
+    after = {
+        (r.kind, n, ns): (await s.skr.get(r, n, ns))["metadata"]["resourceVersion"] for r, n, ns in watched
+    }
+    assert after == before
+    deployment = await s.skr.get(DEPLOYMENTS, "sample-operator", s.module_ns)
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == mirrored
