@@ -88,14 +88,16 @@ class ManifestBase:
             return None
 
     def installs_locally(self, manifest: Manifest) -> bool:
-        """The Manifest installs into the KCP itself: ``spec.remote`` is false and its Kyma, when
-        known, is in single-cluster mode. Upstream writes ``remote: false`` into every Manifest and
-        ignores it (it always installs into the Kyma's runtime), and so does the Kyma controller
-        here: a Manifest whose Kyma has a runtime installs there whatever ``remote`` says."""
+        """The Manifest installs into the KCP itself: ``spec.remote`` is false and its Kyma is in
+        single-cluster mode. Upstream writes ``remote: false`` into every Manifest and ignores it
+        (it always installs into the Kyma's runtime), and so does the Kyma controller here: a
+        Manifest whose Kyma has a runtime installs there whatever ``remote`` says. Without its Kyma
+        a Manifest is never treated as local: uninstalling upstream's module objects from the KCP
+        (a namespace like ``istio-system``) must not follow from a missing Kyma."""
         if manifest.spec.remote:
             return False
         kyma = self._kyma(manifest)
-        return kyma is None or single_cluster(kyma)
+        return kyma is not None and single_cluster(kyma)
 
     def _runtime_key(self, manifest: Manifest) -> Request:
         if self.installs_locally(manifest):
