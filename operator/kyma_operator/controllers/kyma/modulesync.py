@@ -13,7 +13,8 @@ driven and tested on its own against a real API server. Per reconcile it reads t
   it is gone (upstream keeps it until the next poll, #1762);
 * installs mandatory modules (ModuleReleaseMeta ``mandatory.version``) in every Kyma: Manifest
   labelled ``mandatory-module=true``, no channel label, no status entry; deletes them once their
-  release meta is gone or being deleted;
+  release meta is gone or being deleted, then releases upstream's ``mandatory-module`` finalizer
+  of that release meta (``mandatoryrelease``);
 * unmanaged modules (``managed: false``): the Manifest gets ``is-unmanaged=true`` (the Manifest
   controller then strips our label from the runtime objects and leaves them), the entry is
   ``Unmanaged`` without references (upstream §4.6).
@@ -40,10 +41,12 @@ from kyma_operator.api.kyma import (
 )
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.meta import InvalidObjectError, State
+from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.mandatoryrelease import release_finalizers
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
     desired_manifest,
@@ -327,6 +330,8 @@ class ModuleSync:
         for module, (manifest, _) in existing.items():
             if module not in wanted and manifest.metadata.deletion_timestamp is None:
                 await self._delete(manifest, result)
+        metas = [meta for meta in self.catalog.release_metas(ns) if isinstance(meta, ModuleReleaseMeta)]
+        await release_finalizers(self.client, self.manifests, metas)  # upstream's, on deleted ones
 
     async def _delete(self, manifest: Manifest, result: ModuleSyncResult) -> None:
         with contextlib.suppress(NotFound):
