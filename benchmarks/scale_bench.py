@@ -162,7 +162,7 @@ async def create_fleet(kcp: KubeClient, fleet: Fleet, concurrency: int = 48) -> 
 
     async def create_manifest(job: tuple[Kyma, Resolved]) -> None:
         kyma, resolved = job
-        manifest = desired_manifest(kyma, resolved, remote=False)
+        manifest = desired_manifest(kyma, resolved)
         await kcp.apply(MANIFESTS, apply_body(manifest), field_manager=FIELD_MANAGER)
         await kcp.patch_status(MANIFESTS, manifest.name, {"status": {"state": "Ready"}}, ns)
 

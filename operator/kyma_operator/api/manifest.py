@@ -43,8 +43,11 @@ RAW_MANIFEST_LAYER = "raw-manifest"
 class ImageSpec(KubeModel):
     """An install source (``spec.install.source``) or the values layer (``spec.config``).
 
-    ``oci-ref`` (and ``oci-dir``): a layer of an OCM component version, ``repo`` (ending in
-    ``/component-descriptors``), component ``name`` and layer digest ``ref``.
+    ``oci-ref`` and ``oci-dir``: a layer of an OCM component version, ``repo`` (the registry,
+    ``host[:port][/subpath]``, as upstream writes it; older Manifests end in
+    ``/component-descriptors``), component ``name`` and layer digest ``ref``. ``oci-dir``: the layer
+    is a tar holding the raw manifest (upstream: local blob media type ``application/x-tar``);
+    ``oci-ref``: the layer is the YAML.
 
     ``helm-chart`` (upstream's historical ``HelmChartSpec`` names ``url``, ``chartName``, ``type``):
     the chart ``chartName`` at ``version`` from ``url``, an OCI registry (``oci://host/path``) or a
@@ -85,7 +88,10 @@ class ManifestSpec(KubeModel):
     config: ImageSpec | None = None
     # The module's default CR, free-form.
     resource: dict[str, Any] | None = None
-    localized_images: list[str] = Field(default_factory=list)
+    localized_images: list[str] | None = None
+    """Image references valid where the module is installed (upstream: the descriptor's
+    ``ociArtifact`` resources); each replaces the image of the same name and tag (see
+    ``controllers.manifest.imagelocalization``). Omitted when empty, as upstream."""
     manager: Manager | None = None
 
 

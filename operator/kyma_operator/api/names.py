@@ -149,6 +149,8 @@ WATCHER_FINALIZER: Final = f"{OPERATOR_GROUP}/watcher"
 MANIFEST_FINALIZER: Final = "declarative.kyma-project.io/finalizer"
 LABEL_REMOVAL_FINALIZER: Final = "label-removal-finalizer"
 DEFAULT_CR_FINALIZER: Final = "resource.kyma-project.io/finalizer"
+MANDATORY_MODULE_FINALIZER: Final = f"{OPERATOR_GROUP}/mandatory-module"
+"""Upstream's on mandatory ModuleReleaseMetas: removed once the module's Manifests are gone."""
 FOREGROUND_DELETION_FINALIZER: Final = "foregroundDeletion"
 
 # --- field managers (server-side apply) ---------------------------------------------------------

@@ -82,11 +82,11 @@ async def test_enable_switch_downgrade_bump_and_disable(
         )
         assert {f["manager"] for f in meta["managedFields"]} == {FIELD_MANAGER}
         spec = manifest["spec"]
-        assert spec["version"] == "1.0.0" and spec["remote"] is True
+        assert spec["version"] == "1.0.0" and spec["remote"] is False  # as upstream writes it
         assert spec["install"] == {
             "name": "raw-manifest",
             "source": {
-                "repo": "127.0.0.1:5000/component-descriptors",
+                "repo": "127.0.0.1:5000",  # upstream: the registry, no /component-descriptors
                 "name": COMPONENT,
                 "ref": DIGEST,
                 "type": "oci-ref",
@@ -252,10 +252,11 @@ async def test_channels_unknown_modules_and_mandatory_modules(
         await kcp_client.create(
             MODULE_TEMPLATES, template(ns, "0.1.0", module="base", component="kyma-project.io/module/base")
         )
-        await kcp_client.create(
-            MODULE_RELEASE_METAS,
-            release_meta(ns, module="base", component="kyma-project.io/module/base", mandatory="0.1.0"),
+        base_meta = release_meta(
+            ns, module="base", component="kyma-project.io/module/base", mandatory="0.1.0"
         )
+        base_meta["metadata"]["finalizers"] = [names.MANDATORY_MODULE_FINALIZER]  # as upstream put it
+        await kcp_client.create(MODULE_RELEASE_METAS, base_meta)
         base = env.manifest_name("base", "kyma-project.io/module/base")
         mandatory = await env.wait_manifest(lambda m: True, "the mandatory module's Manifest", base)
         labels = mandatory["metadata"]["labels"]
@@ -267,6 +268,16 @@ async def test_channels_unknown_modules_and_mandatory_modules(
         assert "mandatory" in entry["message"]
         await kcp_client.delete(MODULE_RELEASE_METAS, "base", ns)
         await eventually(lambda: _absent(env, base), "mandatory Manifest removed with its release meta")
+
+        # ... and upstream's finalizer released once its Manifests are gone: the deletion completes
+        async def meta_gone() -> bool:
+            try:
+                await kcp_client.get(MODULE_RELEASE_METAS, "base", ns)
+            except NotFound:
+                return True
+            return False
+
+        await eventually(meta_gone, "the mandatory release meta deleted (upstream's finalizer released)")
 
         # a template without a raw-manifest layer: that module's Error names it, the others go on
         broken = template(

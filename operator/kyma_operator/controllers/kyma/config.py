@@ -1,5 +1,6 @@
 """The Kyma controller's settings (on top of the shared ``common.config.ControllerConfig``) and the
-one switch of the reconcile's mode that is read from the Kyma itself (single-cluster)."""
+one switch of the reconcile's mode that is read from the Kyma itself (``single_cluster``, shared
+with the Manifest controller in ``common.clustermode``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,8 @@ from pathlib import Path
 from pydantic import Field
 
 from kyma_operator.api import names
-from kyma_operator.api.kyma import Kyma
+from kyma_operator.controllers.common.clustermode import single_cluster
 from kyma_operator.controllers.common.config import ControllerConfig
-
-
-def single_cluster(kyma: Kyma) -> bool:
-    """Single-cluster mode: the Kyma's runtime is the control plane itself.
-
-    Marker: label ``operator.kyma-project.io/sync=false`` on the Kyma (the label older upstream
-    versions used to switch the remote sync off). No access Secret is needed or read.
-    """
-    return kyma.labels.get(names.SYNC_LABEL, "").lower() == names.DISABLE_LABEL_VALUE
 
 
 class KymaControllerConfig(ControllerConfig):
@@ -48,3 +40,6 @@ class KymaControllerConfig(ControllerConfig):
     """Upstream's maintenance window policy (JSON); None: no policy (downtime upgrades go Error)."""
     min_maintenance_window_size: float = Field(default=1200.0, ge=0)
     """An ongoing window counts only while it lasts at least this many seconds more."""
+
+
+__all__ = ["KymaControllerConfig", "single_cluster"]

@@ -2,9 +2,13 @@
 
 Why this exists: the module half of the Kyma reconcile writes one Manifest per (Kyma, module) with
 exactly upstream's name, labels, annotations, controller owner reference and spec (install source
-``oci-ref`` from the descriptor's ``raw-manifest`` resource, the template's default CR). Building it is
-pure so it is unit-tested apart from the apply; the descriptor access goes through the modules
-library (``install_source``) only.
+``oci-dir``/``oci-ref`` from the descriptor's ``raw-manifest`` resource with ``repo`` the registry,
+``localizedImages`` from its ``ociArtifact`` resources, the template's default CR named and
+namespaced as upstream defaults it), so that taking over Manifests lifecycle-manager wrote changes
+nothing (``pkg/module/common`` ``ApplyDefaultMetaToManifest``,
+``internal/service/manifest/parser/template_to_module.go``). Building it is pure so it is
+unit-tested apart from the apply; the descriptor access goes through the modules library
+(``layers``, ``module_sources``) only.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
-from kyma_operator.api.manifest import ImageSpec, InstallInfo, Manifest, ManifestSpec
+from kyma_operator.api.manifest import ImageSpec, InstallInfo, Manifest, ManifestSpec, RefType
 from kyma_operator.api.meta import ObjectMeta, OwnerReference
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
 from kyma_operator.modules.descriptor import ComponentDescriptor
-from kyma_operator.modules.template import module_sources
+from kyma_operator.modules.layers import localized_images, raw_manifest_source
+from kyma_operator.modules.template import ModuleSources, module_sources
 from kyma_operator.runtime.shardmap import SHARD_LABEL
 
 # Upstream's --sync-namespace default: where a module's default CR lives on the runtime.
@@ -56,19 +61,20 @@ def desired_manifest(
     resolved: Resolved,
     *,
     sync_namespace: str = DEFAULT_SYNC_NAMESPACE,
-    remote: bool = True,
     mandatory: bool = False,
     unmanaged: bool = False,
     descriptor: ComponentDescriptor | None = None,
+    oci_registry: str | None = None,
 ) -> Manifest:
     """The Manifest for ``resolved`` (raises ManifestBuildError for a template that cannot install).
 
     ``descriptor``: the component descriptor fetched from the registry for an upstream-form template
     (``spec.descriptor`` empty); None: the template's embedded one.
 
-    ``remote``: install into the Kyma's runtime (False: single-cluster mode, next to the operator);
     ``mandatory``: a mandatory module (label ``mandatory-module=true``, no channel label);
-    ``unmanaged``: the Kyma lists the module with ``managed: false`` (annotation ``is-unmanaged``).
+    ``unmanaged``: the Kyma lists the module with ``managed: false`` (annotation ``is-unmanaged``);
+    ``oci_registry``: the registry (``host[/subpath]``) descriptors are read from, upstream's
+    ``install.source.repo`` (``None``: the descriptor's repository context).
     """
     template = resolved.template
     where = f"module {resolved.module!r} channel {resolved.channel!r}: ModuleTemplate {template.name!r}"
@@ -78,6 +84,9 @@ def desired_manifest(
         if descriptor is None:
             descriptor = ComponentDescriptor.parse(template.spec.descriptor)
         sources = module_sources(descriptor)
+        chart = sources.install.type == RefType.HELM_CHART.value
+        install = _helm_source(sources) if chart else raw_manifest_source(descriptor, oci_registry)
+        images = localized_images(descriptor)
     except ValueError as exc:
         raise ManifestBuildError(f"{where}: {exc}") from exc
     component = resolved.ocm_component_name
@@ -94,9 +103,8 @@ def desired_manifest(
         labels[names.MANDATORY_MODULE_LABEL] = names.ENABLE_LABEL_VALUE
     else:
         labels[names.CHANNEL_LABEL] = resolved.channel
-    controller = template.labels.get(names.CONTROLLER_NAME_LABEL)
-    if controller:
-        labels[names.CONTROLLER_NAME_LABEL] = controller
+    if template.labels:  # upstream copies it whenever the template has labels, "" if it has not this one
+        labels[names.CONTROLLER_NAME_LABEL] = template.labels.get(names.CONTROLLER_NAME_LABEL, "")
     annotations = {
         names.OCM_COMPONENT_NAME_ANNOTATION: component,
         names.FQDN_ANNOTATION: component,
@@ -110,22 +118,15 @@ def desired_manifest(
         metadata = resource.setdefault("metadata", {})
         if not isinstance(metadata, dict):
             raise ManifestBuildError(f"{where}: spec.data.metadata must be an object")
-        metadata.setdefault("name", name)
-        if is_cluster_scoped(template):
-            metadata.pop("namespace", None)
-        else:
-            metadata.setdefault("namespace", sync_namespace)
+        # upstream names and namespaces it when it does not (a cluster-scoped CR too: the Manifest
+        # controller drops the namespace of a cluster-scoped kind when it applies the CR)
+        if not metadata.get("name"):
+            metadata["name"] = name
+        if not metadata.get("namespace"):
+            metadata["namespace"] = sync_namespace
     spec = ManifestSpec(
-        remote=remote,
-        install=InstallInfo(
-            name=sources.layer,
-            source=ImageSpec(
-                repo=sources.install.repo,
-                name=sources.install.name,
-                ref=sources.install.ref,
-                type=sources.install.type,
-            ),
-        ),
+        remote=False,  # as upstream; where to install follows the Kyma (Manifest controller)
+        install=InstallInfo(name=sources.layer, source=install),
         config=(
             ImageSpec(
                 repo=sources.values.repo,
@@ -139,6 +140,7 @@ def desired_manifest(
         version=resolved.version,
         resource=resource,
         manager=template.spec.manager,
+        localized_images=images or None,
     )
     if module_spec is not None:
         spec.custom_resource_policy = module_spec.custom_resource_policy
@@ -153,4 +155,14 @@ def desired_manifest(
             owner_references=[kyma_owner_reference(kyma)],
         ),
         spec=spec,
+    )
+
+
+def _helm_source(sources: ModuleSources) -> ImageSpec:
+    """Our Helm chart modules (no upstream counterpart): the chart's local blob, older spelling."""
+    return ImageSpec(
+        repo=sources.install.repo,
+        name=sources.install.name,
+        ref=sources.install.ref,
+        type=sources.install.type,
     )

@@ -42,7 +42,7 @@ class ModuleHalf:
         self.catalog = catalog
 
     async def run(
-        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector, *, remote: bool
+        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector
     ) -> ModulesRun | None:
         """The runtime Kyma's ``spec.modules``/``spec.channel`` (upstream: the SKR copy owns them)
         decide the Manifests. None without the module half."""
@@ -57,7 +57,7 @@ class ModuleHalf:
             return ModulesRun(None, None, bad)
         # skipMaintenanceWindows is the control plane's (upstream: the KCP Kyma's spec)
         spec = spec.model_copy(update={"skip_maintenance_windows": kyma.spec.skip_maintenance_windows})
-        result = await self.modules.sync(kyma.model_copy(update={"spec": spec}), remote=remote)
+        result = await self.modules.sync(kyma.model_copy(update={"spec": spec}))
         report.wake_after = result.wake_after
         report.applied.extend(result.applied)
         report.deleted.extend(result.deleted)
@@ -126,7 +126,7 @@ class _NoModuleHalf(ModuleHalf):
         pass
 
     async def run(
-        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector, *, remote: bool
+        self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector
     ) -> ModulesRun | None:
         return None
 

@@ -13,7 +13,8 @@ driven and tested on its own against a real API server. Per reconcile it reads t
   it is gone (upstream keeps it until the next poll, #1762);
 * installs mandatory modules (ModuleReleaseMeta ``mandatory.version``) in every Kyma: Manifest
   labelled ``mandatory-module=true``, no channel label, no status entry; deletes them once their
-  release meta is gone or being deleted;
+  release meta is gone or being deleted, then releases upstream's ``mandatory-module`` finalizer
+  of that release meta (``mandatoryrelease``);
 * unmanaged modules (``managed: false``): the Manifest gets ``is-unmanaged=true`` (the Manifest
   controller then strips our label from the runtime objects and leaves them), the entry is
   ``Unmanaged`` without references (upstream §4.6).
@@ -47,6 +48,7 @@ from kyma_operator.api.kyma import (
 )
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.meta import InvalidObjectError, State
+from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
@@ -57,6 +59,7 @@ from kyma_operator.controllers.kyma.descriptors import (
     ModuleDescriptors,
 )
 from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows, Waiting
+from kyma_operator.controllers.kyma.mandatoryrelease import release_finalizers
 from kyma_operator.controllers.kyma.manifestbuild import (
     ManifestBuildError,
     desired_manifest,
@@ -179,10 +182,15 @@ class ModuleSync:
         restricted_modules: Collection[str] = (),
         descriptors: ModuleDescriptors | None = None,
         maintenance: MaintenanceWindows | None = None,
+        oci_registry: str | None = None,
     ) -> None:
+        """``oci_registry``: the registry (``host[/subpath]``) module descriptors are read from,
+        written as the Manifests' ``install.source.repo`` like upstream (``None``: each
+        descriptor's repository context)."""
         self.client = client
         self.maintenance = maintenance
         """Upgrades that require downtime wait for a window (None: no such gate)."""
+        self.oci_registry = oci_registry
         self.catalog = catalog
         self.manifests = manifests
         self.descriptors = descriptors or ModuleDescriptors(client, DescriptorSourceConfig())
@@ -210,7 +218,7 @@ class ModuleSync:
                 versions.add((str(meta.get("name")), str(meta.get("resourceVersion"))))
         return frozenset(versions)
 
-    async def sync(self, kyma: Kyma, *, remote: bool = True) -> ModuleSyncResult:
+    async def sync(self, kyma: Kyma) -> ModuleSyncResult:
         module_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
         mandatory_manifests: dict[str, tuple[Manifest, dict[str, Any]]] = {}
         for manifest, obj in self.manifests_of(kyma):
@@ -233,7 +241,7 @@ class ModuleSync:
                 )
                 continue
             seen.add(entry.name)
-            await self._sync_module(kyma, entry, module_manifests.get(entry.name), remote, result)
+            await self._sync_module(kyma, entry, module_manifests.get(entry.name), result)
         for module_name, (manifest, _) in module_manifests.items():
             if module_name in seen:
                 continue
@@ -246,7 +254,7 @@ class ModuleSync:
                 result.modules.append(
                     previous.model_copy(update={"state": State.DELETING if state is State.READY else state})
                 )
-        await self._sync_mandatory(kyma, mandatory_manifests, remote, result)
+        await self._sync_mandatory(kyma, mandatory_manifests, result)
         return result
 
     async def _sync_module(
@@ -254,7 +262,6 @@ class ModuleSync:
         kyma: Kyma,
         module: Module,
         existing: tuple[Manifest, dict[str, Any]] | None,
-        remote: bool,
         result: ModuleSyncResult,
     ) -> None:
         ns = kyma.namespace
@@ -290,9 +297,9 @@ class ModuleSync:
                 kyma,
                 resolution,
                 sync_namespace=self.sync_namespace,
-                remote=remote,
                 unmanaged=not module.managed,
                 descriptor=descriptor,
+                oci_registry=self.oci_registry,
             )
         except ManifestBuildError as exc:
             result.modules.append(
@@ -349,7 +356,6 @@ class ModuleSync:
         self,
         kyma: Kyma,
         existing: dict[str, tuple[Manifest, dict[str, Any]]],
-        remote: bool,
         result: ModuleSyncResult,
     ) -> None:
         ns = kyma.namespace
@@ -369,9 +375,9 @@ class ModuleSync:
                     kyma,
                     resolved,
                     sync_namespace=self.sync_namespace,
-                    remote=remote,
                     mandatory=True,
                     descriptor=await self._registry_descriptor(resolved),
+                    oci_registry=self.oci_registry,
                 )
             except (ManifestBuildError, DescriptorUnavailable):
                 result.mandatory[module] = State.ERROR
@@ -386,6 +392,8 @@ class ModuleSync:
         for module, (manifest, _) in existing.items():
             if module not in wanted and manifest.metadata.deletion_timestamp is None:
                 await self._delete(manifest, result)
+        metas = [meta for meta in self.catalog.release_metas(ns) if isinstance(meta, ModuleReleaseMeta)]
+        await release_finalizers(self.client, self.manifests, metas)  # upstream's, on deleted ones
 
     async def _registry_descriptor(self, resolved: Resolved) -> ComponentDescriptor | None:
         """The registry's descriptor for an upstream-form template (``spec.descriptor`` empty);

@@ -246,7 +246,7 @@ class KymaReconciler:
             "modules": opened.remote.spec.get("modules") or [],
         }
         # Manifests first: a module enabled in the runtime reaches KCP before the agent is checked
-        modules_run = await self.modules.run(kyma, spec_source, now, report, remote=True)
+        modules_run = await self.modules.run(kyma, spec_source, now, report)
         wrote = modules_run is None or modules_run.result is None or bool(report.applied or report.deleted)
         seen = self.modules.manifest_versions(kyma)
         agent = await self.runtime.agent(kyma, opened.skr)
@@ -257,7 +257,7 @@ class KymaReconciler:
             # a Manifest changed while the runtime was checked (~100 ms): the status written below
             # shows it, instead of waiting for the reconcile queued behind this one (not after
             # writes of our own: their echo may not be in the cache yet)
-            modules_run = await self.modules.run(kyma, spec_source, now, report, remote=True)
+            modules_run = await self.modules.run(kyma, spec_source, now, report)
         if modules_run is not None:
             outcome = with_modules(outcome, modules_run, now)
             outcome = await self.runtime.catalog(kyma, opened.skr, outcome, now, report)
@@ -271,7 +271,7 @@ class KymaReconciler:
         module half on the runtime round remembered from it, without re-checking the runtime's
         CRDs, agent and catalog (their own triggers and the safety net do that). Manifest state
         reaches the Kyma in one KCP write and at most one runtime write."""
-        modules_run = await self.modules.run(kyma, reused.spec_source, now, report, remote=True)
+        modules_run = await self.modules.run(kyma, reused.spec_source, now, report)
         outcome = reused.base
         catalog = find_condition(kyma.status.conditions, KymaConditionType.MODULE_CATALOG.value)
         if catalog is not None:
@@ -292,7 +292,7 @@ class KymaReconciler:
             "channel": kyma.spec.channel,
             "modules": [m.model_dump(mode="json", by_alias=True) for m in kyma.spec.modules],
         }
-        modules_run = await self.modules.run(kyma, spec_source, now, report, remote=False)
+        modules_run = await self.modules.run(kyma, spec_source, now, report)
         outcome = with_modules(outcome, modules_run, now)
         return _Step(outcome, f"single-cluster: {outcome.operation}")
 

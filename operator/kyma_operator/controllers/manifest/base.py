@@ -15,6 +15,7 @@ from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.manifest import Manifest, ManifestStatus, SyncedResource
 from kyma_operator.api.meta import InvalidObjectError, State
+from kyma_operator.controllers.common.clustermode import single_cluster
 from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
 from kyma_operator.controllers.manifest import status as st
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
@@ -37,7 +38,7 @@ from kyma_operator.runtime.resources import SECRETS, Resource
 
 MANIFESTS = Resource(names.OPERATOR_GROUP, names.OPERATOR_VERSION, "manifests", "Manifest")
 KYMA_CACHE_KEY_LOCAL = Request("", "<kcp>")
-"""Discovery key of the KCP itself (Manifests with ``spec.remote: false``)."""
+"""Discovery key of the KCP itself (Manifests installed next to the operator, see ``installs_locally``)."""
 
 
 class ManifestBase:
@@ -93,14 +94,26 @@ class ManifestBase:
         except InvalidObjectError:
             return None
 
+    def installs_locally(self, manifest: Manifest) -> bool:
+        """The Manifest installs into the KCP itself: ``spec.remote`` is false and its Kyma is in
+        single-cluster mode. Upstream writes ``remote: false`` into every Manifest and ignores it
+        (it always installs into the Kyma's runtime), and so does the Kyma controller here: a
+        Manifest whose Kyma has a runtime installs there whatever ``remote`` says. Without its Kyma
+        a Manifest is never treated as local: uninstalling upstream's module objects from the KCP
+        (a namespace like ``istio-system``) must not follow from a missing Kyma."""
+        if manifest.spec.remote:
+            return False
+        kyma = self._kyma(manifest)
+        return kyma is not None and single_cluster(kyma)
+
     def _runtime_key(self, manifest: Manifest) -> Request:
-        if not manifest.spec.remote:
+        if self.installs_locally(manifest):
             return KYMA_CACHE_KEY_LOCAL
         return Request(manifest.namespace, manifest.kyma_name() or "")
 
     async def _runtime(self, manifest: Manifest) -> tuple[KubeClient, Request]:
         key = self._runtime_key(manifest)
-        if not manifest.spec.remote:
+        if key == KYMA_CACHE_KEY_LOCAL:
             return self.client, key
         if not key.name:
             raise SkrAccessError(f"the Manifest has no label {names.KYMA_NAME_LABEL}")

@@ -1,10 +1,15 @@
-"""The ``oci-ref`` source: a module's raw manifest, pulled from its OCM component version by digest.
+"""The ``oci-ref`` and ``oci-dir`` sources: a module's raw manifest, pulled from its OCM component
+version by digest.
 
-Upstream (§4.3 step 7) pulls ``<repo>/component-descriptors/<name>@<ref>`` with crane into
-``$TMPDIR``. Here (docs/architecture.md, "Module artifacts"), with the ``modules`` library's registry client:
+Upstream (§4.3 step 7, ``internal/manifest/img/pathextractor.go``) pulls
+``<repo>/component-descriptors/<name>@<ref>`` with crane into ``$TMPDIR``; for ``oci-dir`` the layer
+is a tar and its first regular file is the raw manifest, for ``oci-ref`` the layer is the YAML.
+Here (docs/architecture.md, "Module artifacts"), with the ``modules`` library's registry client:
 
-* ``spec.install.source`` ``{repo: <registry>/<path>/component-descriptors, name: <component>,
-  ref: <digest of the raw-manifest blob>, type: oci-ref}``; the blob lives in repository
+* ``spec.install.source`` ``{repo: <registry>[/<path>], name: <component>, ref: <digest of the
+  raw-manifest blob>, type: oci-dir|oci-ref}`` as upstream writes it (``repo`` is the registry
+  lifecycle-manager reads descriptors from), or in our older spelling with ``repo`` ending in
+  ``/component-descriptors``; either way the blob lives in repository
   ``<path>/component-descriptors/<component>`` of registry ``<registry>``;
 * on a cache miss, the component version's OCI manifest (tag ``spec.version``) is read first: the
   digest must be one of its layers and that layer's media type a raw-manifest type (a tar holding
@@ -39,6 +44,7 @@ from kyma_operator.api.manifest import ImageSpec, Manifest, RefType
 from kyma_operator.controllers.manifest.blobcache import BlobCache, DigestError, parse_digest
 from kyma_operator.controllers.manifest.source import RawManifest, SourceError, describe_source
 from kyma_operator.modules import constants as c
+from kyma_operator.modules.archive import ArchiveError, is_tar, read_tar
 from kyma_operator.modules.auth import Credentials, CredentialsError, DockerConfig
 from kyma_operator.modules.build import ModuleConfigError, read_yaml_blob
 from kyma_operator.modules.layout import LayoutError, pull_component
@@ -59,6 +65,8 @@ RAW_MANIFEST_MEDIA_TYPES = frozenset(
     {c.TAR_MEDIA_TYPE, "application/x-yaml", "application/yaml", "text/yaml", "application/octet-stream"}
 )
 DOCKERCONFIGJSON_KEY = ".dockerconfigjson"
+OCI_TYPES: tuple[str | None, ...] = (None, RefType.OCI_REF.value, RefType.OCI_DIR.value)
+"""Source types of a raw manifest layer (no type: ``oci-ref``)."""
 
 ClientFactory = Callable[[str, Credentials | None, bool], RegistryClient]
 
@@ -126,7 +134,7 @@ class OciSource:
             source, manifest.spec.version, what, media_types=RAW_MANIFEST_MEDIA_TYPES, resource=c.RAW_MANIFEST
         )
         try:
-            text = read_yaml_blob(blob, c.RAW_MANIFEST_FILE).decode("utf-8")
+            text = raw_manifest_of(blob, source.type).decode("utf-8")
         except ModuleConfigError as exc:
             raise SourceError("InvalidLayer", f"{what}: layer {location.digest}: {exc}") from None
         except UnicodeDecodeError:
@@ -143,7 +151,7 @@ class OciSource:
         *,
         media_types: frozenset[str],
         resource: str,
-        types: tuple[str | None, ...] = (None, RefType.OCI_REF.value),
+        types: tuple[str | None, ...] = OCI_TYPES,
     ) -> tuple[bytes, Location]:
         """The verified content of the local blob ``source`` names (``repo``, ``name``, ``ref``) in
         component version ``version``, from the disk cache or the registry. With a
@@ -316,35 +324,70 @@ class OciSource:
             self._cache_counter.labels(result).inc()
 
 
-def locate(
-    source: ImageSpec, what: str, types: tuple[str | None, ...] = (None, RefType.OCI_REF.value)
-) -> Location:
+def raw_manifest_of(blob: bytes, source_type: str | None) -> bytes:
+    """The raw manifest in a layer: for ``oci-dir`` (a tar, upstream's ``ExtractLayer``) its first
+    regular file that is not macOS metadata (``._*``); for ``oci-ref`` the YAML itself, or, as our
+    older modules stored it, a tar holding ``raw-manifest.yaml`` (or only one file)."""
+    if source_type != RefType.OCI_DIR.value:
+        return read_yaml_blob(blob, c.RAW_MANIFEST_FILE)
+    if not is_tar(blob):
+        raise ModuleConfigError("an oci-dir layer must be a tar archive, this one is not")
+    try:
+        files = read_tar(blob, what="oci-dir layer")
+    except ArchiveError as exc:
+        raise ModuleConfigError(str(exc)) from exc
+    for name, data in files.items():
+        if not name.rsplit("/", 1)[-1].startswith("._"):
+            return data
+    raise ModuleConfigError("the oci-dir layer's tar archive holds no regular file")
+
+
+def locate(source: ImageSpec, what: str, types: tuple[str | None, ...] = OCI_TYPES) -> Location:
     """Where the local blob ``source`` names is (``repo``, ``name``, ``ref``); ``SourceError`` for a
-    malformed source or a type not in ``types``."""
+    malformed source or a type not in ``types``.
+
+    ``repo`` in either spelling: upstream's (the registry the operator reads descriptors from,
+    ``host[:port]`` or ``host[:port]/<subpath>``; the blob is in ``<repo>/component-descriptors/<name>``,
+    upstream's ``PathExtractor``) or ours before it, ending in ``/component-descriptors`` (existing
+    Manifests keep working). A scheme (``http://``, ``https://``) is ignored: plain HTTP is only
+    ever used for the registries configured as insecure."""
     if source.type not in types:
-        raise SourceError("UnsupportedSource", f"{what}: source type {source.type!r} is not supported")
+        allowed = ", ".join(sorted(t for t in types if t)) or "none"
+        raise SourceError(
+            "UnsupportedSource", f"{what}: source type {source.type!r} is not supported (only {allowed})"
+        )
     if not source.repo or not source.name or not source.ref:
         raise SourceError("InvalidSource", f"{what}: the source needs repo, name and ref")
     try:
         parse_digest(source.ref)
     except DigestError as exc:
         raise SourceError("InvalidSource", f"{what}: {exc}") from None
-    registry, _, path = source.repo.partition("/")
-    path = path.rstrip("/")
-    suffix = c.COMPONENT_DESCRIPTORS_PREFIX
-    if path != suffix and not path.endswith(f"/{suffix}"):
-        raise SourceError(
-            "InvalidSource",
-            f"{what}: repo {source.repo!r} does not end in /{c.COMPONENT_DESCRIPTORS_PREFIX}",
-        )
-    base_path = path[: -len(suffix)].rstrip("/")
+    repo = source.repo.strip()
+    for scheme in ("https://", "http://"):
+        repo = repo.removeprefix(scheme)
+    registry, _, path = repo.rstrip("/").partition("/")
+    path = path.strip("/")
+    if not registry or any(ch in registry for ch in " @"):
+        raise SourceError("InvalidSource", f"{what}: repo {source.repo!r} does not name a registry")
+    base_path = _base_path(path)
     return Location(
         registry=registry,
-        repository=f"{path}/{source.name}",
+        repository=RegistryBase(registry, base_path).component_repository(source.name),
         base=RegistryBase(registry, base_path),
         component=source.name,
         digest=source.ref,
     )
+
+
+def _base_path(path: str) -> str:
+    """The path prefix of the component repositories: ``path`` itself (upstream's spelling) or,
+    for our older spelling ``<prefix>/component-descriptors``, ``<prefix>``."""
+    suffix = c.COMPONENT_DESCRIPTORS_PREFIX
+    if path == suffix:
+        return ""
+    if path.endswith(f"/{suffix}"):
+        return path[: -len(suffix)].rstrip("/")
+    return path
 
 
 def _source_error(exc: RegistryError, what: str) -> SourceError:

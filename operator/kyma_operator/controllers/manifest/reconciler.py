@@ -177,7 +177,7 @@ class ManifestReconciler(ManifestUninstall):
         try:
             return await self._install(manifest, kyma, skr, key, report)
         except KubeError as exc:
-            if is_connection_error(exc) and manifest.spec.remote:
+            if is_connection_error(exc) and key != KYMA_CACHE_KEY_LOCAL:
                 await self.skr_clients.evict_on_error(key, exc)
             return await self._fail(manifest, report, f"runtime API: {exc}")
 
@@ -195,7 +195,7 @@ class ManifestReconciler(ManifestUninstall):
         try:
             objects = transform(
                 parse_documents(raw.text),
-                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images)),
+                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images or ())),
             )
         except RenderError as exc:
             return await self._fail(manifest, report, f"{what}: raw manifest {raw.digest}: {exc}")

@@ -10,8 +10,7 @@ in ``discovery``; everything else the upstream renderer does happens here:
    that annotation into its events, so drift of the object reaches exactly this Manifest);
 2. labels ``app.kubernetes.io/component=<manifest>`` and ``app.kubernetes.io/part-of=Kyma``;
 3. annotation ``operator.kyma-project.io/managed-by-reconciler-disclaimer``;
-4. ``localizedImages``: a container image whose repository name and tag match a localised
-   image is replaced by it (pod templates of workloads, Pods, CronJobs).
+4. ``localizedImages``: upstream's ``DockerImageLocalizationTransform``, in ``imagelocalization``.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from typing import Final
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.controllers.manifest.imagelocalization import LocalizationError, localize, parse_localized
 from kyma_operator.runtime.objects import JSON
 
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
@@ -101,9 +101,13 @@ class RenderContext:
 
 
 def transform(objects: Iterable[JSON], context: RenderContext) -> list[JSON]:
-    """Deep copies of ``objects`` with upstream's labels and annotations and localised images."""
+    """Deep copies of ``objects`` with upstream's labels and annotations and localised images;
+    ``RenderError`` for an invalid localized image or image reference (nothing is installed)."""
     owner = f"{context.manifest_namespace}/{context.manifest_name}"
-    images = _image_index(context.localized_images)
+    try:
+        images = parse_localized(context.localized_images)
+    except LocalizationError as exc:
+        raise RenderError(str(exc)) from None
     rendered = []
     for original in objects:
         obj = copy.deepcopy(original)
@@ -118,46 +122,9 @@ def transform(objects: Iterable[JSON], context: RenderContext) -> list[JSON]:
         annotations[names.OWNED_BY_ANNOTATION] = owner
         annotations[names.MANAGED_BY_RECONCILER_DISCLAIMER_ANNOTATION] = DISCLAIMER
         if images:
-            _localize(obj, images)
+            try:
+                localize(obj, images)
+            except LocalizationError as exc:
+                raise RenderError(f"localizing images: {exc}") from None
         rendered.append(obj)
     return rendered
-
-
-def split_image(image: str) -> tuple[str, str]:
-    """``(repository name, tag or digest)`` of an image reference: the last path segment and what
-    follows ``:``/``@`` (``latest`` when absent). ``a.io/x/op:1.0`` -> ``("op", "1.0")``."""
-    reference = image
-    digest = ""
-    if "@" in reference:
-        reference, digest = reference.split("@", 1)
-    last = reference.rsplit("/", 1)[-1]
-    name, _, tag = last.partition(":")
-    return name, digest or tag or "latest"
-
-
-def _image_index(localized: Sequence[str]) -> dict[tuple[str, str], str]:
-    return {split_image(image): image for image in localized if image}
-
-
-def _pod_specs(obj: JSON) -> Iterator[JSON]:
-    kind = obj.get("kind")
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return
-    if kind == "Pod":
-        yield spec
-        return
-    if kind == "CronJob":
-        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    template = spec.get("template") if isinstance(spec, dict) else None
-    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-        yield template["spec"]
-
-
-def _localize(obj: JSON, images: dict[tuple[str, str], str]) -> None:
-    for pod in _pod_specs(obj):
-        for key in ("initContainers", "containers", "ephemeralContainers"):
-            for container in pod.get(key) or []:
-                image = container.get("image") if isinstance(container, dict) else None
-                if isinstance(image, str):
-                    container["image"] = images.get(split_image(image), image)

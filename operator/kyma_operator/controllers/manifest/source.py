@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kyma_operator.api.manifest import ImageSpec, Manifest, RefType
+from kyma_operator.modules.constants import COMPONENT_DESCRIPTORS_PREFIX
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,13 @@ def describe_image(source: ImageSpec) -> str:
         if source.url:
             return f"chart {source.chart_name} {version} from {source.url}"
         return f"chart {source.chart_name or source.name} {version} of component {source.repo}/{source.name}"
-    where = f"{source.repo}/component-descriptors/{source.name}" if source.repo else str(source.name)
+    where = str(source.name)
+    if source.repo:
+        repo = source.repo.rstrip("/")
+        # upstream spells repo as the registry (host[/subpath]); our older Manifests end in the suffix
+        if not repo.endswith(f"/{COMPONENT_DESCRIPTORS_PREFIX}"):
+            repo = f"{repo}/{COMPONENT_DESCRIPTORS_PREFIX}"
+        where = f"{repo}/{source.name}"
     return f"{where}@{source.ref}"
 
 

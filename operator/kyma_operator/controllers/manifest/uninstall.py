@@ -16,7 +16,7 @@ from kyma_operator.api.manifest import Manifest, SyncedResource
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest import defaultcr
 from kyma_operator.controllers.manifest import status as st
-from kyma_operator.controllers.manifest.base import ManifestBase
+from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, ManifestBase
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.report import Collector as _Report
@@ -56,7 +56,7 @@ class ManifestUninstall(ManifestBase):
         try:
             return await self._uninstall(manifest, skr, discovery, report, ours)
         except KubeError as exc:
-            if is_connection_error(exc) and manifest.spec.remote:
+            if is_connection_error(exc) and key != KYMA_CACHE_KEY_LOCAL:
                 await self.skr_clients.evict_on_error(key, exc)
                 if self._kyma(manifest) is None:
                     # the runtime cannot be reached and its Kyma is gone: it is being deprovisioned

@@ -71,7 +71,7 @@ def test_manifest_sample() -> None:
     assert manifest.module_name() == "template-operator"
     assert manifest.channel() == "regular"
     assert len(manifest.name) <= 62
-    assert manifest.spec.install.source.type == "oci-ref"
+    assert manifest.spec.install.source.type == "oci-dir" and manifest.spec.remote is False  # as upstream
     assert manifest.spec.resource is not None and manifest.spec.resource["kind"] == "Sample"
 
 

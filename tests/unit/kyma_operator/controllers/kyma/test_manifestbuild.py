@@ -111,12 +111,14 @@ def test_desired_manifest_matches_upstream_shape() -> None:
     assert (owner.kind, owner.name, owner.uid, owner.controller) == ("Kyma", "k1", "u-1", True)
     source = manifest.spec.install.source
     assert manifest.spec.install.name == "raw-manifest"
+    # upstream: repo = the registry (no /component-descriptors), a tar blob -> oci-dir
     assert (source.repo, source.name, source.ref, source.type) == (
-        "127.0.0.1:5000/kyma/component-descriptors",
+        "127.0.0.1:5000/kyma",
         COMPONENT,
         DIGEST,
-        "oci-ref",
+        "oci-dir",
     )
+    assert manifest.spec.localized_images is None
     assert manifest.spec.version == "1.0.1"
     assert manifest.spec.custom_resource_policy == "Ignore"
     assert manifest.spec.manager is not None and manifest.spec.manager.name == "tpl"

@@ -13,7 +13,6 @@ from kyma_operator.controllers.manifest.render import (
     RenderContext,
     RenderError,
     parse_documents,
-    split_image,
     transform,
 )
 
@@ -107,9 +106,3 @@ def test_transform_adds_labels_annotations_and_localises_images() -> None:
     # the input is not modified
     assert "annotations" not in original[0]["metadata"]
     assert original[1]["spec"]["template"]["spec"]["containers"][0]["image"].startswith("europe-docker")
-
-
-def test_split_image() -> None:
-    assert split_image("a.io/x/op:1.0") == ("op", "1.0")
-    assert split_image("op") == ("op", "latest")
-    assert split_image("localhost:5000/op@sha256:ab") == ("op", "sha256:ab")
