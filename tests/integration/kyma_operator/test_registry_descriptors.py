@@ -26,6 +26,8 @@ from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.archive import tar_files
 from kyma_operator.modules.auth import dockerconfigjson
+from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.modules.layers import raw_manifest_source
 from kyma_operator.modules.layout import descriptor_layer
 from kyma_operator.modules.publish import PublishedModule
 from kyma_operator.modules.reference import RegistryBase
@@ -126,6 +128,12 @@ def descriptors_of(running: RunningOperator) -> ModuleDescriptors:
     return found
 
 
+def written_source(published: PublishedModule) -> dict[str, Any]:
+    """``spec.install.source`` as upstream (and so the operator) writes it for this module."""
+    descriptor = ComponentDescriptor.parse(published.template["spec"]["descriptor"])
+    return raw_manifest_source(descriptor).model_dump(by_alias=True, exclude_none=True)
+
+
 async def test_upstream_form_module_installs_next_to_an_embedded_one_and_costs_no_request_at_rest(
     kcp_client: KubeClient, kcp_namespace: str, oci_registry: LocalRegistry, module_name: str, tmp_path: Path
 ) -> None:
@@ -143,10 +151,10 @@ async def test_upstream_form_module_installs_next_to_an_embedded_one_and_costs_n
     async with running_operator(kcp_client, config) as running:
         await local_kyma(kcp_client, ns, "one", [upstream.module_name, embedded.module_name])
         found = await wait_manifest(kcp_client, ns, "one", upstream)
-        assert found["spec"]["install"]["source"] == upstream.source.to_object()
+        assert found["spec"]["install"]["source"] == written_source(upstream)
         assert found["spec"]["version"] == "1.0.5"
         assert (await wait_manifest(kcp_client, ns, "one", embedded))["spec"]["install"]["source"] == (
-            embedded.source.to_object()
+            written_source(embedded)
         )
         kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / "blobs", oci_registry.host)
         assert kinds == ["CustomResourceDefinition", "Deployment", "Namespace"]
@@ -392,7 +400,7 @@ async def test_a_transferred_module_installs_from_its_sub_path(
         await local_kyma(kcp_client, ns, "moved", [embedded.module_name, fetched.module_name])
         for module in (embedded, fetched):
             found = await wait_manifest(kcp_client, ns, "moved", module)
-            assert found["spec"]["install"]["source"]["repo"] == f"{host}/{market}/component-descriptors"
+            assert found["spec"]["install"]["source"]["repo"] == f"{host}/{market}"
             kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / module.module_name, host)
             assert "Deployment" in kinds
 
@@ -420,7 +428,7 @@ async def test_modulectl_output_installs_with_its_descriptor_from_the_registry(
     async with running_operator(kcp_client, config):
         await local_kyma(kcp_client, ns, "mctl", ["template-operator"])
         found = await wait_manifest(kcp_client, ns, "mctl", published)
-        assert found["spec"]["install"]["source"] == published.source.to_object()
+        assert found["spec"]["install"]["source"] == written_source(published)
         assert found["spec"]["resource"]["metadata"]["name"] == "sample-yaml"  # the template's default CR
         assert found["spec"]["manager"]["name"] == "template-operator-controller-manager"
         kinds = await raw_manifest_kinds(kcp_client, ns, found, tmp_path / "blobs", host)
@@ -446,5 +454,5 @@ async def test_a_mandatory_module_in_the_upstream_form_installs_in_every_kyma(
         for kyma in ("first", "second"):
             found = await wait_manifest(kcp_client, ns, kyma, published)
             assert found["metadata"]["labels"][names.MANDATORY_MODULE_LABEL] == "true"
-            assert found["spec"]["install"]["source"] == published.source.to_object()
+            assert found["spec"]["install"]["source"] == written_source(published)
         assert descriptors_of(running).fetches == 1
