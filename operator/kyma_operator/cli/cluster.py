@@ -26,7 +26,7 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.cli.common import KubeconfigOpt, OutputOpt, QuietOpt, kube_client, run
 from kyma_operator.cli.errors import CliError
 from kyma_operator.cli.output import OutputFormat, emit
-from kyma_operator.cli.wait import Goal, module_entries, wait_for_modules
+from kyma_operator.cli.wait import Goal, awaited_generation, module_entries, wait_for_modules
 from kyma_operator.modules.template import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
@@ -300,7 +300,8 @@ async def _wait(
     goal: Goal,
 ) -> None:
     """Follow the runtime Kyma's ``status.modules[]`` (``cli.wait``) from the Kyma as the edit left
-    it: an entry it already had (an Error from before) is not the answer to this command."""
+    it: an entry it already had (an Error from before) is not the answer to this command, nor is a
+    single-cluster Kyma's status that has not observed the edit's generation."""
     from kyma_operator.cli import catalog
 
     baseline = {module: module_entries(after_change).get(module)}
@@ -312,4 +313,5 @@ async def _wait(
         limit=limit,
         quiet=quiet,
         interval=0.5,
+        generation=awaited_generation(after_change),
     )
