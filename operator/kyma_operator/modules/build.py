@@ -60,12 +60,21 @@ class ModuleConfigError(ValueError):
 
 
 class ManagerConfig(BaseModel):
+    """``manager:``: the module's manager workload, recorded in the template's ``spec.manager``."""
+
     model_config = ConfigDict(extra="forbid")
     group: str
     version: str
     kind: str
     name: str
     namespace: str | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _workload(cls, value: str) -> str:
+        if value not in ("Deployment", "StatefulSet"):
+            raise ValueError("the manager must be a Deployment or a StatefulSet")
+        return value
 
 
 class GroupVersionKindConfig(BaseModel):
