@@ -87,15 +87,22 @@ async def test_the_publishing_walkthrough_installs_into_make_runs_runtime(tmp_pa
                 "bash", "-euo", "pipefail", "-c", script,
                 cwd=root, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             )  # fmt: skip
-            output = ""
+            lines_out: list[str] = []
+
+            async def pump() -> None:
+                assert process.stdout is not None
+                async for line in process.stdout:
+                    lines_out.append(line.decode())
+                await process.wait()
+
             try:
-                stdout, _ = await asyncio.wait_for(process.communicate(), 600)
-                output = stdout.decode()
+                await asyncio.wait_for(pump(), 600)
             finally:
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
-                await _stop_registry(output)
+                await _stop_registry("".join(lines_out))  # also after a failure half-way
+            output = "".join(lines_out)
     assert process.returncode == 0, output + "\n--- local system ---\n" + "\n".join(lines[-40:])
     assert "module sample-module enabled" in output and "module sample-module is Ready" in output, output
     assert re.search(r"^sample-config\s", output, re.MULTILINE), output  # kubectl saw the module's object

@@ -13,26 +13,35 @@ import contextlib
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 from tests.registry.server import LocalRegistry
 
 
 def _detach(port: int) -> int:
-    """Start the registry in the background; return once it said it is ready (its first line)."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.registry", "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    """Start the registry in the background; return once it said it is ready (its first line).
+
+    The background process holds none of the caller's streams (its stderr goes to a log file), so
+    a script that captures the output of ``--detach`` is not kept waiting by it."""
+    log = Path(tempfile.gettempdir()) / f"kyma-test-registry-{port}.log"
+    with log.open("w") as errors:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.registry", "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            start_new_session=True,
+        )
     assert child.stdout is not None
     line = child.stdout.readline().strip()  # printed once the registry answers, or EOF if it failed
     child.stdout.close()
     if not line:
         code = child.wait()
-        print(f"the registry did not start (exit code {code})", file=sys.stderr)
+        tail = log.read_text().strip().splitlines()[-1:] or ["no output"]
+        print(f"the registry did not start (exit code {code}): {tail[0]} (log: {log})", file=sys.stderr)
         return 1
     print(f"{line} [pid {child.pid}: kill {child.pid} stops it]", flush=True)
     return 0
