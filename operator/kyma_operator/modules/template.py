@@ -80,6 +80,8 @@ def module_template(
 ) -> dict[str, Any]:
     labels = dict(config.labels)
     labels[names.MODULE_NAME_LABEL] = config.module_name
+    if config.mandatory:
+        labels[names.MANDATORY_MODULE_LABEL] = names.ENABLE_LABEL_VALUE  # as modulectl's generateLabels
     if config.beta:
         labels[names.BETA_LABEL] = names.ENABLE_LABEL_VALUE
     if config.internal:
