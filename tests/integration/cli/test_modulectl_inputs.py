@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from kyma_operator.modules.images import IMAGE_TYPE_LABEL, THIRD_PARTY_IMAGE
+from kyma_operator.modules.signing import generate_key, private_key_pem
 from tests.httpfiles import FileServer, serve_files
 from tests.integration.cli.conftest import REPO, Kyma
 from tests.registry.server import LocalRegistry
@@ -154,6 +155,12 @@ def test_the_modulectl_sample_gives_modulectl_s_template(
     busybox = resources["busybox-bbbbbbbb"]
     assert busybox["version"] == "1.36.1+sha256.bbbbbbbbbbbb"
     assert busybox["digest"]["value"] == "b" * 64  # pinned: its digest is known without a registry
+
+    # a signature covers every resource's digest: the unpinned image has none, signing says which
+    key = tmp_path / "key.pem"
+    key.write_bytes(private_key_pem(generate_key()))
+    line = _one_error_line(kyma("module", "sign", "built", "--key", str(key)))
+    assert "resources without a digest cannot be signed: template-operator" in line, line
 
     # the embedded form (default) carries the same descriptor inside the template
     result = kyma("module", "template", "built", "--output", "embedded.yaml")
