@@ -442,7 +442,12 @@ def template(
     ] = None,
     namespace: Annotated[
         str,
-        typer.Option("--namespace", "-n", help="Namespace of the generated objects in the control plane."),
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Namespace of the generated objects in the control plane ('' leaves it empty as "
+            "modulectl does; `kyma module deploy -n` then chooses it).",
+        ),
     ] = DEFAULT_NAMESPACE,
     output_file: Annotated[
         Path | None, typer.Option("--output", help="File to write (default: stdout).", dir_okay=False)
