@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from localrun import __doc__ as PACKAGE_DOC
 from localrun.kcp import RUN_DIR, SKR_CRD_PLURALS
 from localrun.output import make_say
-from localrun.system import run_local
+from localrun.system import README_REGISTRY, run_local
 from tests.controlplane.cluster import ControlPlane, rss_bytes
 from tests.controlplane.crds import apply_crds
 from tests.registry.server import LocalRegistry
@@ -28,6 +28,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--module",
         action="store_true",
         help="also run a local OCI registry and install a sample module into the first runtime",
+    )
+    parser.add_argument(
+        "--insecure-registry",
+        action="append",
+        metavar="HOST:PORT",
+        help="a module registry the operator reaches over plain HTTP; repeatable (default "
+        f"{README_REGISTRY}, the registry of the README's 'Publishing a module'; the --module registry "
+        "is always added)",
     )
     parser.add_argument(
         "--once",
@@ -91,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         once=args.once,
                         say=say,
                         registry=registry,
+                        insecure_registries=tuple(args.insecure_registry or (README_REGISTRY,)),
                         demo_outage=args.demo_outage if args.demo else None,
                     )
                 )

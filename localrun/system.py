@@ -45,6 +45,10 @@ from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.registry.server import LocalRegistry
 
+README_REGISTRY = "127.0.0.1:5001"
+"""The registry the README's "Publishing a module" starts (``python -m tests.registry``, plain
+HTTP); ``make run``'s operator reaches it without TLS, so a module published there installs."""
+
 # -- the whole system --------------------------------------------------------------------------
 
 
@@ -246,6 +250,22 @@ async def local_system(
         await kcp.close()
 
 
+def operator_overrides(
+    registry: LocalRegistry | None, insecure_registries: Sequence[str] = (README_REGISTRY,)
+) -> dict[str, Any]:
+    """The local operator's settings on top of the defaults: module registries on 127.0.0.1 are
+    plain HTTP (the README's and the --module one), so modules published there install."""
+    insecure = tuple(dict.fromkeys([*insecure_registries, *([registry.host] if registry else [])]))
+    overrides: dict[str, Any] = {
+        "oci_insecure_registries": insecure,
+        # a catalog change reaches the (few) local runtimes at once, not spread over 5 minutes
+        "module_upgrade_rollout_max_delay": 0.0,
+    }
+    if registry is not None:
+        overrides["module_cache_dir"] = RUN_DIR / "module-cache"
+    return overrides
+
+
 async def run_local(
     plane: ControlPlane,
     skr_names: Sequence[str],
@@ -253,6 +273,7 @@ async def run_local(
     once: bool,
     say: Say,
     registry: LocalRegistry | None = None,
+    insecure_registries: Sequence[str] = (README_REGISTRY,),
     demo_outage: float | None = None,
 ) -> int:
     """Run until Ctrl-C; ``once``: the smoke check; ``demo_outage``: the scripted demo (with a registry)."""
@@ -260,14 +281,7 @@ async def run_local(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    overrides: dict[str, Any] = {}
-    if registry is not None:
-        overrides = {
-            "oci_insecure_registries": (registry.host,),
-            "module_cache_dir": RUN_DIR / "module-cache",
-            # a catalog change reaches the (few) local runtimes at once, not spread over 5 minutes
-            "module_upgrade_rollout_max_delay": 0.0,
-        }
+    overrides = operator_overrides(registry, insecure_registries)
     relay: ListenerRelay | None = None
     if demo_outage is not None:
         # agents send through a relay the demo can cut; retries capped at 5 s so that the time an

@@ -7,6 +7,7 @@ calls ``kyma_operator.modules``; this file only maps flags to calls and results 
 
 from __future__ import annotations
 
+import ssl
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -33,15 +34,24 @@ from kyma_operator.modules import constants as c
 from kyma_operator.modules.build import (
     ModuleConfig,
     build_component,
+    fetch_module_urls,
     load_module_files,
+    module_images,
     parse_manifest_objects,
     read_yaml_blob,
 )
 from kyma_operator.modules.componentarchive import read_archive, write_archive
+from kyma_operator.modules.fetch import DEFAULT_LIMIT, DEFAULT_TIMEOUT, Fetcher
 from kyma_operator.modules.layout import ComponentVersion, pull_component, push_component
 from kyma_operator.modules.reference import parse_base, parse_image
 from kyma_operator.modules.signing import load_private_key, load_public_key, sign, verify, verify_blob
-from kyma_operator.modules.template import DEFAULT_NAMESPACE, module_release_meta, module_template
+from kyma_operator.modules.template import (
+    DEFAULT_NAMESPACE,
+    DescriptorForm,
+    cluster_scoped,
+    module_release_meta,
+    module_template,
+)
 
 SourceArg = Annotated[
     str,
@@ -142,15 +152,46 @@ def create(
     ] = None,
     signature: SignatureNameOpt = "kyma-module",
     normalisation: NormalisationOpt = Normalisation.V3,
+    manifest_images: Annotated[
+        bool,
+        typer.Option(
+            "--manifest-images/--no-manifest-images",
+            help="Record every container image of the manifest's Deployments and StatefulSets as an "
+            "ociArtifact resource, as modulectl does (so a mirrored module installs its images from the "
+            "mirror).",
+        ),
+    ] = True,
+    url_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--url-ca",
+            help="PEM CA bundle to trust for https URLs in the module config (manifest, defaultCR; "
+            "default: the system's trust store).",
+            dir_okay=False,
+        ),
+    ] = None,
+    url_timeout: Annotated[
+        float,
+        typer.Option(
+            "--url-timeout", help="Seconds to wait for a URL in the module config to answer.", min=0.1
+        ),
+    ] = DEFAULT_TIMEOUT,
+    url_max_bytes: Annotated[
+        int,
+        typer.Option("--url-max-bytes", help="Largest file fetched from a URL in the module config.", min=1),
+    ] = DEFAULT_LIMIT,
     quiet: QuietOpt = False,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
     """Build a module (OCM component version) from a module config; push it when --registry is given.
 
-    The raw manifest and the default CR become local blobs, the manager image an ociArtifact resource.
-    Instead of a raw manifest the config may name a packaged Helm chart (chart: <file>.tgz from helm
-    package, optional chartValues: <values.yaml>); the operator renders it with Helm on install.
-    Same inputs always give the same digests.
+    The raw manifest and the default CR become local blobs (given as files or, as in modulectl, as
+    http(s) URLs), the manager image an ociArtifact resource, and so does every container image of
+    the manifest's Deployments and StatefulSets (as modulectl records them; with --key their digests
+    are asked of their registries, since a signature covers them). Instead of a raw manifest the
+    config may name a packaged Helm chart (chart: <file>.tgz from helm package, optional chartValues:
+    <values.yaml>); the operator renders it with Helm on install. Same inputs always give the same
+    digests.
     """
 
     async def body() -> None:
@@ -158,9 +199,23 @@ def create(
         module.check_catalog_name()
         if from_image:
             module = module.model_copy(update={"manager_image": from_image})
-        files = load_module_files(module, config.parent)
+        fetcher = Fetcher(limit=url_max_bytes, timeout=url_timeout, verify=_ca_context(url_ca, "--url-ca"))
+        files = load_module_files(module, config.parent, await fetch_module_urls(module, fetcher))
         image_digest = await _resolve_image(module.manager_image, insecure, docker_config, registry_ca)
-        component = build_component(module, files, image_digest=image_digest)
+        image_digests: dict[str, str] = {}
+        images = module_images(module, files) if manifest_images else []
+        if key is not None:  # a signature covers every resource's digest
+            for image in images:
+                resolved = await _resolve_image(image, insecure, docker_config, registry_ca)
+                if resolved is not None:
+                    image_digests[image] = resolved
+        component = build_component(
+            module,
+            files,
+            image_digest=image_digest,
+            record_images=manifest_images,
+            image_digests=image_digests,
+        )
         if key is not None:
             component = ComponentVersion(
                 sign(
@@ -209,6 +264,15 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise CliError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _ca_context(path: Path | None, flag: str) -> ssl.SSLContext | bool:
+    if path is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(path))
+    except (OSError, ssl.SSLError) as exc:
+        raise CliError(f"{flag} {path}: {exc}") from exc
 
 
 async def _resolve_image(
@@ -378,18 +442,38 @@ def template(
     ] = None,
     namespace: Annotated[
         str,
-        typer.Option("--namespace", "-n", help="Namespace of the generated objects in the control plane."),
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Namespace of the generated objects in the control plane ('' leaves it empty as "
+            "modulectl does; `kyma module deploy -n` then chooses it).",
+        ),
     ] = DEFAULT_NAMESPACE,
     output_file: Annotated[
         Path | None, typer.Option("--output", help="File to write (default: stdout).", dir_okay=False)
     ] = None,
+    descriptor: Annotated[
+        DescriptorForm,
+        typer.Option(
+            "--descriptor",
+            help="embedded: the component descriptor inside spec.descriptor (read by this operator and by "
+            "lifecycle-manager releases before the registry lookup; newer ones ignore it); registry: "
+            "spec.descriptor {} as upstream modulectl writes it, the descriptor is read from the registry "
+            "by the release meta's ocmComponentName (needs an operator that reads descriptors from the "
+            "registry). Default embedded: such a template installs with either kind of reader.",
+            case_sensitive=False,
+        ),
+    ] = DescriptorForm.EMBEDDED,
     insecure: InsecureOpt = False,
     docker_config: DockerConfigOpt = None,
     registry_ca: CaFileOpt = None,
 ) -> None:
-    """Generate the ModuleTemplate (<module>-<version>, descriptor embedded) and the ModuleReleaseMeta.
+    """Generate the ModuleTemplate (<module>-<version>) and the ModuleReleaseMeta.
 
-    From a folder, --registry names where the module was pushed (no network access needed).
+    The template has the fields upstream modulectl writes (module-name label, is-cluster-scoped
+    annotation from the default CR's CRD in the manifest, requiresDowntime, info, manager,
+    resources); --descriptor chooses whether the descriptor is embedded (default) or left to the
+    registry. From a folder, --registry names where the module was pushed (no network access needed).
     """
 
     async def body() -> None:
@@ -411,11 +495,23 @@ def template(
         if not component.descriptor.component.repository_contexts:
             raise CliError("the module has not been pushed: give --registry (where it is or will be pushed)")
         default_cr = None
-        if c.DEFAULT_CR in {r.name for r in component.descriptor.component.resources}:
+        present = {r.name for r in component.descriptor.component.resources}
+        if c.DEFAULT_CR in present:
             cr_yaml = read_yaml_blob(component.local_blob(c.DEFAULT_CR).data, c.DEFAULT_CR_FILE)
             default_cr = parse_manifest_objects(cr_yaml, source=c.DEFAULT_CR)[0]
+        manifest: list[dict[str, Any]] = []
+        if default_cr is not None and c.RAW_MANIFEST in present:
+            raw = read_yaml_blob(component.local_blob(c.RAW_MANIFEST).data, c.RAW_MANIFEST_FILE)
+            manifest = parse_manifest_objects(raw, source=c.RAW_MANIFEST)
         documents = [
-            module_template(module, component.descriptor, default_cr=default_cr, namespace=namespace),
+            module_template(
+                module,
+                component.descriptor,
+                default_cr=default_cr,
+                namespace=namespace,
+                is_cluster_scoped=cluster_scoped(manifest, default_cr),
+                form=descriptor,
+            ),
             module_release_meta(module, namespace=namespace),
         ]
         text = yaml.safe_dump_all(documents, sort_keys=False)

@@ -149,6 +149,10 @@ async def _edit(client: KubeClient, namespace: str, name: str, change: Any) -> E
     raise CliError(f"Kyma {namespace}/{name} keeps changing; try again")
 
 
+class NotInCatalog(CliError):
+    """The runtime's catalog has no such module (yet: the operator syncs KCP's catalog into it)."""
+
+
 async def enable(
     client: KubeClient,
     module: str,
@@ -162,7 +166,7 @@ async def enable(
     entry = catalog.get(module)
     if entry is None:
         available = ", ".join(sorted(catalog.entries)) or "none"
-        raise CliError(
+        raise NotInCatalog(
             f"module {module!r} is not in this runtime's catalog ({namespace}); available: {available}"
         )
     if channel is not None and entry.channels and channel not in entry.channels:

@@ -11,7 +11,9 @@ the catalog's CRDs or namespace, naming which.
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,8 +27,8 @@ from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.cli.common import KubeconfigOpt, OutputOpt, QuietOpt, kube_client, run
 from kyma_operator.cli.errors import CliError
-from kyma_operator.cli.output import OutputFormat, emit
-from kyma_operator.cli.wait import Goal, module_entries, wait_for_modules
+from kyma_operator.cli.output import OutputFormat, emit, note
+from kyma_operator.cli.wait import Goal, awaited_generation, module_entries, wait_for_modules
 from kyma_operator.modules.template import DEFAULT_NAMESPACE
 
 if TYPE_CHECKING:
@@ -36,7 +38,15 @@ NamespaceOpt = Annotated[
     str, typer.Option("--namespace", "-n", help="Namespace of the runtime Kyma and the synced catalog.")
 ]
 KymaOpt = Annotated[str, typer.Option("--kyma", help="Name of the runtime Kyma.")]
-WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="Follow the module's state until it is done.")]
+WaitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        "-w",
+        help="Follow the module's state until it is done (enable: also until the module reaches the "
+        "runtime's catalog).",
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds --wait waits before giving up.", min=1)]
 FIELD_MANAGER = "kyma-cli"
 
@@ -246,15 +256,33 @@ def enable(
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
 ) -> None:
-    """Enable a module in a runtime (adds it to the runtime Kyma's spec.modules; a no-op if already so)."""
+    """Enable a module in a runtime (adds it to the runtime Kyma's spec.modules; a no-op if already so).
+
+    With --wait a module not in the runtime's catalog yet (deployed to KCP a moment ago, not synced
+    into the runtime yet) is waited for too, up to --timeout.
+    """
 
     async def body() -> None:
         from kyma_operator.cli import catalog
 
         async with kube_client(kubeconfig) as client:
-            result = await catalog.enable(
-                client, module, namespace=namespace, kyma_name=kyma, channel=channel, policy=policy
-            )
+            deadline = time.monotonic() + (timeout if wait else 0.0)
+            noted = quiet
+            while True:
+                try:
+                    result = await catalog.enable(
+                        client, module, namespace=namespace, kyma_name=kyma, channel=channel, policy=policy
+                    )
+                    break
+                except catalog.NotInCatalog:
+                    # --wait: a module deployed to KCP a moment ago reaches the runtime's catalog
+                    # with the operator's next sync; wait for it as for the module's state
+                    if time.monotonic() > deadline:
+                        raise
+                    if not noted:
+                        note(f"module {module}: not in this runtime's catalog yet, waiting for the operator")
+                        noted = True
+                    await asyncio.sleep(0.5)  # a user-facing wait: polls with a deadline
             typer.echo(f"module {module} {'enabled' if result.changed else 'already enabled (unchanged)'}")
             if wait:
                 await _wait(
@@ -300,7 +328,8 @@ async def _wait(
     goal: Goal,
 ) -> None:
     """Follow the runtime Kyma's ``status.modules[]`` (``cli.wait``) from the Kyma as the edit left
-    it: an entry it already had (an Error from before) is not the answer to this command."""
+    it: an entry it already had (an Error from before) is not the answer to this command, nor is a
+    single-cluster Kyma's status that has not observed the edit's generation."""
     from kyma_operator.cli import catalog
 
     baseline = {module: module_entries(after_change).get(module)}
@@ -312,4 +341,5 @@ async def _wait(
         limit=limit,
         quiet=quiet,
         interval=0.5,
+        generation=awaited_generation(after_change),
     )

@@ -41,7 +41,7 @@ from kyma_operator.api import names
 from kyma_operator.cli.common import KubeconfigOpt, QuietOpt, run
 from kyma_operator.cli.errors import CliError
 from kyma_operator.cli.output import note
-from kyma_operator.cli.wait import Goal, module_entries, wait_for_modules
+from kyma_operator.cli.wait import Goal, awaited_generation, module_entries, wait_for_modules
 
 if TYPE_CHECKING:
     from kyma_operator.app import Operator
@@ -321,6 +321,7 @@ async def _reconcile_until_ready(
             quiet=quiet,
             interval=0.1,
             confirm=confirmations.confirm,
+            generation=awaited_generation(written),
         )
         typer.echo(f"installed: {', '.join(wanted)} Ready in {namespace}")
     finally:

@@ -3,9 +3,16 @@
 Why: both follow a Kyma's ``status.modules[]`` until every module is Ready (or removed), and both
 must not believe a status written *before* their own change (issue 24 item 8: a re-run of
 ``kyma install`` after a fixed cause exited 1 at once with the previous run's Error; ``disable
---wait`` from Error exited 1 although the module was then removed). Neither the Kyma nor its module
-entries carry an ``observedGeneration``, so freshness is decided with what exists:
+--wait`` from Error exited 1 although the module was then removed). Freshness is decided with:
 
+- the generation: the operator stamps every Kyma condition it writes with the Kyma's
+  ``metadata.generation`` (``observedGeneration``, as upstream). When the command's change bumped
+  the generation of a Kyma whose status the operator writes itself (a single-cluster Kyma, label
+  ``operator.kyma-project.io/sync=false``), a status whose ``Modules`` condition observed an older
+  generation is not looked at at all (neither done nor failed). Observing the new generation is not
+  enough for an Error, though: the Kyma's entry may still echo its Manifest's status from before, so
+  the rules below apply on top. A runtime's copy of the Kyma carries the control plane's
+  generations, which say nothing about the runtime's spec, so there only the rules below decide;
 - the command records each module's entry as it was right after its own change (``baseline``);
 - an entry that differs from it (state, message, version, channel, the tracked Manifest's
   generation, ...) was written after the change, and its Error is the answer;
@@ -27,6 +34,8 @@ from typing import Any
 
 from rich.console import Console
 
+from kyma_operator.api import names
+from kyma_operator.api.kyma import KymaConditionType
 from kyma_operator.api.meta import State
 from kyma_operator.cli.errors import WaitFailed
 from kyma_operator.cli.output import note, stderr
@@ -53,6 +62,30 @@ def module_entries(kyma: Mapping[str, Any]) -> dict[str, Entry]:
     """``status.modules[]`` of a Kyma object by module name."""
     modules = (kyma.get("status") or {}).get("modules") or []
     return {str(m.get("name")): dict(m) for m in modules if isinstance(m, dict) and m.get("name")}
+
+
+def observed_generation(kyma: Mapping[str, Any]) -> int | None:
+    """``observedGeneration`` of the Kyma's ``Modules`` condition (written with ``status.modules``)."""
+    for condition in (kyma.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == KymaConditionType.MODULES.value:
+            value = condition.get("observedGeneration")
+            return value if isinstance(value, int) else None
+    return None
+
+
+def awaited_generation(after_change: Mapping[str, Any]) -> int | None:
+    """The generation whose status answers the command, from the Kyma as its change left it: its
+    ``metadata.generation`` when the operator writes this object's status itself (single-cluster)
+    and had not yet observed it then; None when the generation cannot tell (a runtime's copy, or no
+    spec change: the status already observed this generation)."""
+    metadata = after_change.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(names.SYNC_LABEL) != names.DISABLE_LABEL_VALUE:
+        return None
+    generation = metadata.get("generation")
+    if not isinstance(generation, int):
+        return None
+    seen = observed_generation(after_change)
+    return generation if seen is None or seen < generation else None
 
 
 def _state(entry: Entry | None) -> State | None:
@@ -128,20 +161,27 @@ async def wait_for_modules(
     quiet: bool,
     interval: float,
     confirm: Confirm | None = None,
+    generation: int | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
     """Poll ``read()`` every ``interval`` seconds until every module in ``modules`` meets ``goal``;
     returns the Kyma then. Raises ``WaitFailed`` with the module's message when one turns to Error
-    after the change (with ``confirm``: when it confirms the Error), or when ``limit`` seconds pass."""
+    after the change (with ``confirm``: when it confirms the Error), or when ``limit`` seconds pass.
+    ``generation`` (``awaited_generation``): only a status that observed it counts at all."""
     deadline = clock() + limit
     progress = _Progress(quiet)
     try:
         while True:
             kyma = await read()
             entries = module_entries(kyma)
+            seen = observed_generation(kyma)
+            current = generation is None or (seen is not None and seen >= generation)
             for module in modules:
                 entry = entries.get(module)
                 fresh = is_fresh(entry, baseline.get(module))
+                if not current:
+                    progress.show(module, "waiting for the operator to observe this change")
+                    continue
                 progress.show(module, _describe(entry, goal, stale=not fresh))
                 if _state(entry) is not State.ERROR or entry is None:
                     continue
@@ -153,9 +193,16 @@ async def wait_for_modules(
                 elif not fresh:
                     continue
                 raise WaitFailed(f"module {module} is in Error: {message or 'no message'}")
-            if all(is_done(goal, entries.get(m)) for m in modules):
+            if current and all(is_done(goal, entries.get(m)) for m in modules):
                 return kyma
             if clock() > deadline:
+                if not current:
+                    observed = seen if seen is not None else "none"
+                    raise WaitFailed(
+                        f"the operator has not reported on this change after {limit:g}s (the Kyma's "
+                        f"generation is {generation}, its status observed {observed}): "
+                        "is the operator running?"
+                    )
                 raise WaitFailed(_timeout_message(modules, entries, goal, baseline, limit))
             await asyncio.sleep(interval)  # a user-facing wait: polls with a deadline
     finally:

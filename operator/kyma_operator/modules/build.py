@@ -11,6 +11,10 @@ Beyond modulectl, a module's content can be a Helm chart instead of a raw manife
 packaged chart, ``helm package``'s ``.tgz``) becomes the local blob ``helm-chart`` (type
 ``helmChart``, stored byte for byte) and ``chartValues`` (a YAML file) the optional ``helm-values``
 layer; the Manifest controller renders the chart with Helm at install time.
+
+As in modulectl, ``manifest``/``defaultCR`` (and ``chart``/``chartValues``) may be http(s) URLs
+(``fetch_module_urls``, with the limits of ``modules.fetch``), and every container image of the
+manifest's workloads becomes an ``ociArtifact`` resource (``modules.images``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from kyma_operator.modules.descriptor import (
     Provider,
     Resource,
 )
+from kyma_operator.modules.fetch import Fetcher, FetchError, is_url
+from kyma_operator.modules.images import ImageError, image_artifact, manifest_images
 from kyma_operator.modules.layout import Blob, ComponentVersion
 from kyma_operator.modules.reference import ReferenceParseError, parse_image
 from kyma_operator.modules.signing import blob_digest_spec
@@ -54,12 +60,21 @@ class ModuleConfigError(ValueError):
 
 
 class ManagerConfig(BaseModel):
+    """``manager:``: the module's manager workload, recorded in the template's ``spec.manager``."""
+
     model_config = ConfigDict(extra="forbid")
     group: str
     version: str
     kind: str
     name: str
     namespace: str | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _workload(cls, value: str) -> str:
+        if value not in ("Deployment", "StatefulSet"):
+            raise ValueError("the manager must be a Deployment or a StatefulSet")
+        return value
 
 
 class GroupVersionKindConfig(BaseModel):
@@ -272,13 +287,32 @@ def image_resource(image: str, version: str, manifest_digest: str | None) -> Res
     )
 
 
+def module_images(config: ModuleConfig, files: Mapping[str, bytes]) -> list[str]:
+    """The container images of the manifest's Deployments/StatefulSets (not the manager image,
+    which is the ``module-image`` resource already)."""
+    if config.manifest is None:
+        return []
+    objects = parse_manifest_objects(files[config.manifest], source=config.manifest)
+    try:
+        images = manifest_images(objects, source=config.manifest)
+    except ImageError as exc:
+        raise ModuleConfigError(str(exc)) from exc
+    return [image for image in images if image != config.manager_image]
+
+
 def build_component(
     config: ModuleConfig,
     files: Mapping[str, bytes],
     *,
     image_digest: str | None = None,
+    record_images: bool = False,
+    image_digests: Mapping[str, str] | None = None,
 ) -> ComponentVersion:
-    """The component version of ``config``; ``files`` holds the bytes of the files the config names."""
+    """The component version of ``config``; ``files`` holds the bytes of the files the config names.
+
+    ``record_images`` (``kyma module create``'s default, as modulectl): every container image of the
+    manifest becomes an ``ociArtifact`` resource, with its digest from ``image_digests`` or its
+    reference (a signature needs one). Off, only the manager image is recorded."""
     blobs: dict[str, Blob] = {}
     resources: list[Resource] = []
     if config.manager_image:
@@ -289,6 +323,10 @@ def build_component(
         raw = Blob(c.TAR_MEDIA_TYPE, tar_files({c.RAW_MANIFEST_FILE: manifest}))
         blobs[raw.digest] = raw
         resources.append(_local_blob_resource(c.RAW_MANIFEST, config.version, raw))
+        for image in module_images(config, files) if record_images else ():
+            artifact = image_artifact(image, (image_digests or {}).get(image))
+            if all((r.name, r.version) != (artifact.name, artifact.version) for r in resources):
+                resources.append(artifact)
     if config.chart is not None:
         for name, blob, kind in _chart_blobs(config, files):
             blobs[blob.digest] = blob
@@ -344,20 +382,41 @@ def _security_labels(config: ModuleConfig) -> dict[str, str]:
     return out
 
 
-def load_module_files(config: ModuleConfig, base_dir: Path) -> dict[str, bytes]:
-    """Read the files the config names (relative to ``base_dir``), with one clear error per file."""
-    files: dict[str, bytes] = {}
-    named = (
+def _named_files(config: ModuleConfig) -> tuple[tuple[str, str | None], ...]:
+    return (
         ("manifest", config.manifest),
         ("chart", config.chart),
         ("chartValues", config.chart_values),
         ("defaultCR", config.default_cr),
     )
-    for field, name in named:
+
+
+async def fetch_module_urls(config: ModuleConfig, fetcher: Fetcher) -> dict[str, bytes]:
+    """The contents of the files the config names by http(s) URL; one error naming field and URL."""
+    fetched: dict[str, bytes] = {}
+    for field, name in _named_files(config):
+        if name and is_url(name) and name not in fetched:
+            try:
+                fetched[name] = await fetcher.get(name)
+            except FetchError as exc:
+                raise ModuleConfigError(f"field {field!r}: {exc}") from exc
+    return fetched
+
+
+def load_module_files(
+    config: ModuleConfig, base_dir: Path, fetched: Mapping[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """Read the files the config names (relative to ``base_dir``), with one clear error per file;
+    URLs are taken from ``fetched`` (``fetch_module_urls``)."""
+    files: dict[str, bytes] = {}
+    for field, name in _named_files(config):
         if not name:
             continue
-        if name.startswith(("http://", "https://")):
-            raise ModuleConfigError(f"field {field!r}: URLs are not supported, give a local file ({name})")
+        if is_url(name):
+            if fetched is None or name not in fetched:
+                raise ModuleConfigError(f"field {field!r}: {name} was not fetched")
+            files[name] = fetched[name]
+            continue
         path = (base_dir / name) if not Path(name).is_absolute() else Path(name)
         try:
             files[name] = path.read_bytes()

@@ -104,7 +104,10 @@ def sign(
         )
     missing = [r.name for r in descriptor.component.resources if r.digest is None and not _none_access(r)]
     if missing:
-        raise SignatureError(f"resources without a digest cannot be signed: {', '.join(missing)}")
+        raise SignatureError(
+            f"resources without a digest cannot be signed: {', '.join(missing)} (pin images by digest, or "
+            "sign with `kyma module create --key`, which asks their registries)"
+        )
     digest = descriptor_digest(descriptor, normalisation)
     value = key.sign(bytes.fromhex(digest), padding.PKCS1v15(), utils.Prehashed(hashes.SHA256()))
     signature = Signature(

@@ -6,11 +6,21 @@ ModuleTemplate ``<module>-<version>`` with the descriptor embedded, schema v2) a
 (``kyma module template|deploy``), the test helper ``publish_module`` and the Manifest controller must
 agree on these shapes, so they are produced and read here only. Output is validated through the
 project's CRD models (``kyma_operator.api``).
+
+The template carries what upstream modulectl writes (its generated template for the shared sample
+is the reference, issue 24 item 5): the ``operator.kyma-project.io/module-name`` label, the
+``operator.kyma-project.io/is-cluster-scoped`` annotation from the scope of the default CR's CRD in
+the manifest, ``requiresDowntime``, ``info``, ``manager``, ``resources`` (``rawManifest`` = the
+manifest's URL when it was given as one). The descriptor is embedded (``DescriptorForm.EMBEDDED``)
+or left ``{}`` (``REGISTRY``: upstream's current form, the descriptor is read from the registry by
+the release meta's ``ocmComponentName`` and the version).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from kyma_operator.api import names
@@ -20,8 +30,39 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.build import ModuleConfig
 from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.modules.fetch import is_url
 
 DEFAULT_NAMESPACE = "kcp-system"
+RAW_MANIFEST_LINK = "rawManifest"
+"""modulectl's ``resources`` entry for the manifest's URL."""
+
+
+class DescriptorForm(StrEnum):
+    """How ``spec.descriptor`` carries the component descriptor."""
+
+    EMBEDDED = "embedded"
+    """The whole descriptor (schema v2): read by this operator and by lifecycle-manager before
+    it moved to the registry; newer lifecycle-manager ignores it and reads the registry."""
+    REGISTRY = "registry"
+    """``{}`` as modulectl writes it today: the descriptor is fetched from the OCI registry."""
+
+
+def cluster_scoped(manifest: Iterable[Mapping[str, Any]], default_cr: Mapping[str, Any] | None) -> bool:
+    """Whether the default CR's CRD in ``manifest`` is ``scope: Cluster`` (modulectl's crdparser:
+    matched by group and kind; no default CR or no such CRD: namespaced)."""
+    if not default_cr:
+        return False
+    group = str(default_cr.get("apiVersion") or "").split("/", 1)[0]
+    kind = default_cr.get("kind")
+    for obj in manifest:
+        spec = obj.get("spec") or {}
+        if (
+            obj.get("kind") == "CustomResourceDefinition"
+            and spec.get("group") == group
+            and (spec.get("names") or {}).get("kind") == kind
+        ):
+            return spec.get("scope") == "Cluster"
+    return False
 
 
 def template_name(module_name: str, version: str) -> str:
@@ -34,8 +75,13 @@ def module_template(
     *,
     default_cr: dict[str, Any] | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    is_cluster_scoped: bool = False,
+    form: DescriptorForm = DescriptorForm.EMBEDDED,
 ) -> dict[str, Any]:
     labels = dict(config.labels)
+    labels[names.MODULE_NAME_LABEL] = config.module_name
+    if config.mandatory:
+        labels[names.MANDATORY_MODULE_LABEL] = names.ENABLE_LABEL_VALUE  # as modulectl's generateLabels
     if config.beta:
         labels[names.BETA_LABEL] = names.ENABLE_LABEL_VALUE
     if config.internal:
@@ -43,18 +89,18 @@ def module_template(
     metadata: dict[str, Any] = {
         "name": template_name(config.module_name, config.version),
         "namespace": namespace,
+        "labels": dict(sorted(labels.items())),
     }
-    if labels:
-        metadata["labels"] = dict(sorted(labels.items()))
-    if config.annotations:
-        metadata["annotations"] = dict(sorted(config.annotations.items()))
-    spec: dict[str, Any] = {
-        "moduleName": config.module_name,
-        "version": config.version,
-        "mandatory": config.mandatory,
-        "requiresDowntime": config.requires_downtime,
-        "descriptor": descriptor.to_v2(),
-    }
+    annotations = dict(config.annotations)
+    annotations[names.IS_CLUSTER_SCOPED_ANNOTATION] = (
+        names.ENABLE_LABEL_VALUE if is_cluster_scoped else names.DISABLE_LABEL_VALUE
+    )
+    metadata["annotations"] = dict(sorted(annotations.items()))
+    spec: dict[str, Any] = {"moduleName": config.module_name, "version": config.version}
+    if config.mandatory:
+        spec["mandatory"] = True
+    spec["requiresDowntime"] = config.requires_downtime
+    spec["descriptor"] = descriptor.to_v2() if form is DescriptorForm.EMBEDDED else {}
     if default_cr is not None:
         spec["data"] = default_cr
     if config.manager is not None:
@@ -67,8 +113,11 @@ def module_template(
         }
     if config.associated_resources:
         spec["associatedResources"] = [g.model_dump() for g in config.associated_resources]
-    if config.resources:
-        spec["resources"] = [{"name": k, "link": v} for k, v in sorted(config.resources.items())]
+    links = dict(config.resources)
+    if config.manifest is not None and is_url(config.manifest):
+        links = {RAW_MANIFEST_LINK: config.manifest, **links}  # the config's own entry wins
+    if links:
+        spec["resources"] = [{"name": k, "link": v} for k, v in sorted(links.items())]
     template = {
         "apiVersion": names.MODULE_TEMPLATE.api_version,
         "kind": names.MODULE_TEMPLATE.kind,

@@ -15,13 +15,18 @@ from kyma_operator.cli.main import app
 from tests.registry.modules import sample_manifests
 
 REPO = Path(__file__).resolve().parents[3]
+PINNED = "@sha256:" + "5" * 64
+"""The sample manager image pinned by digest: `create` records it as an ociArtifact resource with
+that digest, so the module can be signed without asking a registry (example.invalid has none)."""
 
 
 def write_module_source(folder: Path, module: str, version: str = "1.0.0", **extra: object) -> Path:
     """A module author's folder: module-config.yaml, manifest.yaml, default-cr.yaml. Returns the config."""
     folder.mkdir(parents=True, exist_ok=True)
     raw, cr = sample_manifests(module)
-    (folder / "manifest.yaml").write_bytes(raw)
+    image = f"example.invalid/{module}:1.0.0".encode()
+    assert image in raw
+    (folder / "manifest.yaml").write_bytes(raw.replace(image, image + PINNED.encode()))
     (folder / "default-cr.yaml").write_bytes(cr)
     config = {
         "name": f"kyma-project.io/module/{module}",

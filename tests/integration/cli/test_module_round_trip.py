@@ -224,6 +224,9 @@ async def test_kyma_install_runs_the_reconcilers_in_process_until_ready(
     assert f"installed: {module_name} Ready in {namespace}" in out
     kyma = await skr_b_client.get(KYMAS, "default", namespace)
     assert kyma["metadata"]["labels"][names.SYNC_LABEL] == "false"
+    # the status says which spec it answers (what `--wait` waits for): every condition observed it
+    conditions = kyma["status"]["conditions"]
+    assert conditions and {c["observedGeneration"] for c in conditions} == {kyma["metadata"]["generation"]}
     (manifest,) = (await skr_b_client.list_all(MANIFESTS, namespace)).items
     assert manifest["spec"]["remote"] is False and manifest["status"]["state"] == "Ready"
     # again: nothing to do, Ready at once

@@ -1,11 +1,15 @@
 """The Kyma's own writes in KCP: its status (only when it changes) and its finalizer and label.
 
 Shared by the reconcile's one status tail and the deletion flow; the status as written (or found
-unchanged) is remembered per Kyma, to be copied into the runtime Kyma.
+unchanged) is remembered per Kyma, to be copied into the runtime Kyma. Every condition written
+carries the Kyma's ``metadata.generation`` as ``observedGeneration`` (as upstream's
+``UpdateCondition``), so a client that changed the spec can tell the status written for its change
+from an older one (``kyma install``/``--wait``, issue 24 item 8).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from kyma_operator.api import names
@@ -56,6 +60,7 @@ class KymaWriter:
         patch): on a conflict the Kyma is read once from the API and compared again.
         """
         memory = self.memories[Request(kyma.namespace, kyma.name)]
+        outcome = observed(outcome, kyma.metadata.generation)
         desired = st.next_status(kyma.status, outcome, now)
         report.modules = tuple((m.name, m.state.value) for m in (outcome.modules or ()))
         if desired is None:
@@ -78,3 +83,14 @@ class KymaWriter:
         memory.last_status = st.status_patch(desired)
         self.status_writes += 1
         return True
+
+
+def observed(outcome: st.Outcome, generation: int | None) -> st.Outcome:
+    """``outcome`` with every condition stamped ``observedGeneration: generation``."""
+    if generation is None:
+        return outcome
+    conditions = tuple(
+        c if c.observed_generation == generation else c.model_copy(update={"observed_generation": generation})
+        for c in outcome.conditions
+    )
+    return dataclasses.replace(outcome, conditions=conditions)

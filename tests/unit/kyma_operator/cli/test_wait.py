@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from kyma_operator.api.names import SYNC_LABEL
 from kyma_operator.cli.errors import WaitFailed
-from kyma_operator.cli.wait import Entry, Goal, wait_for_modules
+from kyma_operator.cli.wait import Entry, Goal, awaited_generation, wait_for_modules
 
 
 def kyma_with(*entries: Entry) -> dict[str, Any]:
@@ -105,3 +106,48 @@ async def test_confirm_decides_every_error() -> None:
     with pytest.raises(WaitFailed, match=r"^module m is in Error: confirmed: registry down$"):
         await run(Script(kyma_with(stale)), Goal(), stale, confirm=confirm)
     assert asked == [stale, stale]
+
+
+def observed_at(
+    generation: int | None, *entries: Entry, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A Kyma whose ``Modules`` condition observed ``generation`` (None: no condition)."""
+    kyma = kyma_with(*entries)
+    kyma["metadata"] = {"generation": 3, "labels": labels if labels is not None else {SYNC_LABEL: "false"}}
+    if generation is not None:
+        kyma["status"]["conditions"] = [
+            {"type": "Modules", "status": "False", "reason": "Ready", "observedGeneration": generation}
+        ]
+    return kyma
+
+
+def test_awaited_generation_only_for_a_single_cluster_kyma_that_has_not_observed_it() -> None:
+    assert awaited_generation(observed_at(2)) == 3
+    assert awaited_generation(observed_at(None)) == 3
+    assert awaited_generation(observed_at(3)) is None  # no spec change: the status already observed it
+    assert awaited_generation(observed_at(2, labels={})) is None  # a runtime's copy: KCP's generations
+
+
+async def test_a_status_from_before_the_generation_is_neither_done_nor_failed() -> None:
+    """Ready and a new-looking Error written for generation 2 do not answer a change to generation 3."""
+    script = Script(
+        observed_at(2, entry("Ready")),
+        observed_at(2, entry("Error", "for the old spec")),
+        observed_at(3, entry("Processing")),
+        observed_at(3, entry("Ready")),
+    )
+    await run(script, Goal(), None, generation=3)
+    assert script.reads == 4
+
+
+async def test_removed_counts_only_once_the_generation_is_observed() -> None:
+    script = Script(observed_at(2), observed_at(3, entry("Deleting")), observed_at(3))
+    await run(script, Goal(removed=True), entry("Error", "old"), generation=3)
+    assert script.reads == 3
+
+
+async def test_a_timeout_before_the_operator_observed_the_change_says_so() -> None:
+    with pytest.raises(
+        WaitFailed, match=r"generation is 3, its status observed 2\): is the operator running"
+    ):
+        await run(Script(observed_at(2, entry("Ready"))), Goal(), None, generation=3, limit=3.0)

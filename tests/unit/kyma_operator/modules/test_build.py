@@ -63,6 +63,10 @@ def test_tar_is_independent_of_clock_and_user() -> None:
         ({"channel": "Fast!"}, "field 'channel'"),
         ({"unknownField": 1}, "field 'unknownField'"),
         ({"manager": {"group": "apps"}}, "field 'manager.version'"),
+        (
+            {"manager": {"group": "apps", "version": "v1", "kind": "DaemonSet", "name": "m"}},
+            "field 'manager.kind': Value error, the manager must be a Deployment or a StatefulSet",
+        ),
     ],
 )
 def test_invalid_config_fields_are_named(change: dict[str, object], message: str) -> None:

@@ -11,6 +11,7 @@ from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api.kyma import KymaStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State
 from kyma_operator.controllers.kyma import status as st
+from kyma_operator.controllers.kyma.statuswrite import observed
 
 T0 = datetime.datetime(2026, 11, 21, 10, 0, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(minutes=5)
@@ -115,3 +116,17 @@ def test_next_status_writes_modules_only_when_they_change() -> None:
     )
     changed = st.next_status(first, ready, T1)
     assert changed is not None and changed.modules[0].state is State.READY
+
+
+def test_every_written_condition_observes_the_kymas_generation() -> None:
+    """As upstream's UpdateCondition: a client that changed the spec tells the status for its change."""
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    ready = st.condition("Modules", True, "Ready", "all modules are Ready", now)
+    outcome = st.Outcome(State.READY, (ready,), "kyma is ready")
+    stamped = observed(outcome, 7)
+    assert [c.observed_generation for c in stamped.conditions] == [7]
+    assert observed(outcome, None) is outcome
+    current = KymaStatus(state=State.READY, conditions=list(stamped.conditions))
+    current.last_operation = LastOperation(operation="kyma is ready", last_update_time=now)
+    assert st.next_status(current, stamped, now) is None  # at rest: nothing to write
+    assert st.next_status(current, observed(outcome, 8), now) is not None  # a new generation: written
