@@ -114,7 +114,10 @@ class MaintenanceWindows:
                 problem = f"{NO_POLICY}: maintenance window policy file {path} not found"
             except (OSError, PolicyError) as exc:
                 problem = f"{NO_POLICY}: maintenance window policy file {path}: {exc}"
-        if policy is None:
+        if policy is None and (path is None or not path.exists()):
+            # no policy configured is the common case: said once, not a warning on every start
+            log.info("maintenance windows: %s", problem)
+        elif policy is None:
             log.warning("maintenance windows: %s", problem)
         else:
             log.info("maintenance windows: policy read from %s (%d rules)", path, len(policy.rules))
