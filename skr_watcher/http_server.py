@@ -57,7 +57,7 @@ from urllib.parse import unquote
 import httptools
 
 from kyma_wire.sockets import bind
-from skr_watcher.tls_layer import SharedReadBuffer, TlsConnection
+from skr_watcher.tls_layer import Shared, TlsConnection
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
 
@@ -537,7 +537,7 @@ class HttpServer:
         context = self.ssl_context
         if context is None:
             return lambda: _Connection(self)
-        shared = SharedReadBuffer()
+        shared = Shared()
         timeout = self.limits.header_timeout
 
         def tls() -> asyncio.BaseProtocol:
