@@ -16,7 +16,11 @@ opened AFTER the hostile ones are held, open loop at ``--rate``). Scenarios, eac
   ``--rate`` and ``/healthz`` polled ten times a second. Targets: every admission answered,
   p99 <= 2 ms at 500/s, every probe answered.
 
-The 1-minute load average of the machine is printed next to the figures (a shared machine).
+The 1-minute load average of the machine is printed next to the figures (a shared machine). With
+``--loop-stalls`` the agent runs under ``benchmarks/loop_stalls.py`` and the ``held`` scenario also
+reports the CPU time of the agent's event-loop iterations during the load (what a waiting admission
+queues behind, not inflated by waiting for a core). ``--tree`` runs the agent of another checkout
+(e.g. ``git worktree add /tmp/before <commit>``) for a before/after from the same machine state.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import ssl
 import sys
 import tempfile
@@ -36,7 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_bench import Agent, Files, Receiver, _cpu_seconds, _rss_mb, load, poll, process
+from benchmarks.agent_bench import (
+    REPO,
+    Agent,
+    Files,
+    Receiver,
+    Variant,
+    _cpu_seconds,
+    _rss_mb,
+    load,
+    poll,
+    process,
+)
 from tests.hostile import attacks
 from tests.hostile.attacks import Target
 
@@ -137,8 +153,11 @@ def _client_context(files: Files) -> ssl.SSLContext:
     return context
 
 
-def endless_scenario(files: Files, kcp: str, connections: int, seconds: float) -> dict[str, Any]:
-    agent = Agent(files, kcp)
+_LOOP_STALLS = Path(__file__).with_name("loop_stalls.py")
+
+
+def endless_scenario(files: Files, kcp: str, connections: int, seconds: float, tree: Path) -> dict[str, Any]:
+    agent = Agent(files, kcp, Variant(tree.name, tree))
     with agent.running() as proc:
         poll(agent.ready, 30, "agent")
         rss_start = _rss_mb(proc.pid)
@@ -167,9 +186,13 @@ def endless_scenario(files: Files, kcp: str, connections: int, seconds: float) -
     }
 
 
-def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float) -> dict[str, Any]:
-    agent = Agent(files, kcp)
-    with agent.running() as proc:
+def held_scenario(
+    files: Files, kcp: str, held: int, rate: float, seconds: float, tree: Path, loop_stalls: bool
+) -> dict[str, Any]:
+    agent = Agent(files, kcp, Variant(tree.name, tree))
+    stalls = files.dir / "loop-stalls.json"
+    wrapper = [str(_LOOP_STALLS), str(stalls)] if loop_stalls else []
+    with agent.running(wrapper=wrapper) as proc:
         poll(agent.ready, 30, "agent")
         webhook = Target("127.0.0.1", agent.webhook_port, _client_context(files), "/validate/lm")
         metrics = Target("127.0.0.1", agent.metrics_port, path="/healthz")
@@ -184,11 +207,17 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
             attack.start(attack.probes(metrics))
             rss_held = _rss_mb(proc.pid)
             cpu, wall = _cpu_seconds(proc.pid), time.monotonic()
+            if loop_stalls:
+                proc.send_signal(signal.SIGUSR1)  # count from here
             result = load(files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(seconds))
             cpu, wall = _cpu_seconds(proc.pid) - cpu, time.monotonic() - wall
             held_after = _connections(proc.pid)
             rss_after = _rss_mb(proc.pid)
             tally = attack.tally
+            if loop_stalls:
+                proc.send_signal(signal.SIGUSR1)  # the load is over: written now
+                poll(stalls.exists, 10, "loop statistics")
+    loop = json.loads(stalls.read_text()) if loop_stalls else None
     probe_ms = sorted(tally.probe_ms)
     return {
         "held": held,
@@ -205,6 +234,7 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
         "agent_cpu_share": cpu / wall,
         "agent_cpu_ms_per_admission": cpu / result["requests"] * 1000,
         "load_average_1m": os.getloadavg()[0],
+        "loop": loop,
     }
 
 
@@ -252,6 +282,15 @@ def report(endless: dict[str, Any], held: dict[str, Any], args: argparse.Namespa
         f"{held['connections_at_agent_after']}; "
         f"RSS {held['rss_held_mb']:.1f} / {held['rss_after_mb']:.1f} MiB | | |",
     ]
+    loop = held.get("loop")
+    if loop:
+        lines.append(
+            f"| same, agent event-loop iterations during the load (CPU time each) | {loop['iterations']} "
+            f"iterations, p50 {loop['p50_ms']:.2f} ms, p99 {loop['p99_ms']:.2f} ms, "
+            f"max {loop['max_ms']:.1f} ms, "
+            f"{loop['over_2ms']} over 2 ms; CPU-weighted p99 {loop['cpu_weighted_p99_ms']:.1f} ms; "
+            f"{loop['full_gc']} full collections, longest {loop['full_gc_max_ms']:.1f} ms | | |"
+        )
     return "\n".join(lines)
 
 
@@ -262,6 +301,12 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=1000, help="hostile connections held on the webhook port")
     parser.add_argument("--endless", type=int, default=8, help="endless-header connections")
     parser.add_argument("--endless-seconds", type=float, default=20.0, help="how long they send")
+    parser.add_argument(
+        "--tree", type=Path, default=REPO, help="the checkout whose agent runs (default: this one)"
+    )
+    parser.add_argument(
+        "--loop-stalls", action="store_true", help="also record the agent's event-loop iteration CPU times"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agent-hostile-") as tmp:
         files = Files(Path(tmp))
@@ -269,8 +314,8 @@ def main() -> None:
         with process(receiver.argv()):
             poll(receiver.ready, 30, "receiver")
             kcp = f"127.0.0.1:{receiver.port}"
-            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds)
-            held = held_scenario(files, kcp, args.held, args.rate, args.duration)
+            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree)
+            held = held_scenario(files, kcp, args.held, args.rate, args.duration, args.tree, args.loop_stalls)
     print(report(endless, held, args))
     print("\n<details><summary>raw</summary>\n\n```json")
     print(json.dumps({"endless": endless, "held": held}, indent=1, default=str))
