@@ -57,6 +57,7 @@ from urllib.parse import unquote
 import httptools
 
 from kyma_wire.sockets import bind
+from skr_watcher.deadlines import Deadlines
 from skr_watcher.tls_layer import Shared, TlsConnection
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
@@ -107,6 +108,8 @@ _REASONS = {
     503: b"Service Unavailable",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_DEADLINE_RESOLUTION = 0.05
+"""Seconds: a timeout fires at most this late (``skr_watcher.deadlines``)."""
 
 
 class _Date:
@@ -177,7 +180,10 @@ class _Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = server.deadlines
+        self.deadline: float | None = None
+        """When the current state's timeout ends (see ``skr_watcher.deadlines``)."""
+        self.bucket: int | None = None
         self._closing = False
         self._write_paused = False
         self.answered = False
@@ -397,7 +403,7 @@ class _Connection(asyncio.Protocol):
             log.warning("closing an HTTP connection: %s", message)
         elif status == 431:
             self._server.observe("headers_too_large")
-        elif status != 408:  # timeouts are reported by _timed_out
+        elif status != 408:  # timeouts are reported by expired
             self._server.observe("malformed")
         response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
         self._write(render(response, head=False, close=True))
@@ -432,17 +438,16 @@ class _Connection(asyncio.Protocol):
             self._transport.abort()
 
     def _arm(self, seconds: float) -> None:
-        self._cancel_timer()
-        if not self._closing:
-            self._timer = self._loop.call_later(seconds, self._timed_out)
+        if self._closing:
+            self._deadlines.clear(self)
+        else:
+            self._deadlines.set(self, seconds)
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadlines.clear(self)
 
-    def _timed_out(self) -> None:
-        self._timer = None
+    def expired(self) -> None:
+        """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
             return
         self._server.timeouts += 1
@@ -507,6 +512,7 @@ class HttpServer:
         self.port: int | None = None
         """The bound port (after ``start``)."""
         self._server: asyncio.Server | None = None
+        self._deadlines: Deadlines | None = None
         self._stopped: asyncio.Event | None = None
         self._drained: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -533,11 +539,18 @@ class HttpServer:
         self._drained = asyncio.Event()
         self._task = asyncio.create_task(self._until_stopped(self._stopped), name=self.name)
 
+    @property
+    def deadlines(self) -> Deadlines:
+        """The connections' deadlines (one timer for the server, on the loop that first asks)."""
+        if self._deadlines is None:
+            self._deadlines = Deadlines(_DEADLINE_RESOLUTION)
+        return self._deadlines
+
     def _protocol_factory(self) -> Callable[[], asyncio.BaseProtocol]:
         context = self.ssl_context
         if context is None:
             return lambda: _Connection(self)
-        shared = Shared()
+        shared = Shared(self.deadlines)
         timeout = self.limits.header_timeout
 
         def tls() -> asyncio.BaseProtocol:
@@ -640,5 +653,6 @@ class HttpServer:
         for pool in (self._fresh_idle, self._fresh_receiving, self._idle, self._receiving):
             pool.clear()
         await server.wait_closed()
+        self.deadlines.close()
         stopped.set()
         await self.task

@@ -38,6 +38,8 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from skr_watcher.deadlines import Deadlines
+
 __all__ = ["Shared", "TlsConnection", "harden_server_context"]
 
 _RECORD = 16 * 1024
@@ -58,7 +60,9 @@ class Shared:
     """What all connections of one server (one event loop) share: the receive buffer they read into
     in turn, and the queue of handshakes waiting for their next step."""
 
-    def __init__(self, size: int = _SHARED_READ) -> None:
+    def __init__(self, deadlines: Deadlines, size: int = _SHARED_READ) -> None:
+        self.deadlines = deadlines
+        """The server's deadlines (the handshakes' are among them)."""
         self.view = memoryview(bytearray(size))
         self._handshakes: dict[TlsConnection, None] = {}
         self._scheduled = False
@@ -102,7 +106,8 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
         "_shared",
         "_ssl",
         "_tcp",
-        "_timer",
+        "bucket",
+        "deadline",
     )
 
     def __init__(
@@ -128,13 +133,14 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
         self._closing = False
         self._paused = False
         """The app paused reading: decrypted data waits in the SSL object."""
-        self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None
+        self.bucket: int | None = None
 
     # --- the TCP side (asyncio.BufferedProtocol) -----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._tcp = transport  # type: ignore[assignment]
-        self._timer = asyncio.get_running_loop().call_later(self._handshake_timeout, self._handshake_late)
+        self._shared.deadlines.set(self, self._handshake_timeout)
         self._app.connection_made(self)  # counts against the cap from now on (or is refused)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -205,8 +211,8 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
         if self._tcp is not None:
             self._tcp.close()
 
-    def _handshake_late(self) -> None:
-        self._timer = None
+    def expired(self) -> None:
+        """The handshake did not finish in time (called by ``Deadlines``)."""
         if not self._handshaken and not self._closing:
             if self._on_handshake_timeout is not None:
                 self._on_handshake_timeout()
@@ -248,9 +254,7 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
             self._tcp.abort()
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._shared.deadlines.clear(self)
 
     # --- the app side (asyncio.Transport) -------------------------------------------------------------------
 
