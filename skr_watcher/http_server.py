@@ -171,14 +171,49 @@ class Limits:
     shed_after: float = 1.0
 
 
+class _NoCallbacks:
+    pass
+
+
+_NO_PARSER = httptools.HttpRequestParser(_NoCallbacks())
+"""A connection's parser until its first bytes and after its close: an idle or closed connection
+holds no parser of its own (a parser holds bound methods of its connection, a reference cycle that
+only a full collection would break once the connection has lived long)."""
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: parse, call the handler, write the answer, police the limits."""
+
+    __slots__ = (
+        "_body",
+        "_body_size",
+        "_closing",
+        "_deadlines",
+        "_head_bytes",
+        "_header_bytes",
+        "_headers",
+        "_heads",
+        "_in_head",
+        "_limits",
+        "_loop",
+        "_parser",
+        "_receiving",
+        "_server",
+        "_too_large",
+        "_transport",
+        "_url",
+        "_write_paused",
+        "answered",
+        "bucket",
+        "deadline",
+        "since",
+    )
 
     def __init__(self, server: HttpServer) -> None:
         self._server = server
         self._limits = server.limits
         self._loop = asyncio.get_running_loop()
-        self._parser = httptools.HttpRequestParser(self)
+        self._parser = _NO_PARSER
         self._transport: asyncio.Transport | None = None
         self._deadlines = server.deadlines
         self.deadline: float | None = None
@@ -219,6 +254,9 @@ class _Connection(asyncio.Protocol):
         self._closing = True
         self._cancel_timer()
         self._server.forget(self)
+        # break the reference cycles (parser, transport): freed now, not at the next full collection
+        self._parser = _NO_PARSER
+        self._transport = None
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -244,6 +282,8 @@ class _Connection(asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         """Feed the parser; inside a head, never more than the bytes left under the limit (+1)."""
         limit = self._limits.max_header_bytes
+        if self._parser is _NO_PARSER:
+            self._parser = httptools.HttpRequestParser(self)
         feed = self._parser.feed_data
         while data and not self._closing:
             if not self._in_head:
