@@ -5,9 +5,10 @@ times per request (header, body, then keep-alive). Each ``call_later`` allocates
 and copies the ``contextvars`` context; a cancelled handle stays in the loop's heap until its time
 comes (a 15 s keep-alive re-armed at 500 requests/s leaves ~7,500 of them), and every one of those
 is an object the cyclic collector walks: with 1,000 held connections a full collection took 16 ms
-of the event loop (issue 26). Here setting a deadline is an attribute write; an entry is filed in
-the bucket of its time (``resolution`` seconds wide) only when the deadline moves earlier than the
-bucket it is filed in, and a bucket that comes due re-files the entries whose deadline moved later.
+of the event loop (issue 26). Here an item is filed in the bucket of its time (``resolution``
+seconds wide); a deadline that moves later is only written down (the item stays in its earlier
+bucket, which re-files it when it comes due), one that moves earlier is moved to its bucket, and a
+cleared one leaves its bucket at once (a closed connection is not kept alive by its old deadline).
 A deadline fires at most ``resolution`` late.
 """
 
@@ -36,14 +37,14 @@ class Deadlines:
     def __init__(self, resolution: float = 0.05) -> None:
         self._loop = asyncio.get_running_loop()
         self._resolution = resolution
-        self._buckets: dict[int, list[Expiring]] = {}
+        self._buckets: dict[int, dict[Expiring, None]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_bucket: int | None = None
         self._due_now = False
         """Inside ``_due``: it schedules the next bucket when done."""
 
     def __len__(self) -> int:
-        """Items filed (including stale entries not yet dropped)."""
+        """Items filed."""
         return sum(len(items) for items in self._buckets.values())
 
     def set(self, item: Expiring, seconds: float) -> None:
@@ -51,13 +52,27 @@ class Deadlines:
         when = self._loop.time() + seconds
         item.deadline = when
         bucket = math.ceil(when / self._resolution)
-        if item.bucket is None or bucket < item.bucket:
+        if item.bucket is None:
+            self._file(item, bucket)
+        elif bucket < item.bucket:
+            self._unfile(item)
             self._file(item, bucket)
         # else it is filed in an earlier bucket and is re-filed when that one comes due
 
     def clear(self, item: Expiring) -> None:
-        """No deadline for ``item`` (its entry is dropped when its bucket comes due)."""
+        """No deadline for ``item``."""
         item.deadline = None
+        if item.bucket is not None:
+            self._unfile(item)
+
+    def _unfile(self, item: Expiring) -> None:
+        assert item.bucket is not None
+        items = self._buckets.get(item.bucket)
+        if items is not None:
+            items.pop(item, None)
+            if not items:
+                del self._buckets[item.bucket]  # the timer finds nothing due and moves on
+        item.bucket = None
 
     def close(self) -> None:
         if self._timer is not None:
@@ -66,14 +81,14 @@ class Deadlines:
         self._buckets.clear()
 
     def _file(self, item: Expiring, bucket: int) -> None:
-        item.bucket = bucket  # an entry in another bucket is stale from now on
+        item.bucket = bucket
         items = self._buckets.get(bucket)
         if items is None:
-            self._buckets[bucket] = [item]
+            self._buckets[bucket] = {item: None}
             if not self._due_now and (self._timer_bucket is None or bucket < self._timer_bucket):
                 self._schedule(bucket)
         else:
-            items.append(item)
+            items[item] = None
 
     def _schedule(self, bucket: int) -> None:
         if self._timer is not None:
@@ -88,9 +103,12 @@ class Deadlines:
         self._due_now = True
         try:
             for bucket in sorted(key for key in self._buckets if key * self._resolution <= now):
-                for item in self._buckets.pop(bucket):
+                items = self._buckets.pop(bucket, None)
+                while items:  # an expiry may clear others of the same bucket: take one at a time
+                    item = next(iter(items))
+                    del items[item]
                     if item.bucket != bucket:
-                        continue  # stale: the item was re-filed into another bucket
+                        continue  # cleared or re-filed by an expiry before its turn
                     item.bucket = None
                     deadline = item.deadline
                     if deadline is None:

@@ -89,6 +89,16 @@ async def test_a_deadline_moved_earlier_fires_at_its_new_time() -> None:
     assert fired == [moved]
     assert moved.fired_at is not None and moved.expected is not None
     assert moved.fired_at >= moved.expected
-    assert len(deadlines) == 1  # the stale entry, dropped when its bucket comes
+    assert len(deadlines) == 0  # it left the hour's bucket when it moved
     deadlines.close()
-    assert len(deadlines) == 0
+
+
+async def test_a_cleared_item_is_not_referenced_any_more() -> None:
+    deadlines, fired = Deadlines(resolution=0.01), list[Item]()
+    items = [Item(str(n), fired) for n in range(3)]
+    for item in items:
+        arm(deadlines, item, 3600)
+    for item in items[:2]:
+        deadlines.clear(item)
+    assert len(deadlines) == 1 and items[0].bucket is None  # a closed connection is not kept alive
+    deadlines.close()
