@@ -549,6 +549,8 @@ class HttpServer:
         """New connections refused at the cap (every connection busy with a fresh request)."""
         self.timeouts = 0
         """Connections cut by a timeout (header, body, keep-alive or write)."""
+        self.closed = 0
+        """Connections closed so far, for whatever reason."""
         self.port: int | None = None
         """The bound port (after ``start``)."""
         self._server: asyncio.Server | None = None
@@ -669,6 +671,7 @@ class HttpServer:
 
     def forget(self, connection: _Connection) -> None:
         """``connection`` is closed."""
+        self.closed += 1
         self._unlist(connection)
         self.connections.discard(connection)
         if self.stopping and not self.connections and self._drained is not None:
