@@ -21,6 +21,9 @@ The 1-minute load average of the machine is printed next to the figures (a share
 reports the CPU time of the agent's event-loop iterations during the load (what a waiting admission
 queues behind, not inflated by waiting for a core). ``--tree`` runs the agent of another checkout
 (e.g. ``git worktree add /tmp/before <commit>``) for a before/after from the same machine state.
+``--pin`` gives the agent CPU 0 and everything else (this process with the attackers, the load
+client, the receiver) CPU 1, as on a real node where the attackers run elsewhere: unpinned, the
+attack clients' own TLS work competes with the agent for the machine's two cores.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.agent_bench import (
+    AGENT_CPU,
+    PEER_CPU,
     REPO,
     Agent,
     Files,
@@ -156,9 +161,11 @@ def _client_context(files: Files) -> ssl.SSLContext:
 _LOOP_STALLS = Path(__file__).with_name("loop_stalls.py")
 
 
-def endless_scenario(files: Files, kcp: str, connections: int, seconds: float, tree: Path) -> dict[str, Any]:
+def endless_scenario(
+    files: Files, kcp: str, connections: int, seconds: float, tree: Path, pin: bool
+) -> dict[str, Any]:
     agent = Agent(files, kcp, Variant(tree.name, tree))
-    with agent.running() as proc:
+    with agent.running(AGENT_CPU if pin else None) as proc:
         poll(agent.ready, 30, "agent")
         rss_start = _rss_mb(proc.pid)
         webhook = Target("127.0.0.1", agent.webhook_port, _client_context(files), "/validate/lm")
@@ -187,12 +194,12 @@ def endless_scenario(files: Files, kcp: str, connections: int, seconds: float, t
 
 
 def held_scenario(
-    files: Files, kcp: str, held: int, rate: float, seconds: float, tree: Path, loop_stalls: bool
+    files: Files, kcp: str, held: int, rate: float, seconds: float, tree: Path, loop_stalls: bool, pin: bool
 ) -> dict[str, Any]:
     agent = Agent(files, kcp, Variant(tree.name, tree))
     stalls = files.dir / "loop-stalls.json"
     wrapper = [str(_LOOP_STALLS), str(stalls)] if loop_stalls else []
-    with agent.running(wrapper=wrapper) as proc:
+    with agent.running(AGENT_CPU if pin else None, wrapper=wrapper) as proc:
         poll(agent.ready, 30, "agent")
         webhook = Target("127.0.0.1", agent.webhook_port, _client_context(files), "/validate/lm")
         metrics = Target("127.0.0.1", agent.metrics_port, path="/healthz")
@@ -209,7 +216,17 @@ def held_scenario(
             cpu, wall = _cpu_seconds(proc.pid), time.monotonic()
             if loop_stalls:
                 proc.send_signal(signal.SIGUSR1)  # count from here
-            result = load(files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(seconds))
+            result = load(
+                files,
+                agent,
+                "--mode",
+                "open",
+                "--rate",
+                str(rate),
+                "--duration",
+                str(seconds),
+                cpus=PEER_CPU if pin else None,
+            )
             cpu, wall = _cpu_seconds(proc.pid) - cpu, time.monotonic() - wall
             held_after = _connections(proc.pid)
             rss_after = _rss_mb(proc.pid)
@@ -307,15 +324,22 @@ def main() -> None:
     parser.add_argument(
         "--loop-stalls", action="store_true", help="also record the agent's event-loop iteration CPU times"
     )
+    parser.add_argument(
+        "--pin", action="store_true", help="the agent on CPU 0, attackers, load client and receiver on CPU 1"
+    )
     args = parser.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, PEER_CPU)  # this process runs the attackers
     with tempfile.TemporaryDirectory(prefix="agent-hostile-") as tmp:
         files = Files(Path(tmp))
         receiver = Receiver(files)
-        with process(receiver.argv()):
+        with process(receiver.argv(), cpus=PEER_CPU if args.pin else None):
             poll(receiver.ready, 30, "receiver")
             kcp = f"127.0.0.1:{receiver.port}"
-            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree)
-            held = held_scenario(files, kcp, args.held, args.rate, args.duration, args.tree, args.loop_stalls)
+            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree, args.pin)
+            held = held_scenario(
+                files, kcp, args.held, args.rate, args.duration, args.tree, args.loop_stalls, args.pin
+            )
     print(report(endless, held, args))
     print("\n<details><summary>raw</summary>\n\n```json")
     print(json.dumps({"endless": endless, "held": held}, indent=1, default=str))

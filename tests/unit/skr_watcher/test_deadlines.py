@@ -5,6 +5,7 @@ is asserted is the state (who fired, at what loop time), never how fast."""
 from __future__ import annotations
 
 import asyncio
+import collections
 
 from skr_watcher.deadlines import Deadlines
 
@@ -101,4 +102,32 @@ async def test_a_cleared_item_is_not_referenced_any_more() -> None:
     for item in items[:2]:
         deadlines.clear(item)
     assert len(deadlines) == 1 and items[0].bucket is None  # a closed connection is not kept alive
+    deadlines.close()
+
+
+async def test_many_due_at_once_all_expire_a_bounded_number_per_turn() -> None:
+    deadlines, fired = Deadlines(resolution=0.01), list[Item]()
+    turn = [0]
+    per_turn: collections.Counter[int] = collections.Counter()
+
+    class Counted(Item):
+        def expired(self) -> None:
+            super().expired()
+            per_turn[turn[0]] += 1
+
+    items = [Counted(str(n), fired) for n in range(200)]
+    for item in items:
+        arm(deadlines, item, 0.02)
+
+    async def count_turns() -> None:
+        while len(fired) < len(items):
+            turn[0] += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.create_task(count_turns())
+    await until(lambda: len(fired) == len(items), "all expired")
+    await counter
+    assert sorted(fired, key=lambda item: int(item.name)) == items  # each once
+    assert max(per_turn.values()) <= 32 and len(per_turn) >= len(items) // 32  # other work in between
+    assert len(deadlines) == 0
     deadlines.close()
