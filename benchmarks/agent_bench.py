@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -195,8 +195,11 @@ class Agent:
         )
 
     @contextmanager
-    def running(self, cpus: set[int] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-        argv = [sys.executable, "-m", "skr_watcher"]
+    def running(
+        self, cpus: set[int] | None = None, wrapper: Sequence[str] = ()
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """The agent process (``wrapper``: what runs it, e.g. ``benchmarks/loop_stalls.py OUT.json``)."""
+        argv = [sys.executable, *wrapper, "-m", "skr_watcher"]
         with process(argv, self.env, cpus, cwd=self.variant.tree) as proc:
             yield proc
 

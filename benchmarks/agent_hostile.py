@@ -16,7 +16,14 @@ opened AFTER the hostile ones are held, open loop at ``--rate``). Scenarios, eac
   ``--rate`` and ``/healthz`` polled ten times a second. Targets: every admission answered,
   p99 <= 2 ms at 500/s, every probe answered.
 
-The 1-minute load average of the machine is printed next to the figures (a shared machine).
+The 1-minute load average of the machine is printed next to the figures (a shared machine). With
+``--loop-stalls`` the agent runs under ``benchmarks/loop_stalls.py`` and the ``held`` scenario also
+reports the CPU time of the agent's event-loop iterations during the load (what a waiting admission
+queues behind, not inflated by waiting for a core). ``--tree`` runs the agent of another checkout
+(e.g. ``git worktree add /tmp/before <commit>``) for a before/after from the same machine state.
+``--pin`` gives the agent CPU 0 and everything else (this process with the attackers, the load
+client, the receiver) CPU 1, as on a real node where the attackers run elsewhere: unpinned, the
+attack clients' own TLS work competes with the agent for the machine's two cores.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import ssl
 import sys
 import tempfile
@@ -36,7 +44,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agent_bench import Agent, Files, Receiver, _cpu_seconds, _rss_mb, load, poll, process
+from benchmarks.agent_bench import (
+    AGENT_CPU,
+    PEER_CPU,
+    REPO,
+    Agent,
+    Files,
+    Receiver,
+    Variant,
+    _cpu_seconds,
+    _rss_mb,
+    load,
+    poll,
+    process,
+)
 from tests.hostile import attacks
 from tests.hostile.attacks import Target
 
@@ -137,9 +158,14 @@ def _client_context(files: Files) -> ssl.SSLContext:
     return context
 
 
-def endless_scenario(files: Files, kcp: str, connections: int, seconds: float) -> dict[str, Any]:
-    agent = Agent(files, kcp)
-    with agent.running() as proc:
+_LOOP_STALLS = Path(__file__).with_name("loop_stalls.py")
+
+
+def endless_scenario(
+    files: Files, kcp: str, connections: int, seconds: float, tree: Path, pin: bool
+) -> dict[str, Any]:
+    agent = Agent(files, kcp, Variant(tree.name, tree))
+    with agent.running(AGENT_CPU if pin else None) as proc:
         poll(agent.ready, 30, "agent")
         rss_start = _rss_mb(proc.pid)
         webhook = Target("127.0.0.1", agent.webhook_port, _client_context(files), "/validate/lm")
@@ -167,9 +193,13 @@ def endless_scenario(files: Files, kcp: str, connections: int, seconds: float) -
     }
 
 
-def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float) -> dict[str, Any]:
-    agent = Agent(files, kcp)
-    with agent.running() as proc:
+def held_scenario(
+    files: Files, kcp: str, held: int, rate: float, seconds: float, tree: Path, loop_stalls: bool, pin: bool
+) -> dict[str, Any]:
+    agent = Agent(files, kcp, Variant(tree.name, tree))
+    stalls = files.dir / "loop-stalls.json"
+    wrapper = [str(_LOOP_STALLS), str(stalls)] if loop_stalls else []
+    with agent.running(AGENT_CPU if pin else None, wrapper=wrapper) as proc:
         poll(agent.ready, 30, "agent")
         webhook = Target("127.0.0.1", agent.webhook_port, _client_context(files), "/validate/lm")
         metrics = Target("127.0.0.1", agent.metrics_port, path="/healthz")
@@ -179,16 +209,34 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
                 attack.start(attack.slowloris(webhook) if index < slow else attack.idle(webhook))
             for _ in range(_METRICS_CAP):
                 attack.start(attack.idle(metrics))
-            poll(lambda: _connections(proc.pid) >= held + _METRICS_CAP, 120, "hostile connections held")
+            cap = int(Files.overrides.get("WEBHOOK_MAX_CONNECTIONS", held))
+            at_agent = min(held, cap) + _METRICS_CAP  # past the cap, the agent sheds as they come
+            poll(lambda: _connections(proc.pid) >= at_agent, 120, "hostile connections held")
             held_before = _connections(proc.pid)
             attack.start(attack.probes(metrics))
             rss_held = _rss_mb(proc.pid)
             cpu, wall = _cpu_seconds(proc.pid), time.monotonic()
-            result = load(files, agent, "--mode", "open", "--rate", str(rate), "--duration", str(seconds))
+            if loop_stalls:
+                proc.send_signal(signal.SIGUSR1)  # count from here
+            result = load(
+                files,
+                agent,
+                "--mode",
+                "open",
+                "--rate",
+                str(rate),
+                "--duration",
+                str(seconds),
+                cpus=PEER_CPU if pin else None,
+            )
             cpu, wall = _cpu_seconds(proc.pid) - cpu, time.monotonic() - wall
             held_after = _connections(proc.pid)
             rss_after = _rss_mb(proc.pid)
             tally = attack.tally
+            if loop_stalls:
+                proc.send_signal(signal.SIGUSR1)  # the load is over: written now
+                poll(stalls.exists, 10, "loop statistics")
+    loop = json.loads(stalls.read_text()) if loop_stalls else None
     probe_ms = sorted(tally.probe_ms)
     return {
         "held": held,
@@ -205,6 +253,7 @@ def held_scenario(files: Files, kcp: str, held: int, rate: float, seconds: float
         "agent_cpu_share": cpu / wall,
         "agent_cpu_ms_per_admission": cpu / result["requests"] * 1000,
         "load_average_1m": os.getloadavg()[0],
+        "loop": loop,
     }
 
 
@@ -252,6 +301,15 @@ def report(endless: dict[str, Any], held: dict[str, Any], args: argparse.Namespa
         f"{held['connections_at_agent_after']}; "
         f"RSS {held['rss_held_mb']:.1f} / {held['rss_after_mb']:.1f} MiB | | |",
     ]
+    loop = held.get("loop")
+    if loop:
+        lines.append(
+            f"| same, agent event-loop iterations during the load (CPU time each) | {loop['iterations']} "
+            f"iterations, p50 {loop['p50_ms']:.2f} ms, p99 {loop['p99_ms']:.2f} ms, "
+            f"max {loop['max_ms']:.1f} ms, "
+            f"{loop['over_2ms']} over 2 ms; CPU-weighted p99 {loop['cpu_weighted_p99_ms']:.1f} ms; "
+            f"{loop['full_gc']} full collections, longest {loop['full_gc_max_ms']:.1f} ms | | |"
+        )
     return "\n".join(lines)
 
 
@@ -262,15 +320,32 @@ def main() -> None:
     parser.add_argument("--held", type=int, default=1000, help="hostile connections held on the webhook port")
     parser.add_argument("--endless", type=int, default=8, help="endless-header connections")
     parser.add_argument("--endless-seconds", type=float, default=20.0, help="how long they send")
+    parser.add_argument(
+        "--tree", type=Path, default=REPO, help="the checkout whose agent runs (default: this one)"
+    )
+    parser.add_argument(
+        "--loop-stalls", action="store_true", help="also record the agent's event-loop iteration CPU times"
+    )
+    parser.add_argument(
+        "--agent-env", action="append", default=[], metavar="KEY=VALUE", help="extra agent environment"
+    )
+    parser.add_argument(
+        "--pin", action="store_true", help="the agent on CPU 0, attackers, load client and receiver on CPU 1"
+    )
     args = parser.parse_args()
+    Files.overrides = dict(item.split("=", 1) for item in args.agent_env)
+    if args.pin:
+        os.sched_setaffinity(0, PEER_CPU)  # this process runs the attackers
     with tempfile.TemporaryDirectory(prefix="agent-hostile-") as tmp:
         files = Files(Path(tmp))
         receiver = Receiver(files)
-        with process(receiver.argv()):
+        with process(receiver.argv(), cpus=PEER_CPU if args.pin else None):
             poll(receiver.ready, 30, "receiver")
             kcp = f"127.0.0.1:{receiver.port}"
-            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds)
-            held = held_scenario(files, kcp, args.held, args.rate, args.duration)
+            endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree, args.pin)
+            held = held_scenario(
+                files, kcp, args.held, args.rate, args.duration, args.tree, args.loop_stalls, args.pin
+            )
     print(report(endless, held, args))
     print("\n<details><summary>raw</summary>\n\n```json")
     print(json.dumps({"endless": endless, "held": held}, indent=1, default=str))

@@ -18,6 +18,7 @@ from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
 from skr_watcher.delivery import Delivery
+from skr_watcher.heap_trim import HeapTrimmer, libc_trim
 from skr_watcher.http_server import HttpServer, Limits
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 
 _HEALTH_MAX_BODY_BYTES = 64 * 1024
+_HEAP_TRIM_INTERVAL = 30.0
+"""Seconds between checks whether connection churn left free heap to return (``heap_trim``)."""
 
 
 def server_limits(config: AgentConfig, *, webhook: bool) -> Limits:
@@ -123,6 +126,12 @@ class Agent:
             except Exception:  # never let a reload bug stop the agent
                 log.exception("credential reload failed")
 
+    async def _trimmer(self, trimmer: HeapTrimmer) -> None:
+        while True:
+            await self.clock.sleep(_HEAP_TRIM_INTERVAL)
+            if trimmer.check():
+                log.debug("returned free heap memory to the system after connection churn")
+
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a server fails), then shut down gracefully."""
         config = self.config
@@ -156,6 +165,10 @@ class Agent:
             self.delivery.request_resync(config.manager)
         webhook_task, health_task = webhook.task, health.task
         reloader = asyncio.create_task(self._reloader(), name="skr-watcher-reloader")
+        trimmer = asyncio.create_task(
+            self._trimmer(HeapTrimmer(lambda: webhook.closed + health.closed, libc_trim())),
+            name="skr-watcher-heap-trim",
+        )
         stop_task = asyncio.create_task(stop.wait(), name="skr-watcher-stop")
         failure: BaseException | None = None
         try:
@@ -183,8 +196,9 @@ class Agent:
             await webhook.stop()
             await self.delivery.stop(config.shutdown_timeout)
             reloader.cancel()
+            trimmer.cancel()
             stop_task.cancel()
-            await asyncio.gather(reloader, stop_task, return_exceptions=True)
+            await asyncio.gather(reloader, trimmer, stop_task, return_exceptions=True)
             await self.client.aclose()
             await health.stop()
             log.info("stopped")

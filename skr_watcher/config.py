@@ -140,7 +140,8 @@ class AgentConfig(BaseModel):
     webhook_max_connections: Annotated[int, Field(ge=1, le=100_000)] = Field(
         default=1000, validation_alias="WEBHOOK_MAX_CONNECTIONS"
     )
-    """Connections to the webhook port; at the cap the longest idle (then the slowest) is closed."""
+    """Connections to the webhook port (TLS handshakes included); at the cap one is closed: the longest
+    idle, then the slowest, of those that never completed a request before those that did."""
     metrics_max_connections: Annotated[int, Field(ge=1, le=100_000)] = Field(
         default=100, validation_alias="METRICS_MAX_CONNECTIONS"
     )

@@ -19,6 +19,7 @@ from kyma_wire.profile import parse_key_id
 from skr_watcher.config import AgentConfig
 from skr_watcher.signer import FastEventSigner
 from skr_watcher.signing_key import load_signing_key
+from skr_watcher.tls_layer import harden_server_context
 
 _MIN_TLS = ssl.TLSVersion.TLSv1_2
 
@@ -69,9 +70,10 @@ def client_context(config: AgentConfig) -> ssl.SSLContext:
 
 
 def server_context(config: AgentConfig) -> ssl.SSLContext:
-    """The webhook's serving context (TLS 1.2 or newer) with ``TLS_CERT``/``TLS_KEY``."""
+    """The webhook's serving context (TLS 1.2 or newer, no renegotiation, no session tickets)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = _MIN_TLS
+    harden_server_context(context)
     _load_chain(context, config)
     return context
 

@@ -25,14 +25,18 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
   byte (slowloris), the body within ``body_timeout`` of the headers (else 408 and a close); an
   idle keep-alive connection is closed after ``keep_alive_timeout``; a client that does not read
   its answers is cut off ``write_timeout`` after the answers began to pile up, and one that keeps
-  pipelining requests meanwhile at once (its answers would otherwise pile up in memory); TLS
-  handshakes are bounded by ``header_timeout``;
+  pipelining requests meanwhile at once (its answers would otherwise pile up in memory);
+* TLS on ``skr_watcher.tls_layer`` (not asyncio's ``SSLProtocol``, whose 256 KiB read buffer per
+  connection took 1,000 held connections to 323 MiB): a connection counts against the cap from the
+  TCP accept on, and its handshake must finish within ``header_timeout``;
 * at most ``max_connections`` connections per server (each port has its own, so the metrics port
-  can never starve the webhook port): at the cap, a new connection first displaces the connection
-  idle for longest, then one whose request has been arriving for more than ``shed_after`` seconds
-  (a slow or stalled client: a healthy request arrives in milliseconds); only when every
-  connection is busy with a fresh request is the new one refused. So held-open connections, idle
-  or slow, cannot keep the API server's admissions or the kubelet's probes out;
+  can never starve the webhook port): at the cap, a new connection displaces, in this order, the
+  connection idle for longest that never completed a request (a handshake, a held-open socket),
+  the one whose first request has been arriving for more than ``shed_after`` seconds (a slow or
+  stalled client: a healthy request arrives in milliseconds), then the same two among clients
+  that have been answered before (the API server's pooled connections are shed last); only when
+  every connection is busy with a fresh request is the new one refused. So held-open connections,
+  idle or slow, cannot keep the API server's admissions or the kubelet's probes out;
 * graceful stop: stop accepting, close idle connections at once, let requests that are arriving
   finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
 
@@ -53,6 +57,8 @@ from urllib.parse import unquote
 import httptools
 
 from kyma_wire.sockets import bind
+from skr_watcher.deadlines import Deadlines
+from skr_watcher.tls_layer import Shared, TlsConnection
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
 
@@ -102,6 +108,8 @@ _REASONS = {
     503: b"Service Unavailable",
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_DEADLINE_RESOLUTION = 0.05
+"""Seconds: a timeout fires at most this late (``skr_watcher.deadlines``)."""
 
 
 class _Date:
@@ -163,18 +171,58 @@ class Limits:
     shed_after: float = 1.0
 
 
+class _NoCallbacks:
+    pass
+
+
+_NO_PARSER = httptools.HttpRequestParser(_NoCallbacks())
+"""A connection's parser until its first bytes and after its close: an idle or closed connection
+holds no parser of its own (a parser holds bound methods of its connection, a reference cycle that
+only a full collection would break once the connection has lived long)."""
+
+
 class _Connection(asyncio.Protocol):
     """One client connection: parse, call the handler, write the answer, police the limits."""
+
+    __slots__ = (
+        "_body",
+        "_body_size",
+        "_closing",
+        "_deadlines",
+        "_head_bytes",
+        "_header_bytes",
+        "_headers",
+        "_heads",
+        "_in_head",
+        "_limits",
+        "_loop",
+        "_parser",
+        "_receiving",
+        "_server",
+        "_too_large",
+        "_transport",
+        "_url",
+        "_write_paused",
+        "answered",
+        "bucket",
+        "deadline",
+        "since",
+    )
 
     def __init__(self, server: HttpServer) -> None:
         self._server = server
         self._limits = server.limits
         self._loop = asyncio.get_running_loop()
-        self._parser = httptools.HttpRequestParser(self)
+        self._parser = _NO_PARSER
         self._transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = server.deadlines
+        self.deadline: float | None = None
+        """When the current state's timeout ends (see ``skr_watcher.deadlines``)."""
+        self.bucket: int | None = None
         self._closing = False
         self._write_paused = False
+        self.answered = False
+        """At least one request was answered on this connection (a client with a history)."""
         self.since = self._loop.time()
         """When the connection entered its current state (idle, receiving, not reading)."""
         # the request being received
@@ -206,6 +254,9 @@ class _Connection(asyncio.Protocol):
         self._closing = True
         self._cancel_timer()
         self._server.forget(self)
+        # break the reference cycles (parser, transport): freed now, not at the next full collection
+        self._parser = _NO_PARSER
+        self._transport = None
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -231,6 +282,8 @@ class _Connection(asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         """Feed the parser; inside a head, never more than the bytes left under the limit (+1)."""
         limit = self._limits.max_header_bytes
+        if self._parser is _NO_PARSER:
+            self._parser = httptools.HttpRequestParser(self)
         feed = self._parser.feed_data
         while data and not self._closing:
             if not self._in_head:
@@ -257,7 +310,7 @@ class _Connection(asyncio.Protocol):
         """The client does not read its answers: read no more requests, give it a deadline."""
         self._write_paused = True
         self.since = self._loop.time()
-        self._server.busy(self)
+        self._server.receiving(self)
         if self._transport is not None:
             self._transport.pause_reading()
         self._arm(self._limits.write_timeout)
@@ -277,7 +330,7 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._receiving = True
         self.since = self._loop.time()
-        self._server.busy(self)
+        self._server.receiving(self)
         self._url = b""
         self._headers = []
         self._header_bytes = 0
@@ -372,6 +425,7 @@ class _Connection(asyncio.Protocol):
             failed = True
         close = failed or self._too_large or self._server.stopping or not self._parser.should_keep_alive()
         self._write(render(response, head=method == "HEAD", close=close))
+        self.answered = True
         if close:
             self._close()
             raise _Stop
@@ -389,7 +443,7 @@ class _Connection(asyncio.Protocol):
             log.warning("closing an HTTP connection: %s", message)
         elif status == 431:
             self._server.observe("headers_too_large")
-        elif status != 408:  # timeouts are reported by _timed_out
+        elif status != 408:  # timeouts are reported by expired
             self._server.observe("malformed")
         response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
         self._write(render(response, head=False, close=True))
@@ -424,17 +478,16 @@ class _Connection(asyncio.Protocol):
             self._transport.abort()
 
     def _arm(self, seconds: float) -> None:
-        self._cancel_timer()
-        if not self._closing:
-            self._timer = self._loop.call_later(seconds, self._timed_out)
+        if self._closing:
+            self._deadlines.clear(self)
+        else:
+            self._deadlines.set(self, seconds)
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadlines.clear(self)
 
-    def _timed_out(self) -> None:
-        self._timer = None
+    def expired(self) -> None:
+        """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
             return
         self._server.timeouts += 1
@@ -481,8 +534,14 @@ class HttpServer:
         self.limits = limits
         self.graceful_seconds = graceful_seconds
         self.connections: set[_Connection] = set()
+        self._fresh_idle: dict[_Connection, None] = {}
+        """Idle connections that never completed a request, longest idle first (shed first)."""
+        self._fresh_receiving: dict[_Connection, None] = {}
+        """Connections receiving their first request (or not reading), longest first."""
         self._idle: dict[_Connection, None] = {}
-        """The idle connections among ``connections``, longest idle first."""
+        """Idle connections that were answered before, longest idle first."""
+        self._receiving: dict[_Connection, None] = {}
+        """Connections with a history receiving a request (or not reading), longest first."""
         self.stopping = False
         self.shed = 0
         """Connections closed to make room for new ones."""
@@ -490,9 +549,12 @@ class HttpServer:
         """New connections refused at the cap (every connection busy with a fresh request)."""
         self.timeouts = 0
         """Connections cut by a timeout (header, body, keep-alive or write)."""
+        self.closed = 0
+        """Connections closed so far, for whatever reason."""
         self.port: int | None = None
         """The bound port (after ``start``)."""
         self._server: asyncio.Server | None = None
+        self._deadlines: Deadlines | None = None
         self._stopped: asyncio.Event | None = None
         self._drained: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -511,18 +573,39 @@ class HttpServer:
         self.port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: _Connection(self),
-                sock=sock,
-                ssl=self.ssl_context,
-                ssl_handshake_timeout=self.limits.header_timeout if self.ssl_context else None,
-            )
+            self._server = await loop.create_server(self._protocol_factory(), sock=sock)
         except BaseException:
             sock.close()
             raise
         self._stopped = asyncio.Event()
         self._drained = asyncio.Event()
         self._task = asyncio.create_task(self._until_stopped(self._stopped), name=self.name)
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The connections' deadlines (one timer for the server, on the loop that first asks)."""
+        if self._deadlines is None:
+            self._deadlines = Deadlines(_DEADLINE_RESOLUTION)
+        return self._deadlines
+
+    def _protocol_factory(self) -> Callable[[], asyncio.BaseProtocol]:
+        context = self.ssl_context
+        if context is None:
+            return lambda: _Connection(self)
+        shared = Shared(self.deadlines)
+        timeout = self.limits.header_timeout
+
+        def tls() -> asyncio.BaseProtocol:
+            return TlsConnection(
+                context, _Connection(self), shared, handshake_timeout=timeout, on_handshake_timeout=self._late
+            )
+
+        return tls
+
+    def _late(self) -> None:
+        """A TLS handshake did not finish in time (the connection is aborted)."""
+        self.timeouts += 1
+        self.observe("timeout")
 
     @staticmethod
     async def _until_stopped(stopped: asyncio.Event) -> None:
@@ -539,40 +622,57 @@ class HttpServer:
             self.observe("refused")
             return False
         self.connections.add(connection)
-        self._idle[connection] = None
+        self._fresh_idle[connection] = None
         return True
 
     def _shed(self) -> bool:
-        if self._idle:
-            victim = next(iter(self._idle))
-            self._idle.pop(victim)
-            self.connections.discard(victim)
-            victim.close_if_idle()
-            self.shed += 1
-            self.observe("shed")
-            return True
-        oldest = min(self.connections, key=lambda connection: connection.since, default=None)
-        if oldest is None or asyncio.get_running_loop().time() - oldest.since < self.limits.shed_after:
+        """Close one connection to make room, in the order of the module docstring."""
+        now = asyncio.get_running_loop().time()
+        for idle, slow in ((self._fresh_idle, self._fresh_receiving), (self._idle, self._receiving)):
+            if idle:
+                idlest = next(iter(idle))
+                self._unlist(idlest)
+                self.connections.discard(idlest)
+                idlest.close_if_idle()
+                break
+            slowest = next(iter(slow), None)
+            if slowest is not None and now - slowest.since >= self.limits.shed_after:
+                self._unlist(slowest)
+                self.connections.discard(slowest)
+                slowest.abort()
+                break
+        else:
             return False
-        self.connections.discard(oldest)
-        oldest.abort()
         self.shed += 1
         self.observe("shed")
         return True
 
+    def _unlist(self, connection: _Connection) -> None:
+        self._fresh_idle.pop(connection, None)
+        self._fresh_receiving.pop(connection, None)
+        self._idle.pop(connection, None)
+        self._receiving.pop(connection, None)
+
     def idle(self, connection: _Connection) -> None:
         """``connection`` waits for its next request (the longest idle are shed first)."""
         if connection in self.connections:
-            self._idle.pop(connection, None)
-            self._idle[connection] = None
+            self._unlist(connection)
+            (self._idle if connection.answered else self._fresh_idle)[connection] = None
+
+    def receiving(self, connection: _Connection) -> None:
+        """``connection`` is receiving a request or not reading its answers (since ``since``)."""
+        if connection in self.connections:
+            self._unlist(connection)
+            (self._receiving if connection.answered else self._fresh_receiving)[connection] = None
 
     def busy(self, connection: _Connection) -> None:
-        """``connection`` is receiving a request, not reading its answers, or closing."""
-        self._idle.pop(connection, None)
+        """``connection`` is closing: no longer a candidate to shed."""
+        self._unlist(connection)
 
     def forget(self, connection: _Connection) -> None:
         """``connection`` is closed."""
-        self._idle.pop(connection, None)
+        self.closed += 1
+        self._unlist(connection)
         self.connections.discard(connection)
         if self.stopping and not self.connections and self._drained is not None:
             self._drained.set()
@@ -593,7 +693,9 @@ class HttpServer:
                 for connection in list(self.connections):
                     connection.abort()
         self.connections.clear()
-        self._idle.clear()
+        for pool in (self._fresh_idle, self._fresh_receiving, self._idle, self._receiving):
+            pool.clear()
         await server.wait_closed()
+        self.deadlines.close()
         stopped.set()
         await self.task
