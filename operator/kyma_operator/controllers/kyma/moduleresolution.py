@@ -98,11 +98,14 @@ def restriction_allows(
 ) -> bool:
     """Upstream's restricted modules: an MRM with a ``kymaSelector`` is for the Kymas its selector
     matches, and only if the operator lists the module as restricted (``--restricted-modules``);
-    an MRM with a selector that is not listed is for nobody. Without a selector: for everyone."""
+    an MRM with a selector that is not listed is for nobody. A listed module whose MRM has no
+    selector, or ``{}``, matches no Kyma (upstream ``restrictedmodule.RestrictedModuleMatch``);
+    a module not listed and without a selector is for everyone."""
     selector = release_meta.spec.kyma_selector
-    if selector is None:
-        return True
-    return release_meta.spec.module_name in restricted_modules and selector.matches(kyma.labels)
+    empty = selector is None or not (selector.match_labels or selector.match_expressions)
+    if release_meta.spec.module_name in restricted_modules:
+        return selector is not None and not empty and selector.matches(kyma.labels)
+    return empty
 
 
 def resolve(

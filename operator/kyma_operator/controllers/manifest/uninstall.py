@@ -1,8 +1,9 @@
 """Uninstalling a module (upstream §4.4) and unmanaging one.
 
 A runtime whose access Secret is gone, or that cannot be reached while its Kyma is gone too ->
-drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> drop finalizers,
-leave the runtime alone. Else: module CRs block (``Deleting`` names them); the default CR is
+drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> our labels are
+removed from the module's objects, the Manifest is deleted, and its deletion drops the finalizers
+and leaves the runtime alone. Else: module CRs block (``Deleting`` names them); the default CR is
 deleted first; then every synced object is pruned (two phases); then the finalizers go.
 """
 
@@ -16,7 +17,7 @@ from kyma_operator.api.manifest import Manifest, SyncedResource
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest import defaultcr
 from kyma_operator.controllers.manifest import status as st
-from kyma_operator.controllers.manifest.base import ManifestBase
+from kyma_operator.controllers.manifest.base import MANIFESTS, ManifestBase
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.report import Collector as _Report
@@ -24,6 +25,9 @@ from kyma_operator.remote.errors import AccessSecretNotFound, SkrAccessError, is
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
+
+UNLABEL = {"metadata": {"labels": {names.MANAGED_BY_LABEL: None, names.WATCHED_BY_LABEL: None}}}
+"""What unmanaging removes from every object of the module (upstream's managed-by and watched-by)."""
 
 
 class ManifestUninstall(ManifestBase):
@@ -93,16 +97,15 @@ class ManifestUninstall(ManifestBase):
             return await self._deleting(
                 manifest, report, f"waiting for the removal of {', '.join(remaining[:5])}", synced=left
             )
-        with contextlib.suppress(NotFound):
-            outcome = st.Outcome(State.DELETING, "all resources removed", synced=[])
-            manifest = await self._write_status(manifest, outcome, report)
         foreign = [f for f in manifest.metadata.finalizers if f not in ours]
+        done = f"all resources removed; {st.WAITING_FOR_OTHER_FINALIZERS}: {', '.join(foreign)}"
+        with contextlib.suppress(NotFound):
+            outcome = st.Outcome(State.DELETING, done if foreign else "all resources removed", synced=[])
+            manifest = await self._write_status(manifest, outcome, report)
         await self._drop_finalizers(manifest, ours)
         self.memories.forget(Request(manifest.namespace, manifest.name))
         if foreign:
-            report.set(
-                State.DELETING.value, f"uninstalled; waiting as other finalizers are present: {foreign}"
-            )
+            report.set(State.DELETING.value, done)
         else:
             report.set("deleted", "uninstalled, finalizers removed")
         return Result()
@@ -124,26 +127,32 @@ class ManifestUninstall(ManifestBase):
     # -- unmanage --------------------------------------------------------------------------------
 
     async def _unmanage(self, manifest: Manifest, skr: KubeClient, report: _Report) -> Result:
+        """Upstream (``module_unmanage_test.go``): our labels leave the module's objects and its
+        default CR, which stay; then the Manifest itself is deleted (its deletion drops the
+        finalizers without touching the runtime). The Kyma lists the module ``Unmanaged`` and does
+        not re-create the Manifest until the module is managed again."""
         if names.LABEL_REMOVAL_FINALIZER in manifest.metadata.finalizers:
             key = self._runtime_key(manifest)
             discovery = self.discoveries.for_client(key, skr)
             synced = list(manifest.status.synced) if manifest.status else []
-            for entry in synced:
-                api_version = f"{entry.group}/{entry.version}" if entry.group else entry.version
+            targets: list[tuple[str, str, str, str]] = [
+                (f"{e.group}/{e.version}" if e.group else e.version, e.kind, e.name, e.namespace)
+                for e in synced
+            ]
+            with contextlib.suppress(UnknownKind, defaultcr.DefaultCRError):
+                cr = await defaultcr.default_cr(manifest, discovery, self.config.sync_namespace)
+                if cr is not None:
+                    api_version = str(cr.body.get("apiVersion"))
+                    targets.append((api_version, str(cr.body.get("kind")), cr.name, cr.namespace or ""))
+            for api_version, kind, name, namespace in targets:
                 try:
-                    resource = await discovery.resource(api_version, entry.kind)
-                    await skr.patch(
-                        resource,
-                        entry.name,
-                        {"metadata": {"labels": {names.MANAGED_BY_LABEL: None}}},
-                        entry.namespace or None,
-                    )
+                    resource = await discovery.resource(api_version, kind)
+                    await skr.patch(resource, name, UNLABEL, namespace or None)
                 except (UnknownKind, NotFound):
                     continue
             manifest = await self._drop_finalizers(manifest, (names.LABEL_REMOVAL_FINALIZER,))
-        outcome = st.Outcome(
-            State.UNMANAGED, "module unmanaged: resources left in the runtime without our label"
-        )
-        await self._write_status(manifest, outcome, report)
-        report.set(State.UNMANAGED.value, outcome.operation)
-        return Result(requeue_after=self.config.skip_interval)
+        with contextlib.suppress(NotFound):
+            await self.client.delete(MANIFESTS, manifest.name, manifest.namespace)
+        message = "module unmanaged: resources left in the runtime without our labels, Manifest deleted"
+        report.set(State.UNMANAGED.value, message)
+        return Result()
