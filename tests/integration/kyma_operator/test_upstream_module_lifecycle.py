@@ -1,0 +1,166 @@
+"""Upstream lifecycle-manager's module lifecycle e2e scenarios, translated (issue 25 items 4 and 5).
+
+Each test is named after the upstream scenario (``tests/e2e/<file>``) and follows its steps and
+expectations, on real KCP and SKR API servers, the real registry, the operator with its Kyma and
+Manifest controllers and the runtime's real agent (``installed_env``). A module version is told by
+its manager Deployment's name, as upstream's template-operator does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kyma_operator.api import names
+from kyma_operator.controllers.kyma.moduleresolution import CHANNEL_SKEW
+from kyma_operator.controllers.manifest.discovery import Discovery
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import DEPLOYMENTS
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.installed_env import (
+    Installed,
+    installed_env,
+    publish_catalog,
+)
+from tests.integration.kyma_operator.modules_env import absent, exists, modules_of
+from tests.polling import eventually
+from tests.registry.server import LocalRegistry
+
+OLD, NEW = "1.0.0", "2.0.0"
+
+
+async def _enabled_and_ready(s: Installed, version: str, **module: Any) -> None:
+    """Upstream's "When Kyma Module is enabled ... Then Module Operator is deployed, Kyma Ready"."""
+    await s.env.set_runtime_spec({"modules": [{"name": s.module, **module}]})
+    await s.make_ready(version)
+    await s.wait_manifest_state("Ready")
+    await s.wait_kyma_state("Ready")
+    assert await exists(s.env.skr, s.samples, s.default_cr, s.env.sync_ns)
+
+
+async def test_module_upgrade_by_channel_switch(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    module_name: str,
+    tmp_path: Path,
+) -> None:
+    """``module_upgrade_channel_switch_test.go``: regular -> fast upgrades; fast -> regular again
+    keeps the higher version, Kyma Warning with upstream's message."""
+    ns = kcp_namespace
+    await publish_catalog(kcp_client, ns, oci_registry, module_name, {"regular": OLD, "fast": NEW})
+    async with installed_env(
+        kcp_client, ns, skr_client, skr_crds[0], oci_registry, tmp_path, module_name
+    ) as s:
+        await _enabled_and_ready(s, OLD)
+        assert await exists(skr_client, DEPLOYMENTS, s.deployment(OLD), s.namespace)
+
+        # When upgrade version by switch Channel
+        await s.env.set_runtime_spec({"channel": "fast"})
+        await s.make_ready(NEW)
+        await eventually(
+            lambda: absent(skr_client, DEPLOYMENTS, s.deployment(OLD), s.namespace),
+            "the old Module Operator Deployment removed",
+        )
+        await s.wait_manifest_state("Ready")
+        await s.env.wait_kyma(
+            lambda k: k["status"]["state"] == "Ready" and modules_of(k)[s.module]["version"] == NEW,
+            "Kyma Ready on the new version",
+        )
+
+        # When downgrade version by switch Channel
+        await s.env.set_runtime_spec({"channel": "regular"})
+        kyma = await s.wait_kyma_state("Warning")
+        entry = modules_of(kyma)[s.module]
+        assert entry["message"] == CHANNEL_SKEW.format(old="fast", new="regular", installed=NEW)
+        assert entry["version"] == NEW
+        # Then Module stays in the newer version
+        assert await exists(skr_client, s.samples, s.default_cr, s.env.sync_ns)
+        assert await exists(skr_client, DEPLOYMENTS, s.deployment(NEW), s.namespace)
+        assert not await exists(skr_client, DEPLOYMENTS, s.deployment(OLD), s.namespace)
+        manifest = await s.manifest()
+        assert manifest is not None and manifest["spec"]["version"] == NEW
+
+
+async def _labels_of(s: Installed, entry: dict[str, Any]) -> dict[str, str]:
+    api_version = f"{entry['group']}/{entry['version']}" if entry["group"] else entry["version"]
+    resource = await Discovery(s.env.skr).resource(api_version, entry["kind"])
+    obj = await s.env.skr.get(resource, entry["name"], entry.get("namespace") or None)
+    return dict(obj["metadata"].get("labels") or {})
+
+
+async def _unlabelled(s: Installed, synced: list[dict[str, Any]]) -> bool:
+    for entry in synced:
+        if names.MANAGED_BY_LABEL in await _labels_of(s, entry):
+            return False
+    cr = await s.env.skr.get(s.samples, s.default_cr, s.env.sync_ns)
+    return names.MANAGED_BY_LABEL not in (cr["metadata"].get("labels") or {})
+
+
+async def _no_manifest(s: Installed) -> bool:
+    return await s.manifest() is None
+
+
+async def _objects_stay(s: Installed) -> None:
+    """Upstream's "Module CR ... and Module Operator Deployment are not removed"."""
+    assert await exists(s.env.skr, s.samples, s.default_cr, s.env.sync_ns)
+    assert await exists(s.env.skr, DEPLOYMENTS, s.deployment(OLD), s.namespace)
+
+
+async def test_unmanaging_kyma_module(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    module_name: str,
+    tmp_path: Path,
+) -> None:
+    """``module_unmanage_test.go``: ``managed: false`` removes the Manifest and keeps the module's
+    objects and CR without our labels; managed again re-creates it; disable leaves them."""
+    ns = kcp_namespace
+    await publish_catalog(kcp_client, ns, oci_registry, module_name, {"regular": OLD})
+    async with installed_env(
+        kcp_client, ns, skr_client, skr_crds[0], oci_registry, tmp_path, module_name
+    ) as s:
+        await _enabled_and_ready(s, OLD)
+        manifest = await s.manifest()
+        assert manifest is not None
+        synced = manifest["status"]["synced"]
+        assert {e["kind"] for e in synced} >= {"CustomResourceDefinition", "Deployment"}
+        for entry in synced:
+            assert (await _labels_of(s, entry))[names.MANAGED_BY_LABEL] == names.MANAGED_BY_KYMA
+        cr = await skr_client.get(s.samples, s.default_cr, s.env.sync_ns)
+        assert names.MANAGED_BY_LABEL in (cr["metadata"].get("labels") or {})
+
+        # When Kyma Module is unmanaged: Manifest removed, objects stay without our labels
+        await s.env.set_runtime_spec({"modules": [{"name": s.module, "managed": False}]})
+        await eventually(lambda: _no_manifest(s), "the unmanaged module's Manifest removed")
+        await _objects_stay(s)
+        await eventually(lambda: _unlabelled(s, synced), "our labels removed from the module's objects")
+        kyma = await s.wait_kyma_state("Ready")
+        assert modules_of(kyma)[s.module]["state"] == "Unmanaged"
+
+        # When Kyma Module is set to managed again: the Manifest is re-created
+        await s.env.set_runtime_spec({"modules": [{"name": s.module, "managed": True}]})
+        manifest = await s.wait_manifest_state("Ready")
+        assert not manifest["metadata"].get("deletionTimestamp")
+        await s.wait_kyma_state("Ready")
+
+        # When Kyma Module is unmanaged again
+        await s.env.set_runtime_spec({"modules": [{"name": s.module, "managed": False}]})
+        await eventually(lambda: _no_manifest(s), "the Manifest removed again")
+        await s.wait_kyma_state("Ready")
+
+        # When Module is disabled: its objects stay
+        await s.env.set_runtime_spec({"modules": []})
+        await s.env.wait_kyma(lambda k: s.module not in modules_of(k), "the module's entry gone")
+        await _objects_stay(s)
+
+        # When Module is enabled again: the Manifest is re-created
+        await s.env.set_runtime_spec({"modules": [{"name": s.module}]})
+        manifest = await s.wait_manifest_state("Ready")
+        assert not manifest["metadata"].get("deletionTimestamp")
+        await s.wait_kyma_state("Ready")
