@@ -63,6 +63,9 @@ class Installed:
     async def manifest(self) -> dict[str, Any] | None:
         return await self.env.manifest(self.manifest_name())
 
+    async def manifest_gone(self) -> bool:
+        return await self.manifest() is None
+
     async def exists(self, res: Resource, name: str, namespace: str | None) -> bool:
         try:
             await self.env.skr.get(res, name, namespace)
