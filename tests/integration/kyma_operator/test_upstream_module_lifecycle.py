@@ -21,6 +21,8 @@ from tests.integration.kyma_operator.installed_env import (
     Installed,
     installed_env,
     publish_catalog,
+    publish_version,
+    set_channels,
 )
 from tests.integration.kyma_operator.modules_env import absent, exists, modules_of
 from tests.polling import eventually
@@ -164,3 +166,121 @@ async def test_unmanaging_kyma_module(
         manifest = await s.wait_manifest_state("Ready")
         assert not manifest["metadata"].get("deletionTimestamp")
         await s.wait_kyma_state("Ready")
+
+
+async def _upgrade_under_blocked_deletion(s: Installed, bump: Any) -> None:
+    """Upstream's steps, shared by the two scenarios that differ only in how the new version comes."""
+    skr = s.env.skr
+    await _enabled_and_ready(s, OLD)
+    # When Kyma Module is disabled with existing finalizer
+    await s.set_cr_finalizers(["sample.kyma-project.io/finalizer", "blocking-finalizer"])
+    await s.env.set_runtime_spec({"modules": []})
+    # Then KCP Kyma CR is in "Processing" State; And Manifest CR is in "Deleting" State
+    await s.wait_kyma_state("Processing")
+    await s.wait_manifest_state("Deleting")
+    cr = await skr.get(s.samples, s.default_cr, s.env.sync_ns)
+    assert cr["metadata"].get("deletionTimestamp")  # Module CR on SKR Cluster is not removed
+    assert await exists(skr, DEPLOYMENTS, s.deployment(OLD), s.namespace)
+
+    # When ModuleReleaseMeta is updated with new version
+    await bump()
+    # Then Kyma Module is updated on SKR Cluster; And old Module Operator Deployment is removed
+    await s.make_ready(NEW)
+    await eventually(
+        lambda: absent(skr, DEPLOYMENTS, s.deployment(OLD), s.namespace), "the old Deployment removed"
+    )
+    manifest = await s.wait_manifest_state("Deleting")
+    assert manifest["spec"]["version"] == NEW
+    assert {e["name"] for e in manifest["status"]["synced"] if e["kind"] == "Deployment"} == {
+        s.deployment(NEW)
+    }
+    assert await exists(skr, s.samples, s.default_cr, s.env.sync_ns)  # still blocked
+
+    # When blocking finalizers from Module CR get removed
+    await s.set_cr_finalizers([])
+    # Then Module CR has been deleted; And Module Operator Deployment is deleted; Kyma Ready
+    await eventually(lambda: absent(skr, s.samples, s.default_cr, s.env.sync_ns), "the Module CR deleted")
+    await eventually(
+        lambda: absent(skr, DEPLOYMENTS, s.deployment(NEW), s.namespace), "the new Deployment deleted"
+    )
+    await eventually(s.manifest_gone, "the Manifest deleted")
+    kyma = await s.wait_kyma_state("Ready")
+    assert s.module not in modules_of(kyma)
+
+
+async def test_kyma_module_with_modulereleasemeta_upgrade_under_deletion(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    module_name: str,
+    tmp_path: Path,
+) -> None:
+    """``modulereleasemeta_module_deletion_upgrade_test.go`` (and, the same steps,
+    ``module_api_upgrade_under_blocked_deletion_test.go``): an MRM version bump while the module's
+    Manifest is Deleting behind a blocking finalizer on its CR installs the new version next to
+    it, removes the old one's objects, and the uninstall finishes when the finalizer goes."""
+    ns = kcp_namespace
+    await publish_catalog(kcp_client, ns, oci_registry, module_name, {"regular": OLD})
+    await publish_version(kcp_client, ns, oci_registry, module_name, NEW)
+    async with installed_env(
+        kcp_client, ns, skr_client, skr_crds[0], oci_registry, tmp_path, module_name
+    ) as s:
+
+        async def bump() -> None:
+            await set_channels(kcp_client, ns, module_name, {"regular": NEW})
+
+        await _upgrade_under_blocked_deletion(s, bump)
+
+
+async def test_module_reenabled_in_another_channel_under_blocked_deletion(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    module_name: str,
+    tmp_path: Path,
+) -> None:
+    """The issue's variant of the scenario above: instead of an MRM bump, the module is enabled
+    again in the fast channel (the newer version) while its uninstall is blocked. The deleting
+    Manifest moves to the new version as above; once the finalizer goes it finishes, and the
+    enabled module gets a new Manifest on the new version."""
+    ns = kcp_namespace
+    await publish_catalog(kcp_client, ns, oci_registry, module_name, {"regular": OLD, "fast": NEW})
+    async with installed_env(
+        kcp_client, ns, skr_client, skr_crds[0], oci_registry, tmp_path, module_name
+    ) as s:
+        await _enabled_and_ready(s, OLD)
+        first = await s.manifest()
+        assert first is not None
+        await s.set_cr_finalizers(["blocking-finalizer"])
+        await s.env.set_runtime_spec({"modules": []})
+        await s.wait_manifest_state("Deleting")
+
+        # When the module is enabled again, in the fast channel
+        await s.env.set_runtime_spec({"modules": [{"name": s.module, "channel": "fast"}]})
+        await s.make_ready(NEW)
+        await eventually(
+            lambda: absent(skr_client, DEPLOYMENTS, s.deployment(OLD), s.namespace),
+            "the old Deployment removed",
+        )
+        manifest = await s.wait_manifest_state("Deleting")
+        assert manifest["metadata"]["uid"] == first["metadata"]["uid"] and manifest["spec"]["version"] == NEW
+
+        # When the blocking finalizer goes: the old Manifest finishes, a new one installs NEW
+        await s.set_cr_finalizers([])
+
+        async def replaced() -> bool:
+            current = await s.manifest()
+            return current is not None and current["metadata"]["uid"] != first["metadata"]["uid"]
+
+        await eventually(replaced, "a new Manifest for the enabled module")
+        await s.make_ready(NEW)
+        manifest = await s.wait_manifest_state("Ready")
+        assert manifest["spec"]["version"] == NEW and not manifest["metadata"].get("deletionTimestamp")
+        assert await exists(skr_client, s.samples, s.default_cr, s.env.sync_ns)  # created again
+        assert not await exists(skr_client, DEPLOYMENTS, s.deployment(OLD), s.namespace)
+        kyma = await s.wait_kyma_state("Ready")
+        assert modules_of(kyma)[s.module]["version"] == NEW

@@ -3,8 +3,9 @@
 A runtime whose access Secret is gone, or that cannot be reached while its Kyma is gone too ->
 drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> our labels are
 removed from the module's objects, the Manifest is deleted, and its deletion drops the finalizers
-and leaves the runtime alone. Else: module CRs block (``Deleting`` names them); the default CR is
-deleted first; then every synced object is pruned (two phases); then the finalizers go.
+and leaves the runtime alone. Else: module CRs block (``Deleting`` names them; meanwhile a new
+version of the spec is installed and the old one's objects removed, ``blockedupgrade``); the
+default CR is deleted first; then every synced object is pruned (two phases); then the finalizers go.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from kyma_operator.api.manifest import Manifest, SyncedResource
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest import defaultcr
 from kyma_operator.controllers.manifest import status as st
-from kyma_operator.controllers.manifest.base import MANIFESTS, ManifestBase
+from kyma_operator.controllers.manifest.base import MANIFESTS
+from kyma_operator.controllers.manifest.blockedupgrade import BlockedUpgrade
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.report import Collector as _Report
@@ -30,7 +32,7 @@ UNLABEL = {"metadata": {"labels": {names.MANAGED_BY_LABEL: None, names.WATCHED_B
 """What unmanaging removes from every object of the module (upstream's managed-by and watched-by)."""
 
 
-class ManifestUninstall(ManifestBase):
+class ManifestUninstall(BlockedUpgrade):
     async def _delete(self, manifest: Manifest, request: Request, report: _Report) -> Result:
         ours = (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER)
         if not any(f in manifest.metadata.finalizers for f in ours):
@@ -74,16 +76,21 @@ class ManifestUninstall(ManifestBase):
         self, manifest: Manifest, skr: KubeClient, discovery: Discovery, report: _Report, ours: Sequence[str]
     ) -> Result:
         blocking = await defaultcr.blocking_crs(skr, manifest, discovery, self.config.sync_namespace)
-        if blocking:
-            message = f"waiting for module CRs to be deleted: {', '.join(blocking[:10])}"
-            return await self._deleting(manifest, report, message)
-        if st.wants_module_cr(manifest):
+        waiting = f"waiting for module CRs to be deleted: {', '.join(blocking[:10])}" if blocking else ""
+        if not waiting and st.wants_module_cr(manifest):
             with contextlib.suppress(UnknownKind, defaultcr.DefaultCRError):
                 cr = await defaultcr.default_cr(manifest, discovery, self.config.sync_namespace)
                 if cr is not None and await defaultcr.delete_default(skr, cr):
-                    return await self._deleting(
-                        manifest, report, f"waiting for default CR {cr.describe()} to go"
-                    )
+                    waiting = f"waiting for default CR {cr.describe()} to go"
+        if waiting:
+            followed = await self._follow_while_blocked(manifest, skr, discovery, report)
+            return await self._deleting(
+                manifest,
+                report,
+                waiting + followed.note,
+                synced=followed.synced,
+                synced_ref=followed.synced_ref,
+            )
         if names.DEFAULT_CR_FINALIZER in manifest.metadata.finalizers:
             manifest = await self._drop_finalizers(manifest, (names.DEFAULT_CR_FINALIZER,))
         synced = list(manifest.status.synced) if manifest.status else []
@@ -117,8 +124,9 @@ class ManifestUninstall(ManifestBase):
         message: str,
         *,
         synced: Sequence[SyncedResource] | None = None,
+        synced_ref: str | None = None,
     ) -> Result:
-        outcome = st.Outcome(State.DELETING, message, synced=synced)
+        outcome = st.Outcome(State.DELETING, message, synced=synced, synced_ref=synced_ref)
         with contextlib.suppress(NotFound):
             await self._write_status(manifest, outcome, report)
         report.set(State.DELETING.value, message)
