@@ -2,8 +2,8 @@
 
 A runtime whose access Secret is gone, or that cannot be reached while its Kyma is gone too ->
 drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> our labels are
-removed from the module's objects, the Manifest is deleted, and its deletion drops the finalizers
-and leaves the runtime alone. Else: module CRs block (``Deleting`` names them; meanwhile a new
+removed from the module's objects, our finalizers dropped and the Manifest deleted: the runtime is
+left alone. Else: module CRs block (``Deleting`` names them; meanwhile a new
 version of the spec is installed and the old one's objects removed, ``blockedupgrade``); the
 default CR is deleted first; then every synced object is pruned (two phases); then the finalizers go.
 """
@@ -158,9 +158,14 @@ class ManifestUninstall(BlockedUpgrade):
                     await skr.patch(resource, name, UNLABEL, namespace or None)
                 except (UnknownKind, NotFound):
                     continue
-            manifest = await self._drop_finalizers(manifest, (names.LABEL_REMOVAL_FINALIZER,))
+        # every finalizer of ours goes before the delete: no window in which a deleting Manifest
+        # that is managed again (the Kyma re-applies it) would be uninstalled
+        manifest = await self._drop_finalizers(
+            manifest, (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER)
+        )
         with contextlib.suppress(NotFound):
             await self.client.delete(MANIFESTS, manifest.name, manifest.namespace)
+        self.memories.forget(Request(manifest.namespace, manifest.name))
         message = "module unmanaged: resources left in the runtime without our labels, Manifest deleted"
         report.set(State.UNMANAGED.value, message)
         return Result()
