@@ -73,7 +73,11 @@ class BlockedUpgrade(ManifestBase):
         try:
             applied = await applier.sync(objects, fresh=False, default_namespace=raw.default_namespace)
         except ApplyError as exc:
-            return Followed(f"; {what}: apply failed: {exc}")
+            # what may have been created is listed too, so the uninstall removes it as well
+            seen = {e.id() for e in synced}
+            rendered = [synced_id(o) for o in objects if o["metadata"].get("name")]
+            listed = [*synced, *(e for e in rendered if e.id() not in seen)]
+            return Followed(f"; {what}: apply failed: {exc}", listed, st.MIXED)
         report.applied.extend(applied.applied)
         target = [synced_id(o) for o in objects]
         candidates = prune_candidates(synced, target, (names.SKR_NAMESPACE, self.config.sync_namespace))
