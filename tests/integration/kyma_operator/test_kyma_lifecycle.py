@@ -14,6 +14,7 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
@@ -189,7 +190,11 @@ async def test_deletion_of_a_kyma_whose_runtime_is_gone(
         # runtime is retried; the Kyma stays, in Error
         mark = len(env.running.reports)
         await env.running.wait_report(
-            lambda r: r.request.name == KYMA and r.outcome == "Error" and "does not answer" in r.message,
+            lambda r: (
+                r.request.name == KYMA
+                and r.outcome == "Error"
+                and RUNTIME_UNREACHABLE_WHILE_DELETING in r.message
+            ),
             what="the deletion retrying the runtime",
             after=mark,
             deadline=40.0,

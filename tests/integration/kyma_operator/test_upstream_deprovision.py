@@ -19,6 +19,7 @@ from typing import Literal
 import pytest
 
 from kyma_operator.api.resources import KYMAS
+from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, SECRETS
@@ -96,7 +97,11 @@ async def _deletion_test(
         # ... and stays while its access Secret exists: the next retries find it Error again
         mark = len(s.env.running.reports)
         await s.env.running.wait_report(
-            lambda r: r.request.name == KYMA and r.outcome == "Error" and "does not answer" in r.message,
+            lambda r: (
+                r.request.name == KYMA
+                and r.outcome == "Error"
+                and RUNTIME_UNREACHABLE_WHILE_DELETING in r.message
+            ),
             what="a retry of the unreachable runtime",
             after=mark,
             deadline=40.0,

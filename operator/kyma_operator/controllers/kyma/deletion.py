@@ -41,7 +41,7 @@ from kyma_operator.runtime.request import Request, Result
 log = logging.getLogger(__name__)
 
 RUNTIME_UNREACHABLE_WHILE_DELETING = (
-    "being deleted; the runtime does not answer (retrying; delete its access Secret if it is gone for good)"
+    "being deleted; the runtime cannot be reached (retrying; delete its access Secret if it is gone for good)"
 )
 
 

@@ -10,6 +10,7 @@ import base64
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.request import Request
@@ -173,7 +174,11 @@ async def test_deletion_waits_for_an_unreachable_runtime_until_its_access_secret
     await s.kcp.delete(KYMAS, "kyma-a", s.ns)
     mark = len(s.running.reports)
     await s.running.wait_report(
-        lambda r: r.request.name == "kyma-a" and r.outcome == "Error" and "does not answer" in r.message,
+        lambda r: (
+            r.request.name == "kyma-a"
+            and r.outcome == "Error"
+            and RUNTIME_UNREACHABLE_WHILE_DELETING in r.message
+        ),
         what="the Kyma's deletion retrying the runtime",
         deadline=30.0,
         after=mark,
