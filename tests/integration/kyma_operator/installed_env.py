@@ -92,6 +92,14 @@ class Installed:
             lambda k: (k.get("status") or {}).get("state") == state, f"Kyma {state}", within=within
         )
 
+    async def cr_being_deleted(self) -> bool:
+        """The module's default CR has a deletion timestamp (upstream ``ErrDeletionTimestampFound``)."""
+        try:
+            cr = await self.env.skr.get(self.samples, self.default_cr, self.env.sync_ns)
+        except NotFound:
+            return False
+        return bool(cr["metadata"].get("deletionTimestamp"))
+
     async def set_cr_finalizers(self, finalizers: list[str]) -> None:
         patch = {"metadata": {"finalizers": finalizers or None}}
         await self.env.skr.patch(self.samples, self.default_cr, patch, self.env.sync_ns)

@@ -83,8 +83,7 @@ async def _deletion_test(
         await s.env.set_runtime_spec({"modules": []})
         # Then Module CR stays Deleting (being deleted); Manifest CR is in "Deleting" State
         await s.wait_manifest_state("Deleting")
-        cr = await skr.get(s.samples, s.default_cr, s.env.sync_ns)
-        assert cr["metadata"].get("deletionTimestamp")
+        await eventually(s.cr_being_deleted, "the Module CR being deleted, not removed")
 
         # When KCP Kyma CR is deleted; Then KCP Kyma CR still exists
         await kcp.delete(KYMAS, KYMA, ns, propagation=propagation)

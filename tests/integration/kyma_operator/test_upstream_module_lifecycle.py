@@ -142,8 +142,10 @@ async def test_unmanaging_kyma_module(
         await eventually(lambda: _no_manifest(s), "the unmanaged module's Manifest removed")
         await _objects_stay(s)
         await eventually(lambda: _unlabelled(s, synced), "our labels removed from the module's objects")
-        kyma = await s.wait_kyma_state("Ready")
-        assert modules_of(kyma)[s.module]["state"] == "Unmanaged"
+        await s.env.wait_kyma(
+            lambda k: k["status"]["state"] == "Ready" and modules_of(k)[s.module]["state"] == "Unmanaged",
+            "Kyma Ready, the module Unmanaged",
+        )
 
         # When Kyma Module is set to managed again: the Manifest is re-created
         await s.env.set_runtime_spec({"modules": [{"name": s.module, "managed": True}]})
@@ -178,8 +180,7 @@ async def _upgrade_under_blocked_deletion(s: Installed, bump: Any) -> None:
     # Then KCP Kyma CR is in "Processing" State; And Manifest CR is in "Deleting" State
     await s.wait_kyma_state("Processing")
     await s.wait_manifest_state("Deleting")
-    cr = await skr.get(s.samples, s.default_cr, s.env.sync_ns)
-    assert cr["metadata"].get("deletionTimestamp")  # Module CR on SKR Cluster is not removed
+    await eventually(s.cr_being_deleted, "the Module CR being deleted, not removed")
     assert await exists(skr, DEPLOYMENTS, s.deployment(OLD), s.namespace)
 
     # When ModuleReleaseMeta is updated with new version
@@ -189,11 +190,13 @@ async def _upgrade_under_blocked_deletion(s: Installed, bump: Any) -> None:
     await eventually(
         lambda: absent(skr, DEPLOYMENTS, s.deployment(OLD), s.namespace), "the old Deployment removed"
     )
-    manifest = await s.wait_manifest_state("Deleting")
+
+    def on_new(m: dict[str, Any]) -> bool:  # the status records the new version's objects only
+        deployments = {e["name"] for e in m["status"].get("synced") or [] if e["kind"] == "Deployment"}
+        return m["status"].get("state") == "Deleting" and deployments == {s.deployment(NEW)}
+
+    manifest = await s.env.wait_manifest(on_new, "Deleting with the new version synced", s.manifest_name())
     assert manifest["spec"]["version"] == NEW
-    assert {e["name"] for e in manifest["status"]["synced"] if e["kind"] == "Deployment"} == {
-        s.deployment(NEW)
-    }
     assert await exists(skr, s.samples, s.default_cr, s.env.sync_ns)  # still blocked
 
     # When blocking finalizers from Module CR get removed
