@@ -1,7 +1,8 @@
 """A Kyma's life around its modules on real API servers: the access Secret going wrong and being
 fixed, the skip label, deletion end to end (Manifests first, then the runtime's agent, catalog,
-Kyma copy and CRDs), deletion of a Kyma whose runtime is gone, and single-cluster mode (one API
-server: the Kyma's modules are installed next to the operator, no runtime copy, no agent).
+Kyma copy and CRDs), deletion of a Kyma whose runtime is gone (retried until its access Secret is
+deleted), and single-cluster mode (one API server: the Kyma's modules are installed next to the
+operator, no runtime copy, no agent).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, SECRETS, VALIDATING_WEBHOOK_CONFIGURATIONS
@@ -184,13 +186,34 @@ async def test_deletion_of_a_kyma_whose_runtime_is_gone(
             MANIFESTS, env.manifest_name(), {"metadata": {"finalizers": ["test/hold"]}}, ns
         )
         await kcp_client.delete(KYMAS, KYMA, ns)
-        # the Kyma does not wait for a runtime that does not answer
+        # upstream (deprovision_test.go, no_default_cr_test.go): while the access Secret exists the
+        # runtime is retried; the Kyma stays, in Error
+        mark = len(env.running.reports)
+        await env.running.wait_report(
+            lambda r: (
+                r.request.name == KYMA
+                and r.outcome == "Error"
+                and RUNTIME_UNREACHABLE_WHILE_DELETING in r.message
+            ),
+            what="the deletion retrying the runtime",
+            after=mark,
+            deadline=40.0,
+        )
+        kyma = await env.kyma()
+        assert kyma["status"]["state"] == "Error" and kyma["metadata"].get("deletionTimestamp")
+        manifest = await env.manifest()
+        assert manifest is not None and manifest["metadata"].get("deletionTimestamp")
+        # the runtime is gone for good: its Secret is deleted; the Manifest goes although it
+        # carries a foreign finalizer, and the Kyma with it
+        await kcp_client.delete(SECRETS, secret_name, ns)
+        await eventually(lambda: _manifest_gone(env), "the Manifest released", within=40)
         await eventually(
             lambda: absent(kcp_client, KYMAS, KYMA, ns), "the Kyma gone without its runtime", within=40
         )
-        manifest = await env.manifest()
-        assert manifest is not None and manifest["metadata"].get("deletionTimestamp")
-        await kcp_client.patch(MANIFESTS, env.manifest_name(), {"metadata": {"finalizers": None}}, ns)
+
+
+async def _manifest_gone(env: Any) -> bool:
+    return await env.manifest() is None
 
 
 async def test_single_cluster_mode_installs_next_to_the_operator(

@@ -3,7 +3,7 @@ the real agent (``modules_env``), from the operator's metrics registry:
 
 * ``kyma_metrics_test.go``: "Then count of lifecycle_mgr_requeue_reason_total for kyma_deletion is
   1": counted once, when the deletion finishes, however often the deletion waited for Manifests
-  (those waits count as upstream's ``cleanup_manifest_crs``);
+  (those waits count as upstream's ``manifest_crs_cleanup``);
 * ``mandatory_modules_metrics_test.go``: ``lifecycle_mgr_mandatory_modules`` is the number of
   mandatory modules offered (1 with a mandatory module, 0 once its release meta is gone).
 """
@@ -60,7 +60,7 @@ async def test_kyma_deletion_requeue_reason_counted_once(
         )
         await kcp_client.delete(KYMAS, KYMA, ns)
         await eventually(
-            lambda: requeues(registry, "cleanup_manifest_crs") >= 1, "the deletion waiting for Manifests"
+            lambda: requeues(registry, "manifest_crs_cleanup") >= 1, "the deletion waiting for Manifests"
         )
         assert requeues(registry, "kyma_deletion") == 0  # not finished: not counted yet
         await kcp_client.patch(MANIFESTS, env.manifest_name(), {"metadata": {"finalizers": []}}, ns)

@@ -3,9 +3,14 @@
 Status Deleting in KCP and in the runtime copy (so module operators see deprovisioning); every
 Manifest of the Kyma deleted and awaited (their removal wakes the Kyma); then the agent and its
 credentials, the runtime catalog, the runtime Kyma and our CRDs are removed and the finalizer is
-dropped. Runtime steps are skipped when the runtime cannot be reached (no/invalid access Secret,
-401, TLS or transport failure), so a runtime that is gone never blocks the deletion: its Manifests
-are deleted and, once the Kyma is gone, the Manifest controller releases them without touching it.
+dropped.
+
+A runtime that does not answer (401, TLS or transport failure, a broken or duplicated access Secret)
+is not given up on, as upstream (``deprovision_test.go``): the Kyma stays, in Error naming the
+problem, and the deletion is retried, so a network partition during deprovisioning does not leave
+the agent, webhook, CRDs and module objects behind for good. A runtime that is really gone is
+released by deleting its access Secret (``runtimegone``): the Kyma's Manifests are then finished,
+foreign finalizers included (upstream ``no_default_cr_test.go``), and the finalizer is dropped.
 """
 
 from __future__ import annotations
@@ -25,14 +30,19 @@ from kyma_operator.controllers.kyma.memory import KymaMemories
 from kyma_operator.controllers.kyma.modulehalf import ModuleHalf
 from kyma_operator.controllers.kyma.report import Collector
 from kyma_operator.controllers.kyma.runtimecrds import RuntimeCrdSync
+from kyma_operator.controllers.kyma.runtimegone import release_manifests
 from kyma_operator.controllers.kyma.statuswrite import KymaWriter
 from kyma_operator.remote.cache import SkrClientCache
-from kyma_operator.remote.errors import SkrAccessError
+from kyma_operator.remote.errors import AccessSecretNotFound, SkrAccessError
 from kyma_operator.runtime.errors import Conflict, KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 
 log = logging.getLogger(__name__)
+
+RUNTIME_UNREACHABLE_WHILE_DELETING = (
+    "being deleted; the runtime cannot be reached (retrying; delete its access Secret if it is gone for good)"
+)
 
 
 class KymaDeletion:
@@ -63,25 +73,60 @@ class KymaDeletion:
             return Result()
         rv = kyma.metadata.resource_version or ""
         local = single_cluster(kyma)
-        skr = None if local else await self._reachable(request)
-        if skr is not None and not await self._mark_remote_deleting(request, skr):
-            skr = None  # the runtime does not answer: it is not waited for (see below)
-        remaining = await self._delete_manifests(kyma)
-        waiting = bool(remaining) and (local or skr is not None)
-        message = (
-            f"waiting for modules to be deleted: {', '.join(remaining[:5])}"
-            if waiting
-            else "waiting for the runtime to be cleaned up"
-        )
-        outcome = st.Outcome(State.DELETING, (), message, None)
-        written = await self.writer.status(kyma, rv, outcome, now, report)
-        if waiting:
-            report.set(State.DELETING.value, message, written)
-            report.requeue_reason = "cleanup_manifest_crs"  # upstream's reason while Manifests remain
-            return Result(requeue_after=self.config.deletion_interval)
-        skipped = ""
+        skr: KubeClient | None = None
+        failure: tuple[str, str] | None = None
         if not local:
-            skipped = await self._cleanup_runtime(kyma, request, skr)
+            try:
+                skr = await self.skr_clients.get(request)
+            except AccessSecretNotFound as exc:
+                return await self._runtime_gone(kyma, request, exc.message, report)
+            except SkrAccessError as exc:
+                failure = (exc.reason, exc.message)
+            if skr is not None and (error := await self._mark_remote_deleting(request, skr)) is not None:
+                failure, skr = (st.REASON_RUNTIME_UNREACHABLE, error), None
+        remaining = await self._delete_manifests(kyma)
+        if failure is not None:
+            return await self._unreachable(kyma, rv, failure, now, report)
+        if remaining:
+            message = f"waiting for modules to be deleted: {', '.join(remaining[:5])}"
+            outcome = st.Outcome(State.DELETING, (), message, None)
+            written = await self.writer.status(kyma, rv, outcome, now, report)
+            report.set(State.DELETING.value, message, written)
+            report.requeue_reason = "manifest_crs_cleanup"  # upstream's reason while Manifests remain
+            return Result(requeue_after=self.config.deletion_interval)
+        if skr is not None:
+            try:
+                await self._cleanup_runtime(kyma, skr)
+            except KubeError as exc:
+                if not await self.skr_clients.evict_on_error(request, exc):
+                    raise
+                return await self._unreachable(
+                    kyma, rv, (st.REASON_RUNTIME_UNREACHABLE, str(exc)), now, report
+                )
+        return await self._drop_finalizer(kyma, request, "modules and runtime cleaned up", report)
+
+    async def _unreachable(
+        self, kyma: Kyma, rv: str, failure: tuple[str, str], now: datetime.datetime, report: Collector
+    ) -> Result:
+        """The runtime does not answer: Error naming it, retried (upstream keeps the Kyma while its
+        access Secret exists; deleting the Secret releases a runtime that is really gone)."""
+        reason, problem = failure
+        message = f"{RUNTIME_UNREACHABLE_WHILE_DELETING}: {problem}"
+        outcome = st.Outcome(State.ERROR, (st.unreachable_condition(reason, message, now),), message, None)
+        written = await self.writer.status(kyma, rv, outcome, now, report)
+        report.set(State.ERROR.value, message, written)
+        report.requeue_reason = "remote_kyma_deletion"  # upstream's reason while the runtime fails
+        return Result(requeue_after=self.config.deletion_interval)
+
+    async def _runtime_gone(self, kyma: Kyma, request: Request, problem: str, report: Collector) -> Result:
+        """No access Secret: the runtime is gone; its Manifests are released, KCP is cleaned up."""
+        released = await release_manifests(self.client, kyma, self.config.field_manager)
+        await self.installers.for_kyma(kyma.name).remove(kyma, None)
+        log.info("Kyma %s: access Secret gone, runtime assumed deleted; released %s", request, released)
+        note = f"runtime gone ({problem}): Manifests released {released}, runtime part skipped"
+        return await self._drop_finalizer(kyma, request, note, report)
+
+    async def _drop_finalizer(self, kyma: Kyma, request: Request, done: str, report: Collector) -> Result:
         await self.skr_clients.evict(request, "kyma-deleted")
         self.memories.forget(request)
         try:
@@ -98,9 +143,9 @@ class KymaDeletion:
         except NotFound:
             pass
         except Conflict:
-            report.set(State.DELETING.value, "finalizer removal conflicted; retrying", written)
+            report.set(State.DELETING.value, "finalizer removal conflicted; retrying")
             return Result(requeue=True)
-        report.set("deleted", f"modules and runtime cleaned up, finalizer dropped{skipped}", written)
+        report.set("deleted", f"{done}, finalizer dropped")
         report.requeue_reason = "kyma_deletion"  # upstream counts it once, when the finalizer goes
         return Result()
 
@@ -114,10 +159,10 @@ class KymaDeletion:
                     await self.client.delete(MANIFESTS, manifest.name, manifest.namespace)
         return remaining
 
-    async def _mark_remote_deleting(self, request: Request, skr: KubeClient) -> bool:
+    async def _mark_remote_deleting(self, request: Request, skr: KubeClient) -> str | None:
         """Upstream step 2: the runtime copy shows Deleting, so module operators see deprovisioning.
 
-        False when the runtime does not answer (401, TLS, transport): its client is evicted."""
+        The problem when the runtime does not answer (401, TLS, transport; its client is evicted)."""
         try:
             await skr.patch_status(
                 KYMAS,
@@ -126,37 +171,18 @@ class KymaDeletion:
                 self.config.sync_namespace,
             )
         except NotFound:
-            return True
-        except KubeError as exc:
-            return not await self.skr_clients.evict_on_error(request, exc)
-        return True
-
-    async def _cleanup_runtime(self, kyma: Kyma, request: Request, skr: KubeClient | None) -> str:
-        """Agent, credentials, runtime catalog, runtime Kyma and CRDs; returns a note if skipped."""
-        installer = self.installers.for_kyma(kyma.name)
-        skipped = ""
-        if skr is not None:
-            try:
-                await installer.remove(kyma, skr)
-                await self.modules.remove_catalog(skr)
-                await self._delete_remote_kyma(skr)
-                await self.crds.remove(skr)
-            except KubeError as exc:
-                if not await self.skr_clients.evict_on_error(request, exc):
-                    raise
-                skipped = f" (runtime unreachable: {type(exc).__name__}; runtime part skipped)"
-                skr = None
-        if skr is None:
-            await installer.remove(kyma, None)
-            skipped = skipped or " (runtime unreachable; runtime part skipped)"
-        return skipped
-
-    async def _reachable(self, request: Request) -> KubeClient | None:
-        try:
-            return await self.skr_clients.get(request)
-        except SkrAccessError as exc:
-            log.info("Kyma %s is being deleted and its runtime cannot be reached: %s", request, exc.message)
             return None
+        except KubeError as exc:
+            if await self.skr_clients.evict_on_error(request, exc):
+                return str(exc)
+        return None
+
+    async def _cleanup_runtime(self, kyma: Kyma, skr: KubeClient) -> None:
+        """Agent, credentials, runtime catalog, runtime Kyma and CRDs."""
+        await self.installers.for_kyma(kyma.name).remove(kyma, skr)
+        await self.modules.remove_catalog(skr)
+        await self._delete_remote_kyma(skr)
+        await self.crds.remove(skr)
 
     async def _delete_remote_kyma(self, skr: KubeClient) -> None:
         with contextlib.suppress(NotFound):

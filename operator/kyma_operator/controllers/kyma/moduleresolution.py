@@ -98,11 +98,14 @@ def restriction_allows(
 ) -> bool:
     """Upstream's restricted modules: an MRM with a ``kymaSelector`` is for the Kymas its selector
     matches, and only if the operator lists the module as restricted (``--restricted-modules``);
-    an MRM with a selector that is not listed is for nobody. Without a selector: for everyone."""
+    an MRM with a selector that is not listed is for nobody. A listed module whose MRM has no
+    selector, or ``{}``, matches no Kyma (upstream ``restrictedmodule.RestrictedModuleMatch``);
+    a module not listed and without a selector is for everyone."""
     selector = release_meta.spec.kyma_selector
-    if selector is None:
-        return True
-    return release_meta.spec.module_name in restricted_modules and selector.matches(kyma.labels)
+    empty = selector is None or not (selector.match_labels or selector.match_expressions)
+    if release_meta.spec.module_name in restricted_modules:
+        return selector is not None and not empty and selector.matches(kyma.labels)
+    return empty
 
 
 def resolve(
@@ -199,13 +202,24 @@ def resolve(
         )
     installed = previous.version if previous is not None else None
     if installed and is_downgrade(installed, version):
-        return fail(
-            State.WARNING,
-            f"module {module!r} channel {channel!r}: version {version!r} is older than the "
-            f"installed {installed!r}; downgrades are not allowed",
-            keep=True,
-        )
+        assert previous is not None
+        if previous.channel and previous.channel != channel:
+            message = CHANNEL_SKEW.format(old=previous.channel, new=channel, installed=installed)
+        else:
+            message = (
+                f"module {module!r} channel {channel!r}: version {version!r} is older than the "
+                f"installed {installed!r}; downgrades are not allowed"
+            )
+        return fail(State.WARNING, message, keep=True)
     return Resolved(module, channel, version, template, release_meta)
+
+
+CHANNEL_SKEW = (
+    "module template update not allowed: ignore channel skew (from {old} to {new}), "
+    "as a higher version ({installed}) of the module was previously installed"
+)
+"""Upstream's message (its e2e ``module_upgrade_channel_switch_test.go`` reads it) for a channel
+switch that would downgrade the installed version."""
 
 
 def is_downgrade(installed: str, target: str) -> bool:

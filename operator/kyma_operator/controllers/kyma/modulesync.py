@@ -10,7 +10,8 @@ driven and tested on its own against a real API server. Per reconcile it reads t
   change, or a hand-edited spec (reset, upstream e2e 9); an unchanged module costs no request;
 * deletes the Manifests of disabled or no longer allowed modules; a disabled module's entry stays
   (Deleting, then the Manifest's state) only while its Manifest exists and is dropped the moment
-  it is gone (upstream keeps it until the next poll, #1762);
+  it is gone (upstream keeps it until the next poll, #1762); while it exists it still follows its
+  channel's version (``deletingupgrade``);
 * installs mandatory modules (ModuleReleaseMeta ``mandatory.version``) in every Kyma: Manifest
   labelled ``mandatory-module=true``, no channel label, no status entry; deletes them once their
   release meta is gone or being deleted, then releases upstream's ``mandatory-module`` finalizer
@@ -53,6 +54,7 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.deletingupgrade import follow_release
 from kyma_operator.controllers.kyma.descriptors import (
     DescriptorSourceConfig,
     DescriptorUnavailable,
@@ -247,6 +249,18 @@ class ModuleSync:
                 continue
             if manifest.metadata.deletion_timestamp is None:
                 await self._delete(manifest, result)
+            elif await follow_release(
+                self.client,
+                self.catalog,
+                kyma,
+                manifest,
+                sync_namespace=self.sync_namespace,
+                restricted_modules=self.restricted_modules,
+                field_manager=FIELD_MANAGER,
+                descriptor=self._registry_descriptor,
+                oci_registry=self.oci_registry,
+            ):
+                result.applied.append(manifest.name)  # upgraded while its uninstall is blocked
             previous = kyma.status.module(module_name)
             if previous is not None:
                 # Gone once the Manifest controller has removed the module; until then its state.

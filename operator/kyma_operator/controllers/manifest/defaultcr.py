@@ -5,7 +5,8 @@ CR is created once when missing (never updated afterwards; the ``ModuleCR`` cond
 user may change or delete it); on uninstall every CR of its kind in any namespace except the default
 CR blocks deletion (under ``Ignore`` the default CR blocks too), then the default CR is deleted
 before anything else, so the module's operator can still process it. Its name defaults to the
-Manifest's name, its namespace to the sync namespace (namespaced kinds only).
+Manifest's name, its namespace to the sync namespace (namespaced kinds only); it carries our
+``managed-by`` label as the module's other objects (unmanaging removes it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from kyma_operator.api import names
 from kyma_operator.api.kyma import CustomResourcePolicy
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
@@ -64,6 +66,10 @@ async def default_cr(manifest: Manifest, discovery: Discovery, sync_namespace: s
     if not isinstance(meta, dict):
         meta = body["metadata"] = {}
     meta.setdefault("name", manifest.name)
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = meta["labels"] = {}
+    labels[names.MANAGED_BY_LABEL] = names.MANAGED_BY_KYMA  # upstream e2e module_unmanage_test.go
     for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
         meta.pop(key, None)
     if resource.namespaced:

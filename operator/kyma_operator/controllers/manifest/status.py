@@ -24,6 +24,10 @@ from kyma_operator.api.manifest import (
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State, set_condition
 from kyma_operator.controllers.manifest.source import SourceNote
 
+WAITING_FOR_OTHER_FINALIZERS: Final = "waiting as other finalizers are present"
+"""``lastOperation`` of a Manifest whose uninstall is done while foreign finalizers keep it
+(upstream's text; its e2e ``manifest_reconciliation_test.go`` reads it)."""
+
 MIXED: Final = ""
 """``Outcome.synced_ref`` of a synced list that belongs to no single reference (clears it)."""
 

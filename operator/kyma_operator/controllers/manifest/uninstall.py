@@ -1,9 +1,11 @@
 """Uninstalling a module (upstream §4.4) and unmanaging one.
 
 A runtime whose access Secret is gone, or that cannot be reached while its Kyma is gone too ->
-drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> drop finalizers,
-leave the runtime alone. Else: module CRs block (``Deleting`` names them); the default CR is
-deleted first; then every synced object is pruned (two phases); then the finalizers go.
+drop every finalizer of ours (the runtime is gone, nothing to clean). Unmanaged -> our labels are
+removed from the module's objects, our finalizers dropped and the Manifest deleted: the runtime is
+left alone. Else: module CRs block (``Deleting`` names them; meanwhile a new
+version of the spec is installed and the old one's objects removed, ``blockedupgrade``); the
+default CR is deleted first; then every synced object is pruned (two phases); then the finalizers go.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from kyma_operator.api.manifest import Manifest, SyncedResource
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest import defaultcr
 from kyma_operator.controllers.manifest import status as st
-from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, ManifestBase
+from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, MANIFESTS
+from kyma_operator.controllers.manifest.blockedupgrade import BlockedUpgrade
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.report import Collector as _Report
@@ -25,8 +28,11 @@ from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 
+UNLABEL = {"metadata": {"labels": {names.MANAGED_BY_LABEL: None, names.WATCHED_BY_LABEL: None}}}
+"""What unmanaging removes from every object of the module (upstream's managed-by and watched-by)."""
 
-class ManifestUninstall(ManifestBase):
+
+class ManifestUninstall(BlockedUpgrade):
     async def _delete(self, manifest: Manifest, request: Request, report: _Report) -> Result:
         ours = (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER)
         if not any(f in manifest.metadata.finalizers for f in ours):
@@ -70,16 +76,21 @@ class ManifestUninstall(ManifestBase):
         self, manifest: Manifest, skr: KubeClient, discovery: Discovery, report: _Report, ours: Sequence[str]
     ) -> Result:
         blocking = await defaultcr.blocking_crs(skr, manifest, discovery, self.config.sync_namespace)
-        if blocking:
-            message = f"waiting for module CRs to be deleted: {', '.join(blocking[:10])}"
-            return await self._deleting(manifest, report, message)
-        if st.wants_module_cr(manifest):
+        waiting = f"waiting for module CRs to be deleted: {', '.join(blocking[:10])}" if blocking else ""
+        if not waiting and st.wants_module_cr(manifest):
             with contextlib.suppress(UnknownKind, defaultcr.DefaultCRError):
                 cr = await defaultcr.default_cr(manifest, discovery, self.config.sync_namespace)
                 if cr is not None and await defaultcr.delete_default(skr, cr):
-                    return await self._deleting(
-                        manifest, report, f"waiting for default CR {cr.describe()} to go"
-                    )
+                    waiting = f"waiting for default CR {cr.describe()} to go"
+        if waiting:
+            followed = await self._follow_while_blocked(manifest, skr, discovery, report)
+            return await self._deleting(
+                manifest,
+                report,
+                waiting + followed.note,
+                synced=followed.synced,
+                synced_ref=followed.synced_ref,
+            )
         if names.DEFAULT_CR_FINALIZER in manifest.metadata.finalizers:
             manifest = await self._drop_finalizers(manifest, (names.DEFAULT_CR_FINALIZER,))
         synced = list(manifest.status.synced) if manifest.status else []
@@ -93,16 +104,15 @@ class ManifestUninstall(ManifestBase):
             return await self._deleting(
                 manifest, report, f"waiting for the removal of {', '.join(remaining[:5])}", synced=left
             )
-        with contextlib.suppress(NotFound):
-            outcome = st.Outcome(State.DELETING, "all resources removed", synced=[])
-            manifest = await self._write_status(manifest, outcome, report)
         foreign = [f for f in manifest.metadata.finalizers if f not in ours]
+        done = f"all resources removed; {st.WAITING_FOR_OTHER_FINALIZERS}: {', '.join(foreign)}"
+        with contextlib.suppress(NotFound):
+            outcome = st.Outcome(State.DELETING, done if foreign else "all resources removed", synced=[])
+            manifest = await self._write_status(manifest, outcome, report)
         await self._drop_finalizers(manifest, ours)
         self.memories.forget(Request(manifest.namespace, manifest.name))
         if foreign:
-            report.set(
-                State.DELETING.value, f"uninstalled; waiting as other finalizers are present: {foreign}"
-            )
+            report.set(State.DELETING.value, done)
         else:
             report.set("deleted", "uninstalled, finalizers removed")
         return Result()
@@ -114,8 +124,9 @@ class ManifestUninstall(ManifestBase):
         message: str,
         *,
         synced: Sequence[SyncedResource] | None = None,
+        synced_ref: str | None = None,
     ) -> Result:
-        outcome = st.Outcome(State.DELETING, message, synced=synced)
+        outcome = st.Outcome(State.DELETING, message, synced=synced, synced_ref=synced_ref)
         with contextlib.suppress(NotFound):
             await self._write_status(manifest, outcome, report)
         report.set(State.DELETING.value, message)
@@ -124,26 +135,37 @@ class ManifestUninstall(ManifestBase):
     # -- unmanage --------------------------------------------------------------------------------
 
     async def _unmanage(self, manifest: Manifest, skr: KubeClient, report: _Report) -> Result:
+        """Upstream (``module_unmanage_test.go``): our labels leave the module's objects and its
+        default CR, which stay; then the Manifest itself is deleted (its deletion drops the
+        finalizers without touching the runtime). The Kyma lists the module ``Unmanaged`` and does
+        not re-create the Manifest until the module is managed again."""
         if names.LABEL_REMOVAL_FINALIZER in manifest.metadata.finalizers:
             key = self._runtime_key(manifest)
             discovery = self.discoveries.for_client(key, skr)
             synced = list(manifest.status.synced) if manifest.status else []
-            for entry in synced:
-                api_version = f"{entry.group}/{entry.version}" if entry.group else entry.version
+            targets: list[tuple[str, str, str, str]] = [
+                (f"{e.group}/{e.version}" if e.group else e.version, e.kind, e.name, e.namespace)
+                for e in synced
+            ]
+            with contextlib.suppress(UnknownKind, defaultcr.DefaultCRError):
+                cr = await defaultcr.default_cr(manifest, discovery, self.config.sync_namespace)
+                if cr is not None:
+                    api_version = str(cr.body.get("apiVersion"))
+                    targets.append((api_version, str(cr.body.get("kind")), cr.name, cr.namespace or ""))
+            for api_version, kind, name, namespace in targets:
                 try:
-                    resource = await discovery.resource(api_version, entry.kind)
-                    await skr.patch(
-                        resource,
-                        entry.name,
-                        {"metadata": {"labels": {names.MANAGED_BY_LABEL: None}}},
-                        entry.namespace or None,
-                    )
+                    resource = await discovery.resource(api_version, kind)
+                    await skr.patch(resource, name, UNLABEL, namespace or None)
                 except (UnknownKind, NotFound):
                     continue
-            manifest = await self._drop_finalizers(manifest, (names.LABEL_REMOVAL_FINALIZER,))
-        outcome = st.Outcome(
-            State.UNMANAGED, "module unmanaged: resources left in the runtime without our label"
+        # every finalizer of ours goes before the delete: no window in which a deleting Manifest
+        # that is managed again (the Kyma re-applies it) would be uninstalled
+        manifest = await self._drop_finalizers(
+            manifest, (names.MANIFEST_FINALIZER, names.LABEL_REMOVAL_FINALIZER, names.DEFAULT_CR_FINALIZER)
         )
-        await self._write_status(manifest, outcome, report)
-        report.set(State.UNMANAGED.value, outcome.operation)
-        return Result(requeue_after=self.config.skip_interval)
+        with contextlib.suppress(NotFound):
+            await self.client.delete(MANIFESTS, manifest.name, manifest.namespace)
+        self.memories.forget(Request(manifest.namespace, manifest.name))
+        message = "module unmanaged: resources left in the runtime without our labels, Manifest deleted"
+        report.set(State.UNMANAGED.value, message)
+        return Result()

@@ -10,7 +10,9 @@ import base64
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
+from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
 from tests.controlplane.cluster import free_port
@@ -117,15 +119,13 @@ async def test_ignore_policy_unmanage_and_runtime_gone(setup: Setup) -> None:
     assert "ModuleCR" not in {c["type"] for c in manifest["status"]["conditions"]}
     assert not await s.exists(s.samples, "default", s.running.sync_namespace)
 
-    # unmanage: our label is removed from the runtime objects, which stay
+    # unmanage: our label is removed from the runtime objects, which stay; the Manifest goes
+    # (upstream module_unmanage_test.go)
     unmanaged = {"metadata": {"annotations": {names.UNMANAGED_ANNOTATION: "true"}}}
     await s.kcp.patch(s.manifests, "sample", unmanaged, s.ns)
-    await s.wait_state("Unmanaged")
+    await s.wait_gone()
     cm = await s.skr.get(CONFIGMAPS, "sample-config", s.module_ns)
     assert names.MANAGED_BY_LABEL not in cm["metadata"].get("labels", {})
-    await s.kcp.delete(s.manifests, "sample", s.ns)
-    await s.wait_gone()
-    assert await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
 
     # a second Manifest whose runtime goes away during deletion: its deletion completes
     await s.create(await s.publish(workload="none", configmaps=("other-config",)), "other")
@@ -155,7 +155,9 @@ async def test_statefulset_readiness_from_its_first_pod(setup: Setup) -> None:
     await s.wait_state("Ready")
 
 
-async def test_deletion_completes_when_the_runtime_is_unreachable_and_its_kyma_gone(setup: Setup) -> None:
+async def test_deletion_waits_for_an_unreachable_runtime_until_its_access_secret_goes(setup: Setup) -> None:
+    """Upstream ``deprovision_test.go``: a runtime that stops answering is retried while its access
+    Secret exists (Kyma Error, Manifest Deleting); deleting the Secret releases both."""
     s = setup
     await s.create(await s.publish(workload="none"))
     await s.wait_state("Ready")
@@ -168,9 +170,34 @@ async def test_deletion_completes_when_the_runtime_is_unreachable_and_its_kyma_g
     await s.kcp.patch(SECRETS, "kyma-a-kubeconfig", {"data": {"config": encoded}}, s.ns)
     await s.kcp.delete(s.manifests, "sample", s.ns)
     await s.wait_state("Deleting", saying="runtime API")
-    # its Kyma is deprovisioned (the Kyma controller skips the unreachable runtime)
+    # its Kyma is deprovisioned: Error naming the runtime, kept (with the Manifest) while retried
     await s.kcp.delete(KYMAS, "kyma-a", s.ns)
+    mark = len(s.running.reports)
+    await s.running.wait_report(
+        lambda r: (
+            r.request.name == "kyma-a"
+            and r.outcome == "Error"
+            and RUNTIME_UNREACHABLE_WHILE_DELETING in r.message
+        ),
+        what="the Kyma's deletion retrying the runtime",
+        deadline=30.0,
+        after=mark,
+    )
+    kyma = await s.kcp.get(KYMAS, "kyma-a", s.ns)
+    assert kyma["status"]["state"] == "Error" and kyma["metadata"]["deletionTimestamp"]
+    assert await s.state() == "Deleting"
+    # the runtime is gone for good: deleting its access Secret completes both
+    await s.kcp.delete(SECRETS, "kyma-a-kubeconfig", s.ns)
     await s.wait_gone(within=30.0)
+
+    async def kyma_gone() -> bool:
+        try:
+            await s.kcp.get(KYMAS, "kyma-a", s.ns)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(kyma_gone, "the Kyma deleted once its access Secret is")
 
 
 async def test_same_oci_ref_guard_warns_and_deletes_nothing(setup: Setup) -> None:
