@@ -54,10 +54,12 @@ KINDS = {"CustomResourceDefinition": CRDS, "ConfigMap": CONFIGMAPS, "ServiceAcco
 KINDS["Deployment"] = DEPLOYMENTS
 
 
-async def _publish(host: str, ns: str, module_ns: str, group: str) -> PublishedModule:
+async def _publish(
+    host: str, ns: str, module_ns: str, group: str, component: str = "kyma-project.io/module/takeover"
+) -> PublishedModule:
     config = ModuleConfig.from_mapping(
         {
-            "name": "kyma-project.io/module/takeover",
+            "name": component,
             "version": "1.0.0",
             "manifest": "manifest.yaml",
             "defaultCR": "default-cr.yaml",
