@@ -22,7 +22,7 @@ from kyma_operator.controllers.manifest.apply import Applier, ApplyError, synced
 from kyma_operator.controllers.manifest.base import ManifestBase
 from kyma_operator.controllers.manifest.discovery import Discovery
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
-from kyma_operator.controllers.manifest.render import RenderContext, RenderError, parse_documents, transform
+from kyma_operator.controllers.manifest.rendering import RenderFailed, render_objects
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.runtime.kube import KubeClient
@@ -55,12 +55,11 @@ class BlockedUpgrade(ManifestBase):
         if recorded == raw.digest:
             return NOTHING  # the synced list is this version's
         try:
-            objects = transform(
-                parse_documents(raw.text),
-                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images or ())),
+            objects = await render_objects(
+                manifest, raw.text, digest=raw.digest, what=what, pull_secrets=self.pull_secrets
             )
-        except RenderError as exc:
-            return Followed(f"; {what}: raw manifest {raw.digest}: {exc}")
+        except RenderFailed as exc:
+            return Followed(f"; {exc.message}")
         applier = Applier(
             skr,
             discovery,

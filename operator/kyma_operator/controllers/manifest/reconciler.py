@@ -59,9 +59,8 @@ from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, MANIFE
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
-from kyma_operator.controllers.manifest.pullsecret import PullSecretError
 from kyma_operator.controllers.manifest.readiness import Readiness, module_readiness
-from kyma_operator.controllers.manifest.render import RenderContext, RenderError, parse_documents, transform
+from kyma_operator.controllers.manifest.rendering import RenderFailed, render_objects
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.requeuereasons import requeue_reasons
@@ -193,16 +192,11 @@ class ManifestReconciler(ManifestUninstall):
         except SourceError as exc:
             return await self._fail(manifest, report, exc.message)
         try:
-            objects = transform(
-                parse_documents(raw.text),
-                RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images or ())),
+            objects = await render_objects(
+                manifest, raw.text, digest=raw.digest, what=what, pull_secrets=self.pull_secrets
             )
-        except RenderError as exc:
-            return await self._fail(manifest, report, f"{what}: raw manifest {raw.digest}: {exc}")
-        try:
-            await self.pull_secrets.apply(manifest, objects)
-        except PullSecretError as exc:
-            return await self._fail(manifest, report, str(exc))
+        except RenderFailed as exc:
+            return await self._fail(manifest, report, exc.message)
         resources = (True, f"{len(objects)} objects rendered from {what}")
         extra = [st.note_condition(note, self._now()) for note in raw.notes]
         applier = Applier(
