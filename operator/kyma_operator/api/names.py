@@ -135,6 +135,11 @@ FQDN_ANNOTATION: Final = f"{OPERATOR_GROUP}/fqdn"
 OCM_COMPONENT_NAME_ANNOTATION: Final = f"{OPERATOR_GROUP}/ocm-component-name"
 IS_CLUSTER_SCOPED_ANNOTATION: Final = f"{OPERATOR_GROUP}/is-cluster-scoped"
 UNMANAGED_ANNOTATION: Final = f"{OPERATOR_GROUP}/is-unmanaged"
+STATUS_GENERATION_ANNOTATION: Final = f"{OPERATOR_GROUP}/status-observed-generation"
+"""Ours (not upstream's), on the runtime's Kyma copy: ``runtime`` says the conditions the operator
+copies into it carry the copy's own ``metadata.generation`` as ``observedGeneration`` (the
+generation whose spec the status answers), so ``--wait`` can tell a status written for its change."""
+STATUS_GENERATION_RUNTIME: Final = "runtime"
 MANAGED_BY_RECONCILER_DISCLAIMER_ANNOTATION: Final = f"{OPERATOR_GROUP}/managed-by-reconciler-disclaimer"
 INJECT_DATA_FROM_KCP_ANNOTATION: Final = f"{OPERATOR_GROUP}/inject-data-from-kcp"
 SYNC_OCI_REF_ANNOTATION: Final = "sync-oci-ref"

@@ -11,8 +11,13 @@ must not believe a status written *before* their own change (issue 24 item 8: a 
   ``operator.kyma-project.io/sync=false``), a status whose ``Modules`` condition observed an older
   generation is not looked at at all (neither done nor failed). Observing the new generation is not
   enough for an Error, though: the Kyma's entry may still echo its Manifest's status from before, so
-  the rules below apply on top. A runtime's copy of the Kyma carries the control plane's
-  generations, which say nothing about the runtime's spec, so there only the rules below decide;
+  the rules below apply on top. A runtime's copy of the Kyma: the operator copies the status into
+  it with every condition's ``observedGeneration`` set to the copy's own generation as read in the
+  round whose spec the status answers, and marks the copy with the annotation
+  ``operator.kyma-project.io/status-observed-generation: runtime``; with that mark the copy's
+  generation is awaited the same way. Without it (upstream's operator, an older one of ours: the
+  conditions carry the control plane's generations, which say nothing about the runtime's spec)
+  only the rules below decide;
 - the command records each module's entry as it was right after its own change (``baseline``);
 - an entry that differs from it (state, message, version, channel, the tracked Manifest's
   generation, ...) was written after the change, and its Error is the answer;
@@ -75,11 +80,15 @@ def observed_generation(kyma: Mapping[str, Any]) -> int | None:
 
 def awaited_generation(after_change: Mapping[str, Any]) -> int | None:
     """The generation whose status answers the command, from the Kyma as its change left it: its
-    ``metadata.generation`` when the operator writes this object's status itself (single-cluster)
-    and had not yet observed it then; None when the generation cannot tell (a runtime's copy, or no
-    spec change: the status already observed this generation)."""
+    ``metadata.generation`` when the status observes this object's generations (a single-cluster
+    Kyma, or a runtime copy marked by the operator) and had not yet observed it then; None when the
+    generation cannot tell (an unmarked runtime copy, or no spec change: the status already
+    observed this generation)."""
     metadata = after_change.get("metadata") or {}
-    if (metadata.get("labels") or {}).get(names.SYNC_LABEL) != names.DISABLE_LABEL_VALUE:
+    single_cluster = (metadata.get("labels") or {}).get(names.SYNC_LABEL) == names.DISABLE_LABEL_VALUE
+    annotations = metadata.get("annotations") or {}
+    marked = annotations.get(names.STATUS_GENERATION_ANNOTATION) == names.STATUS_GENERATION_RUNTIME
+    if not (single_cluster or marked):
         return None
     generation = metadata.get("generation")
     if not isinstance(generation, int):

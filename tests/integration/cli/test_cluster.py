@@ -355,6 +355,54 @@ def test_enable_wait_waits_past_a_stale_error_and_fails_on_a_new_one(
     assert "still the Error from before this command: old cause" in late.stderr.strip().splitlines()[-1]
 
 
+def _operator_status(server: APIServer, namespace: str, state: str, observed: int) -> None:
+    """The status as the operator copies it into a runtime copy: conditions observing ``observed``
+    (the copy's own generation, see ``skrsync.runtime_status``)."""
+    condition = {
+        "type": "Modules",
+        "status": "True" if state == "Ready" else "False",
+        "reason": "Ready",
+        "message": "modules",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "observedGeneration": observed,
+    }
+    entry = {"name": "template-operator", "state": state}
+    patch = {"status": {"state": state, "modules": [entry], "conditions": [condition]}}
+    on(server, lambda c: c.patch_status(KYMAS, "default", patch, namespace))
+
+
+def test_enable_wait_on_a_runtime_copy_waits_for_a_status_written_for_its_change(
+    kyma: Kyma, skr_crds: APIServer, runtime: str
+) -> None:
+    """A runtime copy marked by the operator (conditions carry the copy's own generation): a Ready
+    entry left from before the command (the module disabled, the operator not caught up) is not the
+    answer; the status written for the command's generation is."""
+    kc = str(skr_crds.kubeconfig_path)
+    marked = {
+        "metadata": {"annotations": {names.STATUS_GENERATION_ANNOTATION: names.STATUS_GENERATION_RUNTIME}}
+    }
+    on(skr_crds, lambda c: c.patch(KYMAS, "default", marked, runtime))
+    before = int(_kyma_obj(skr_crds, runtime)["metadata"]["generation"])
+    _operator_status(skr_crds, runtime, "Ready", before)  # stale: written for the spec without it
+    process = kyma.process(
+        "module", "enable", "template-operator", "--kubeconfig", kc, "-n", runtime, "-w", "--timeout", "60"
+    )
+    try:
+        progress = _read_progress_until(process, "waiting for the operator to observe this change")
+        assert "waiting for the operator to observe this change" in progress, progress
+        assert process.poll() is None  # the stale Ready did not end the wait
+        changed = int(_kyma_obj(skr_crds, runtime)["metadata"]["generation"])
+        assert changed > before
+        _operator_status(skr_crds, runtime, "Processing", changed)
+        _operator_status(skr_crds, runtime, "Ready", changed)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "module template-operator is Ready" in stdout
+
+
 def test_parallel_enables_all_land(kyma: Kyma, skr_crds: APIServer, runtime: str) -> None:
     async def more_modules(client: KubeClient) -> None:
         template, meta = _upstream_catalog(runtime)

@@ -66,10 +66,19 @@ def _without_none(value: Any) -> Any:
     return value
 
 
-def runtime_status(status: JSON, sync_namespace: str) -> JSON:
+def runtime_status(status: JSON, sync_namespace: str, generation: int | None = None) -> JSON:
     """The KCP status as the runtime copy shows it (upstream): template references point into the
-    runtime's namespace, Manifest references are dropped (Manifests live in KCP only)."""
+    runtime's namespace, Manifest references are dropped (Manifests live in KCP only).
+
+    ``generation``: the runtime copy's ``metadata.generation`` whose spec this status answers; every
+    condition gets it as ``observedGeneration`` instead of the KCP Kyma's generation (which says
+    nothing about the runtime's spec; the copy is annotated ``STATUS_GENERATION_ANNOTATION``)."""
     copied: JSON = _without_none(status)
+    if generation is not None and isinstance(copied.get("conditions"), list):
+        copied["conditions"] = [
+            {**c, "observedGeneration": generation} if isinstance(c, dict) else c
+            for c in copied["conditions"]
+        ]
     modules = []
     for entry in copied.get("modules") or []:
         module = {k: v for k, v in entry.items() if k != "manifest"}
@@ -93,7 +102,10 @@ def sync_labels(kyma: Kyma) -> dict[str, str]:
 
 
 def sync_annotations(kyma: Kyma) -> dict[str, str]:
-    return {names.OWNED_BY_ANNOTATION: f"{kyma.namespace}/{kyma.name}"}
+    return {
+        names.OWNED_BY_ANNOTATION: f"{kyma.namespace}/{kyma.name}",
+        names.STATUS_GENERATION_ANNOTATION: names.STATUS_GENERATION_RUNTIME,
+    }
 
 
 def _missing(want: dict[str, str], have: dict[str, Any] | None) -> bool:
@@ -195,8 +207,14 @@ class RemoteKymaSync:
             ) from exc
 
     async def sync_status(self, remote: RemoteKyma, status: JSON, skr: KubeClient) -> bool:
-        """Write the KCP status into the runtime copy when it differs (True if written)."""
-        wanted = runtime_status(status, self.sync_namespace)
+        """Write the KCP status into the runtime copy when it differs (True if written).
+
+        ``remote`` is the copy as read in the round whose spec ``status`` answers: its generation
+        goes into the conditions (``runtime_status``)."""
+        generation = (remote.obj.get("metadata") or {}).get("generation")
+        wanted = runtime_status(
+            status, self.sync_namespace, generation if isinstance(generation, int) else None
+        )
         current = remote.obj.get("status")
         if current == wanted:
             return False

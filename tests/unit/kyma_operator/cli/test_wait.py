@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kyma_operator.api import names
 from kyma_operator.api.names import SYNC_LABEL
 from kyma_operator.cli.errors import WaitFailed
 from kyma_operator.cli.wait import Entry, Goal, awaited_generation, wait_for_modules
@@ -126,6 +127,18 @@ def test_awaited_generation_only_for_a_single_cluster_kyma_that_has_not_observed
     assert awaited_generation(observed_at(None)) == 3
     assert awaited_generation(observed_at(3)) is None  # no spec change: the status already observed it
     assert awaited_generation(observed_at(2, labels={})) is None  # a runtime's copy: KCP's generations
+
+
+def test_awaited_generation_for_a_runtime_copy_the_operator_marked() -> None:
+    """The operator stamps the runtime copy's own generation and says so with an annotation."""
+    marked = observed_at(2, labels={})
+    marked["metadata"]["annotations"] = {names.STATUS_GENERATION_ANNOTATION: names.STATUS_GENERATION_RUNTIME}
+    assert awaited_generation(marked) == 3
+    marked["status"]["conditions"][0]["observedGeneration"] = 3
+    assert awaited_generation(marked) is None  # no spec change
+    marked["metadata"]["annotations"] = {names.STATUS_GENERATION_ANNOTATION: "kcp"}
+    marked["status"]["conditions"][0]["observedGeneration"] = 2
+    assert awaited_generation(marked) is None  # not our mark: generations tell nothing
 
 
 async def test_a_status_from_before_the_generation_is_neither_done_nor_failed() -> None:
