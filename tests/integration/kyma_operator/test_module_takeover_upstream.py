@@ -250,6 +250,16 @@ async def test_modulectl_catalog_with_upstream_manifests_is_taken_over_without_w
             assert entry["manifest"]["metadata"]["name"] == ours["metadata"]["name"]
             assert base.module_name not in modules_of(await env.kyma())  # mandatory: no entry
 
+            # the runtime copy's status observes the copy's own generation (``kyma ... --wait``)
+            async def copy_observes_its_generation() -> bool:
+                copy = await env.runtime_kyma()
+                meta = copy["metadata"]
+                marked = (meta.get("annotations") or {}).get(names.STATUS_GENERATION_ANNOTATION)
+                seen = {c.get("observedGeneration") for c in copy["status"].get("conditions") or []}
+                return marked == names.STATUS_GENERATION_RUNTIME and seen == {meta["generation"]}
+
+            await eventually(copy_observes_its_generation, "the runtime copy's conditions at its generation")
+
             # let the Kyma controller reconcile once more at rest, then compare
             reports = len(env.running.reports)
             await kcp_client.patch(KYMAS, KYMA, {"metadata": {"labels": {"poke": "1"}}}, ns)
