@@ -33,8 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
 from kcp_listener.config import ListenerConfig
 from kcp_listener.header_limits import BoundedHeadersProtocol
+from kcp_listener.one_write import OneWriteCycle
 
 __all__ = ["ConnectionTimeouts", "ConnectionWatch", "LimitedProtocol", "limited_protocol", "timeouts_of"]
 
@@ -155,6 +158,9 @@ class LimitedProtocol(BoundedHeadersProtocol):
     def on_headers_complete(self) -> None:
         self._read(self.watch.timeouts.body, BODY_TIMEOUT)
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and type(cycle) is RequestResponseCycle:
+            cycle.__class__ = OneWriteCycle  # head and body in one write (``one_write``)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
