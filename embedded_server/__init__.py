@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import uvicorn
@@ -40,6 +40,33 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self.listening.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, then the connections it left open closed.
+
+        uvicorn stops waiting for connections when its graceful timeout passes or ``force_exit`` is
+        set, and returns with their transports still open: a request in flight at that moment kept
+        its socket until the garbage collector found it ("unclosed transport" at a random later
+        point, once a failed test). Aborting them here ends each one where it is.
+        """
+        await super().shutdown(sockets)
+        left = abort_connections(self.server_state.connections)
+        if left:
+            await asyncio.sleep(0)  # their connection_lost runs, which releases the sockets
+
+
+def abort_connections(connections: Iterable[asyncio.Protocol]) -> int:
+    """Abort the transport of every connection still open; how many there were."""
+    count = 0
+    for connection in list(connections):
+        transport = getattr(connection, "transport", None)
+        if isinstance(transport, asyncio.BaseTransport) and not transport.is_closing():
+            if isinstance(transport, asyncio.WriteTransport):
+                transport.abort()
+            else:
+                transport.close()
+            count += 1
+    return count
 
 
 class EmbeddedServer:
