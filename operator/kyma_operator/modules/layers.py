@@ -21,6 +21,7 @@ from __future__ import annotations
 from kyma_operator.api.manifest import ImageSpec, RefType
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.modules.template import oci_context, repository_base
 
 _SCHEMES = ("https://", "http://", "oci://")
 
@@ -36,25 +37,17 @@ def registry_reference(value: str) -> str:
 def context_registry(descriptor: ComponentDescriptor) -> str:
     """The registry of the descriptor's effective repository context (the last OCI one):
     ``baseUrl`` (without scheme) plus ``/<subPath>`` when it has one (a transferred component)."""
-    contexts = [
-        ctx
-        for ctx in descriptor.component.repository_contexts
-        if ctx.get("type") in (c.REPOSITORY_CONTEXT_OCI, "ociRegistry")
-    ]
-    if not contexts:
-        raise ValueError(f"{descriptor.component.name}: descriptor has no OCI repository context")
-    context = contexts[-1]
+    context = oci_context(descriptor)
     mapping = context.get("componentNameMapping")
     if mapping not in (None, "", c.COMPONENT_NAME_MAPPING):
         raise ValueError(
             f"{descriptor.component.name}: componentNameMapping {mapping!r} is not supported "
             f"(only {c.COMPONENT_NAME_MAPPING!r})"
         )
-    base = registry_reference(str(context.get("baseUrl") or ""))
-    if not base:
+    registry = repository_base(context)
+    if not registry or registry.startswith("/"):
         raise ValueError(f"{descriptor.component.name}: its OCI repository context has no baseUrl")
-    sub_path = str(context.get("subPath") or "").strip("/")
-    return f"{base}/{sub_path}" if sub_path else base
+    return registry
 
 
 def raw_manifest_source(descriptor: ComponentDescriptor, registry: str | None = None) -> ImageSpec:

@@ -214,8 +214,8 @@ def repository_base(context: dict[str, Any]) -> str:
     return f"{base}/{sub}" if sub else base
 
 
-def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_MANIFEST) -> InstallSource:
-    """The ``oci-ref`` source of a local-blob resource, as lifecycle-manager maps it from a descriptor."""
+def oci_context(descriptor: ComponentDescriptor) -> dict[str, Any]:
+    """The descriptor's effective OCI repository context (the last one; ``ocm transfer`` appends)."""
     contexts = [
         ctx
         for ctx in descriptor.component.repository_contexts
@@ -223,7 +223,12 @@ def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_M
     ]
     if not contexts:
         raise ValueError(f"{descriptor.component.name}: descriptor has no OCI repository context")
-    base = repository_base(contexts[-1])
+    return contexts[-1]
+
+
+def install_source(descriptor: ComponentDescriptor, resource_name: str = c.RAW_MANIFEST) -> InstallSource:
+    """The ``oci-ref`` source of a local-blob resource, as lifecycle-manager maps it from a descriptor."""
+    base = repository_base(oci_context(descriptor))
     resource = descriptor.resource(resource_name)
     if resource is None or resource.access is None or resource.access.type != c.ACCESS_LOCAL_BLOB:
         raise ValueError(f"{descriptor.component.name}: no local blob resource {resource_name!r}")

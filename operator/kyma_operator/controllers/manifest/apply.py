@@ -25,6 +25,7 @@ from typing import TypeVar
 from kyma_operator.api import names
 from kyma_operator.api.manifest import SyncedResource
 from kyma_operator.controllers.common.drift import up_to_date
+from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
@@ -110,6 +111,21 @@ class Applier:
         self.clock = clock or RealClock()
         self._limit = asyncio.Semaphore(concurrency)
         self._fresh = False
+
+    @classmethod
+    def configured(
+        cls, client: KubeClient, discovery: Discovery, config: ManifestControllerConfig, clock: Clock
+    ) -> Applier:
+        """The applier the Manifest controller's install paths use (field manager, concurrency and
+        CRD wait from its config)."""
+        return cls(
+            client,
+            discovery,
+            field_manager=config.field_manager,
+            concurrency=config.apply_concurrency,
+            crd_timeout=config.crd_established_timeout,
+            clock=clock,
+        )
 
     async def _bounded(self, work: Callable[[], Awaitable[T]]) -> T:
         async with self._limit:

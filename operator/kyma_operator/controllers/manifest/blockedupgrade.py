@@ -60,14 +60,7 @@ class BlockedUpgrade(ManifestBase):
             )
         except RenderFailed as exc:
             return Followed(f"; {exc.message}")
-        applier = Applier(
-            skr,
-            discovery,
-            field_manager=self.config.field_manager,
-            concurrency=self.config.apply_concurrency,
-            crd_timeout=self.config.crd_established_timeout,
-            clock=self.clock,
-        )
+        applier = Applier.configured(skr, discovery, self.config, self.clock)
         synced = list(manifest.status.synced)
         try:
             applied = await applier.sync(objects, fresh=False, default_namespace=raw.default_namespace)

@@ -199,14 +199,7 @@ class ManifestReconciler(ManifestUninstall):
             return await self._fail(manifest, report, exc.message)
         resources = (True, f"{len(objects)} objects rendered from {what}")
         extra = [st.note_condition(note, self._now()) for note in raw.notes]
-        applier = Applier(
-            skr,
-            discovery,
-            field_manager=self.config.field_manager,
-            concurrency=self.config.apply_concurrency,
-            crd_timeout=self.config.crd_established_timeout,
-            clock=self.clock,
-        )
+        applier = Applier.configured(skr, discovery, self.config, self.clock)
         synced = list(manifest.status.synced) if manifest.status else []
         ref = raw.digest
         # the guard compares with the reference the synced list itself records (one status write
