@@ -17,7 +17,8 @@ client:
   429/503 answer with ``Retry-After`` (an API server whose cache of a just-created CRD is still
   initialising says so) is retried after that delay, twice at most, for every method but POST and
   PATCH;
-* TLS, SNI name and proxy from the kubeconfig (``runtime.kubeconfig.ClusterAccess``).
+* TLS, SNI name and proxy from the kubeconfig (``runtime.kubeconfig.ClusterAccess``); a connection
+  whose TLS handshake is cancelled is closed (``runtime.tlscancel``).
 
 httpx is the project's HTTP client already (tests, registry, hand-off rigs); why it and not a
 Kubernetes client library: ``docs/kube-client.md``.
@@ -35,6 +36,7 @@ import httpx
 
 from kyma_operator.runtime.errors import KubeTransportError, error_from_status
 from kyma_operator.runtime.kubeconfig import ClusterAccess
+from kyma_operator.runtime.tlscancel import cancel_safe
 
 # httpx logs every request at INFO; through this transport that is every API call of the operator
 # (thousands a minute at scale). Request counts are metrics (``KubeClient(on_request=...)``).
@@ -99,8 +101,10 @@ class AsyncHttp:
         self._watch_client: httpx.AsyncClient | None = None
 
     def _new_client(self, limits: httpx.Limits, timeout: httpx.Timeout) -> httpx.AsyncClient:
-        transport = httpx.AsyncHTTPTransport(
-            verify=self._ssl, limits=limits, proxy=self._proxy, trust_env=False, retries=2
+        transport = cancel_safe(
+            httpx.AsyncHTTPTransport(
+                verify=self._ssl, limits=limits, proxy=self._proxy, trust_env=False, retries=2
+            )
         )
         # identity: no compressed responses (loopback and LAN: CPU, no gain)
         return httpx.AsyncClient(
