@@ -29,6 +29,7 @@ import httpx
 
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.auth import Credentials
+from kyma_operator.runtime.tlscancel import cancel_safe
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_BLOB_BYTES = 256 * 1024 * 1024
@@ -91,7 +92,9 @@ class RegistryClient:
         self._credentials = credentials
         self._base = f"{'http' if insecure else 'https'}://{registry}"
         self._client = httpx.AsyncClient(
-            timeout=timeout, verify=verify, transport=transport, follow_redirects=True
+            timeout=timeout,
+            transport=transport or cancel_safe(httpx.AsyncHTTPTransport(verify=verify)),
+            follow_redirects=True,
         )
         self._tokens: dict[str, str] = {}
         self._basic = False

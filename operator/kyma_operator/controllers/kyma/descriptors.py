@@ -57,6 +57,7 @@ from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import SECRETS
+from kyma_operator.runtime.tlscancel import cancel_safe
 
 DOCKERCONFIGJSON_KEY = ".dockerconfigjson"
 
@@ -309,7 +310,7 @@ class ModuleDescriptors:
         key = (host, registry.insecure, fingerprint)
         client = self._clients.get(key)
         if client is None:
-            inner = self._transport or httpx.AsyncHTTPTransport(verify=self._ssl or True)
+            inner = self._transport or cancel_safe(httpx.AsyncHTTPTransport(verify=self._ssl or True))
             client = RegistryClient(
                 host,
                 credentials=creds,

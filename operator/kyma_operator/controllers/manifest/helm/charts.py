@@ -40,6 +40,7 @@ from kyma_operator.controllers.manifest.source import SourceError
 from kyma_operator.modules import constants as c
 from kyma_operator.modules.registry import NotFoundError, RegistryClient, RegistryError
 from kyma_operator.runtime.clock import Clock, RealClock
+from kyma_operator.runtime.tlscancel import cancel_safe
 
 CHART_LAYER_MEDIA_TYPE: Final = c.HELM_CHART_MEDIA_TYPE
 HELM_CONFIG_MEDIA_TYPE: Final = "application/vnd.cncf.helm.config.v1+json"
@@ -189,7 +190,9 @@ class ChartStore:
         if ca_file is not None:
             verify = ssl.create_default_context(cafile=str(ca_file))
         self._http = httpx.AsyncClient(
-            timeout=timeout, verify=verify, follow_redirects=True, transport=transport
+            timeout=timeout,
+            follow_redirects=True,
+            transport=transport or cancel_safe(httpx.AsyncHTTPTransport(verify=verify)),
         )
         self._resolved: dict[tuple[str, ...], tuple[float, str, str | None]] = {}
         self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
