@@ -10,19 +10,28 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.resources import LEASES
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LEASE_LABEL, SHARDS_ANNOTATION
+from tests.polling import eventually
 
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 1.0
 
 
 def coordinator(
-    client: KubeClient, namespace: str, replica: str, shards: int, clock: FakeClock
+    client: KubeClient,
+    namespace: str,
+    replica: str,
+    shards: int,
+    clock: FakeClock,
+    registry: CollectorRegistry | None = None,
 ) -> ShardCoordinator:
     config = ShardingConfig(
         namespace=namespace,
@@ -33,7 +42,7 @@ def coordinator(
         renew_deadline=DEADLINE,
         retry_period=RETRY,
     )
-    return ShardCoordinator(client, config, clock=clock)
+    return ShardCoordinator(client, config, clock=clock, registry=registry)
 
 
 async def rounds(group: Iterable[ShardCoordinator], count: int, clock: FakeClock) -> None:
@@ -149,3 +158,42 @@ async def test_two_replicas_with_different_counts_starting_at_once_never_both_ho
     winner, loser = (a, b) if a.held() else (b, a)
     assert winner.held() == frozenset(range(winner.shards))
     assert loser.held() == frozenset() and mismatch(loser) == 1.0 and mismatch(winner) == 0.0
+
+
+async def test_readyz_and_metrics_of_a_refusing_replica_say_what_is_wrong(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", 16, clock)
+    registry = CollectorRegistry()
+    b = coordinator(kcp_client, kcp_namespace, "b", 4, clock, registry)
+    manager = Manager(
+        kcp_client,
+        name="shard-count-test",
+        namespace=kcp_namespace,
+        health_port=0,
+        registry=registry,
+        readiness=lambda: b.ready,
+        readiness_reason=lambda: b.not_ready_reason,
+    )
+    await rounds([a, b], 2, clock)
+    task = asyncio.create_task(manager.run())
+    try:
+        await eventually(lambda: manager.started.is_set() or task.done(), "manager start")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{manager.health_port}", timeout=5) as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 503
+            assert "shards=False reason: --shards=4 differs from --shards=16" in ready.text
+            assert "restart it with --shards=16" in ready.text
+            metrics = (await http.get("/metrics")).text
+            assert "kyma_operator_shard_config_mismatch 1.0" in metrics
+            assert "kyma_operator_shards_held 0.0" in metrics
+            await b.leave_all()  # restarted with the group's count: ready, no mismatch
+            b = coordinator(kcp_client, kcp_namespace, "b", 16, clock)
+            await rounds([b, a, b], 3, clock)
+            assert b.held() and b.not_ready_reason == ""
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200 and "reason" not in ready.text
+    finally:
+        await manager.shutdown()
+        await asyncio.gather(task, return_exceptions=True)
