@@ -7,6 +7,9 @@ other and must not both win), so the group's count lives in one Lease, ``<prefix
 (annotation ``SHARDS_ANNOTATION``; no holder, never renewed), written with resourceVersion
 optimistic concurrency so exactly one writer wins a race:
 
+* a shard Lease is held by a live replica announcing another count than ours (a race, or the Lease
+  below was deleted): **refuse** (below), whatever the Lease says -- so two counts never act at
+  once; when both sides see this, both release and the Lease decides on the next round;
 * missing: the first replica creates it with its count (a replica that loses the create race acts
   on nothing this round and reads the winner's count next round);
 * same count as ours: agree;
@@ -96,14 +99,8 @@ class ShardCountLease:
         peers' announced counts (``peers``: replica id -> count, peers without an announcement left
         out); writes the shard-count Lease when it is missing or stale."""
         lease = leases.get(self.name)
-        if lease is None:
-            return await self._write(
-                None, f"created the shard-count lease {self.name} with {self.shards}", logging.INFO
-            )
-        recorded = announced_shards(lease)
-        if recorded == self.shards:
-            return AGREE
-        users = sorted(peer for peer, count in peers.items() if count == recorded)
+        recorded = None if lease is None else announced_shards(lease)
+        users = sorted(peer for peer, count in peers.items() if count == recorded != self.shards)
         if users:
             return Verdict(
                 agree=False,
@@ -115,15 +112,33 @@ class ShardCountLease:
                     f"using {recorded}"
                 ),
             )
-        busy = sorted(self._held_by_others(observed, now))
+        foreign = self._held_by_others(observed, now, other_count=peers)
+        if foreign:
+            holders = sorted({f"{holder} (--shards={peers[holder]})" for _, holder in foreign})
+            return Verdict(
+                agree=False,
+                mismatch=True,
+                reason=(
+                    f"--shards={self.shards} differs from the shard count of replica(s) "
+                    f"{', '.join(holders)}, which hold {len(foreign)} shard lease(s): this replica "
+                    f"holds no shards until they release them"
+                ),
+            )
+        if lease is None:
+            return await self._write(
+                None, f"created the shard-count lease {self.name} with {self.shards}", logging.INFO
+            )
+        if recorded == self.shards:
+            return AGREE
+        busy = sorted(name for name, _ in self._held_by_others(observed, now))
         if busy:
             return Verdict(
                 agree=False,
                 mismatch=True,
                 reason=(
                     f"--shards={self.shards} differs from --shards={recorded} recorded in lease "
-                    f"{self.name}, and shard lease(s) {', '.join(busy)} are still held by other "
-                    f"replicas: this replica holds no shards until they are released or expire"
+                    f"{self.name}, and {len(busy)} shard lease(s) ({busy[0]}, ...) are still held by "
+                    f"other replicas: this replica holds no shards until they are released or expire"
                 ),
             )
         return await self._write(
@@ -132,16 +147,21 @@ class ShardCountLease:
             logging.WARNING,
         )
 
-    def _held_by_others(self, observed: Mapping[str, Observed], now: float) -> list[str]:
+    def _held_by_others(
+        self, observed: Mapping[str, Observed], now: float, other_count: Mapping[str, int] | None = None
+    ) -> list[tuple[str, str]]:
+        """(shard Lease, holder) of the shard Leases another replica holds (not expired on our clock);
+        with ``other_count``: only those whose holder announces a count other than ours there."""
         prefix = f"{self.prefix}-shard-"
-        return [
-            name
+        return sorted(
+            (name, seen.holder)
             for name, seen in observed.items()
             if name.startswith(prefix)
             and seen.holder
             and seen.holder != self.identity
             and not seen.expired(now, self.lease_duration)
-        ]
+            and (other_count is None or other_count.get(seen.holder, self.shards) != self.shards)
+        )
 
     async def _write(self, current: JSON | None, done: str, level: int) -> Verdict:
         body: JSON = {

@@ -411,8 +411,10 @@ class ShardCoordinator:
         before, self.verdict = self.verdict, verdict
         self.metrics.mismatch.set(1.0 if verdict.mismatch else 0.0)
         if verdict.reason != before.reason:
-            if verdict.mismatch:
+            if verdict.mismatch and not before.mismatch:  # once per mismatch, not on every rewording
                 log.error("%s: shard count mismatch: %s", self.identity, verdict.reason)
+            elif verdict.mismatch:
+                log.info("%s: shard count mismatch: %s", self.identity, verdict.reason)
             elif not verdict.agree:
                 log.info("%s: holding no shards this round: %s", self.identity, verdict.reason)
             elif before.mismatch:

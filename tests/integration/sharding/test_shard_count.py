@@ -197,3 +197,26 @@ async def test_readyz_and_metrics_of_a_refusing_replica_say_what_is_wrong(
     finally:
         await manager.shutdown()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_deleted_shard_count_lease_is_recreated_by_the_replicas_holding_shards(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    a = coordinator(kcp_client, kcp_namespace, "a", 16, clock)
+    b = coordinator(kcp_client, kcp_namespace, "b", 32, clock)
+    await rounds([a, b], 2, clock)
+    assert a.held() == frozenset(range(16)) and b.held() == frozenset()
+    await kcp_client.delete(LEASES, "klm-shards", kcp_namespace)
+    # b comes first, but a (16) holds shard Leases: b writes nothing and takes none of them, nor any
+    # of 16..31; a recreates the Lease with 16 and keeps working throughout
+    for _ in range(4):
+        for c in (b, a):
+            await c.tick()
+            assert a.held() == frozenset(range(16)) and b.held() == frozenset()
+            holders = set((await shard_lease_holders(kcp_client, kcp_namespace)).values())
+            assert "b" not in holders
+        clock.advance(RETRY)
+    count_lease = await kcp_client.get(LEASES, "klm-shards", kcp_namespace)
+    assert count_lease["metadata"]["annotations"][SHARDS_ANNOTATION] == "16"
+    assert mismatch(b) == 1.0 and mismatch(a) == 0.0
