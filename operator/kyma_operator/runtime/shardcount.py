@@ -72,6 +72,7 @@ class ShardCountLease:
         self,
         client: KubeClient,
         *,
+        name: str,
         namespace: str,
         lease_prefix: str,
         replica_id: str,
@@ -82,7 +83,7 @@ class ShardCountLease:
         self.client = client
         self.namespace = namespace
         self.prefix = lease_prefix
-        self.name = f"{lease_prefix}-shards"
+        self.name = name
         self.identity = replica_id
         self.shards = shards
         self.lease_duration = lease_duration

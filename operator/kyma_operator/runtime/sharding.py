@@ -111,6 +111,10 @@ class ShardingConfig:
     def shard_lease(self, shard: int) -> str:
         return f"{self.lease_prefix}-shard-{shard}"
 
+    def count_lease(self) -> str:
+        """The Lease recording the group's shard count (``runtime/shardcount``)."""
+        return f"{self.lease_prefix}-shards"
+
 
 def assign(shards: int, members: Sequence[str]) -> list[str | None]:
     """Desired owner of each shard: deterministic from the member set, shares within one of each other.
@@ -231,6 +235,7 @@ class ShardCoordinator:
         self._desired: list[str | None] = [None] * config.shards
         self._count_lease = ShardCountLease(
             client,
+            name=config.count_lease(),
             namespace=config.namespace,
             lease_prefix=config.lease_prefix,
             replica_id=config.replica_id,
