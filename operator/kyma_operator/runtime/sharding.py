@@ -265,9 +265,10 @@ class ShardCoordinator:
         return self.config.replica_id
 
     def holds(self, shard: int) -> bool:
-        """Held, not draining, and renewed within ``renew_deadline`` (fencing) with caches synced."""
+        """Held, not draining, and renewed within ``renew_deadline`` (fencing) with caches synced;
+        never while the shard count disagrees (from the round that found out)."""
         held = self._held.get(shard)
-        if held is None or held.draining_since is not None or not held.active:
+        if held is None or held.draining_since is not None or not held.active or not self.verdict.agree:
             return False
         return self.clock.now() - held.renewed_at < self.config.renew_deadline
 
