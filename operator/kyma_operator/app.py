@@ -359,6 +359,7 @@ async def build_operator(
         clock=clock,
         registry=registry,
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
+        readiness_reason=(lambda: sharding.coordinator.not_ready_reason) if sharding is not None else None,
     )
     api_requests = RuntimeApiRequests(manager.registry)
     catalog = Catalog(

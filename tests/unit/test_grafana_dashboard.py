@@ -2,7 +2,8 @@
 
 The names come from the Prometheus registries the code builds: the operator's (``build_operator``
 wires the controllers, the listener and the Manifest controller into the Manager's registry; built
-here against an unreachable API server and never started, so no network is used) and the agent's
+here, once without and once with ``--sharding``, against an unreachable API server and never
+started, so no network is used) and the agent's
 (``AgentMetrics``, what ``skr_watcher.agent.Agent`` creates). A renamed or removed metric fails this
 test instead of leaving an empty panel behind.
 """
@@ -104,15 +105,25 @@ async def exported(tmp_path: Path) -> set[str]:
         )
     )
     client = KubeClient.from_kubeconfig_file(kubeconfig)
+    names = series_names(AgentMetrics().registry)
     try:
-        config = OperatorConfig(kubeconfig=kubeconfig, health_port=0, metrics_port=None)
-        operator = await build_operator(config, client, kcp_addr="127.0.0.1:443")
-        assert operator.listener is not None and operator.manifest is not None
-        names = series_names(operator.manager.registry) | series_names(AgentMetrics().registry)
-        await operator.kyma.close()
-        await operator.manifest.close()
-        if operator.oci is not None:
-            await operator.oci.close()
+        # one leader-elected operator and one sharded replica (shard and hand-off metrics)
+        for sharding in (False, True):
+            config = OperatorConfig(
+                kubeconfig=kubeconfig,
+                health_port=0,
+                metrics_port=None,
+                sharding=sharding,
+                replica_id="dashboard-test",
+            )
+            operator = await build_operator(config, client, kcp_addr="127.0.0.1:443")
+            assert operator.listener is not None and operator.manifest is not None
+            assert (operator.coordinator is not None) == sharding
+            names |= series_names(operator.manager.registry)
+            await operator.kyma.close()
+            await operator.manifest.close()
+            if operator.oci is not None:
+                await operator.oci.close()
     finally:
         await client.close()
     return names
@@ -154,6 +165,8 @@ def test_every_queried_metric_is_exported(exported: set[str]) -> None:
         "kyma_operator_manifest_",
         "kcp_listener_",
         "watcher_",
+        "kyma_operator_shard",
+        "kcp_listener_handoff_",
     ):
         assert any(name.startswith(prefix) for name in queried), prefix
 

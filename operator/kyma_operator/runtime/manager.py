@@ -72,6 +72,7 @@ class Manager:
         graceful_shutdown_timeout: float = 30.0,
         request_gates: Mapping[str, RequestGate] | None = None,
         readiness: Callable[[], bool] | None = None,
+        readiness_reason: Callable[[], str] | None = None,
     ) -> None:
         self.client = client
         self.name = name
@@ -93,6 +94,9 @@ class Manager:
         """Controllers (by name) that run on every replica, each request through its gate."""
         self._readiness = readiness
         """Replaces "leading" in readiness (sharding: holds a shard or is the only replica)."""
+        self._readiness_reason = readiness_reason
+        """Why ``readiness`` says no, beyond the obvious (sharding: a shard-count mismatch); printed
+        by ``/readyz`` when not empty."""
         self._sharded_tasks: list[asyncio.Task[Any]] = []
         self.elector: LeaderElector | None = None
         if leader_election is not None:
@@ -356,7 +360,9 @@ class Manager:
         leader = self.is_leader
         state = "ok" if self.ready else "not ready"
         shards = "" if self._readiness is None else f" shards={self._readiness()}"
-        return f"{state}: informers_synced={synced} leader={leader}{shards}\n"
+        reason = self._readiness_reason() if self._readiness_reason is not None else ""
+        because = f" reason: {reason}" if reason else ""
+        return f"{state}: informers_synced={synced} leader={leader}{shards}{because}\n"
 
 
 async def _respond(

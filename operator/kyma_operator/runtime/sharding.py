@@ -22,6 +22,12 @@ else:
   which is shorter than the ``lease_duration`` others wait before taking an unrenewed Lease over.
   A replica that was paused (SIGSTOP, a stalled VM) therefore admits nothing after resuming until
   it has renewed again, and its renewal fails if the Lease was taken over meanwhile;
+* **shard count**: every replica announces its ``--shards`` on its membership Lease
+  (``shardmap.SHARDS_ANNOTATION``); the group's count is kept in one more Lease
+  (``runtime/shardcount``). A replica whose count differs from the one the running replicas use
+  holds no shard at all (so a Kyma is never in two replicas' shards), is left out of everybody's
+  share, logs an error once, sets ``kyma_operator_shard_config_mismatch`` and is not ready; it
+  takes part as soon as the others agree or are gone;
 * **acquisition**: a replica joins (and so takes shards) only after its caches are synced; every
   time it starts to hold a shard (acquired, or renewed again after a fenced gap) the
   ``on_acquired`` callbacks run, which enqueue every Kyma and Manifest of the shard once as a full
@@ -52,10 +58,12 @@ from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, Not
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leases import JSON, LeaseObservations, Observed, lease_spec, micro_time
 from kyma_operator.runtime.resources import LEASES
+from kyma_operator.runtime.shardcount import AGREE, ShardCountLease, Verdict, announced_shards
 from kyma_operator.runtime.shardmap import (
     DEFAULT_SHARDS,
     INTERNAL_ADDRESS_ANNOTATION,
     SHARD_LEASE_LABEL,
+    SHARDS_ANNOTATION,
     Replica,
 )
 
@@ -102,6 +110,10 @@ class ShardingConfig:
 
     def shard_lease(self, shard: int) -> str:
         return f"{self.lease_prefix}-shard-{shard}"
+
+    def count_lease(self) -> str:
+        """The Lease recording the group's shard count (``runtime/shardcount``)."""
+        return f"{self.lease_prefix}-shards"
 
 
 def assign(shards: int, members: Sequence[str]) -> list[str | None]:
@@ -165,6 +177,12 @@ class ShardMetrics:
             "Shards this replica no longer admits work for and releases once their reconciles end.",
             registry=reg,
         )
+        self.mismatch = Gauge(
+            "kyma_operator_shard_config_mismatch",
+            "1 while this replica holds no shards because its --shards differs from the count the "
+            "running replicas use (docs/sharding.md), else 0.",
+            registry=reg,
+        )
         self.dropped = Counter(
             "kyma_operator_shard_requests_dropped",
             "Requests dropped before reconcile because this replica does not hold their shard.",
@@ -215,6 +233,20 @@ class ShardCoordinator:
         self._members: list[Replica] = []
         self._holders: dict[int, Replica] = {}
         self._desired: list[str | None] = [None] * config.shards
+        self._count_lease = ShardCountLease(
+            client,
+            name=config.count_lease(),
+            namespace=config.namespace,
+            lease_prefix=config.lease_prefix,
+            replica_id=config.replica_id,
+            shards=config.shards,
+            lease_duration=config.lease_duration,
+            request_timeout=config.request_timeout,
+        )
+        self.verdict: Verdict = AGREE
+        """This round's shard-count verdict (``runtime/shardcount``): refusing holds no shard."""
+        self._peer_shards: dict[str, int] = {}
+        self._disagreeing: dict[str, int] = {}
         self._on_acquired: list[Callback] = []
         self._on_released: list[Callback] = []
         self._drained = asyncio.Event()
@@ -233,13 +265,16 @@ class ShardCoordinator:
         return self.config.replica_id
 
     def holds(self, shard: int) -> bool:
-        """Held, not draining, and renewed within ``renew_deadline`` (fencing) with caches synced."""
+        """Held, not draining, and renewed within ``renew_deadline`` (fencing) with caches synced;
+        never while the shard count disagrees (from the round that found out)."""
         held = self._held.get(shard)
-        if held is None or held.draining_since is not None or not held.active:
+        if held is None or held.draining_since is not None or not held.active or not self.verdict.agree:
             return False
         return self.clock.now() - held.renewed_at < self.config.renew_deadline
 
     def holder(self, shard: int) -> Replica | None:
+        if not self.verdict.agree:
+            return None  # the others' shard numbers are not ours: nobody to hand events to
         if self.holds(shard):
             return self._self
         if shard in self._held:
@@ -270,10 +305,18 @@ class ShardCoordinator:
 
     @property
     def ready(self) -> bool:
-        """Holds at least one shard, or is the only live replica (readiness probe)."""
+        """Holds at least one shard, or is the only live replica (readiness probe); never while
+        refusing because of a different shard count."""
+        if not self.verdict.agree:
+            return False
         if self.held():
             return True
         return [m.identity for m in self._members] == [self.identity]
+
+    @property
+    def not_ready_reason(self) -> str:
+        """Why this replica is not ready beyond holding no shard (``/readyz``); empty if nothing."""
+        return "" if self.verdict.agree else self.verdict.reason
 
     def enter(self, shard: int) -> bool:
         """Admit one reconcile of ``shard`` (counted in flight) if this replica holds it."""
@@ -331,11 +374,12 @@ class ShardCoordinator:
         self._observed.forget_missing(set(leases))
         observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
         self._members = self._live_members(leases, observed, started)
+        self._judge(await self._count_lease.check(leases, observed, self._peer_shards, started))
         self.metrics.members.set(len(self._members))
         by_id = {m.identity: m for m in self._members}
-        self._desired = assign(cfg.shards, list(by_id))
+        self._desired = assign(cfg.shards, list(by_id)) if self.verdict.agree else [None] * cfg.shards
         self._holders = {}
-        for shard in range(cfg.shards):
+        for shard in range(cfg.shards if self.verdict.agree else 0):
             seen = observed.get(cfg.shard_lease(shard))
             if seen is not None and not seen.expired(started, cfg.lease_duration):
                 holder = by_id.get(seen.holder) or Replica(seen.holder, "")
@@ -367,6 +411,34 @@ class ShardCoordinator:
             if expiry > now:  # (an already expired one, e.g. a dead member's, needs no early round)
                 wake = min(wake, expiry)
         return wake
+
+    def _judge(self, verdict: Verdict) -> None:
+        """Adopt this round's shard-count verdict; log changes once (error on a mismatch)."""
+        before, self.verdict = self.verdict, verdict
+        self.metrics.mismatch.set(1.0 if verdict.mismatch else 0.0)
+        if verdict.reason != before.reason:
+            if verdict.mismatch and not before.mismatch:  # once per mismatch, not on every rewording
+                log.error("%s: shard count mismatch: %s", self.identity, verdict.reason)
+            elif verdict.mismatch:
+                log.info("%s: shard count mismatch: %s", self.identity, verdict.reason)
+            elif not verdict.agree:
+                log.info("%s: holding no shards this round: %s", self.identity, verdict.reason)
+            elif before.mismatch:
+                log.warning("%s: shard count agrees again (--shards=%d)", self.identity, self.config.shards)
+        if not verdict.agree:
+            return
+        for peer, count in sorted(self._peer_shards.items()):
+            if count != self.config.shards and self._disagreeing.get(peer) != count:
+                log.warning(
+                    "%s: replica %s announces --shards=%d, this group uses %d: it holds no shards "
+                    "until it is restarted with --shards=%d",
+                    self.identity,
+                    peer,
+                    count,
+                    self.config.shards,
+                    self.config.shards,
+                )
+        self._disagreeing = {p: c for p, c in self._peer_shards.items() if c != self.config.shards}
 
     async def leave_all(self) -> None:
         """Stop admitting everything, wait for in-flight reconciles, release every shard, leave."""
@@ -403,7 +475,7 @@ class ShardCoordinator:
                 "name": name,
                 "namespace": cfg.namespace,
                 "labels": {SHARD_LEASE_LABEL: cfg.lease_prefix},
-                "annotations": {INTERNAL_ADDRESS_ANNOTATION: cfg.address},
+                "annotations": {INTERNAL_ADDRESS_ANNOTATION: cfg.address, SHARDS_ANNOTATION: str(cfg.shards)},
             },
             "spec": lease_spec(self.identity, cfg.lease_duration, now_wall, now_wall, 0),
         }
@@ -444,6 +516,7 @@ class ShardCoordinator:
         prefix = f"{cfg.lease_prefix}-member-"
         wall_now = self._wall()
         live: dict[str, Replica] = {}
+        self._peer_shards = {}
         for name, lease in leases.items():
             if not name.startswith(prefix):
                 continue
@@ -455,6 +528,11 @@ class ShardCoordinator:
                 seen, wall_now, cfg.lease_duration
             ):
                 continue
+            shards = announced_shards(lease)
+            if shards is not None:
+                self._peer_shards[identity] = shards
+                if shards != cfg.shards:
+                    continue  # it holds nothing of ours (one of us refuses): no share for it
             address = str(
                 ((lease.get("metadata") or {}).get("annotations") or {}).get(INTERNAL_ADDRESS_ANNOTATION)
                 or ""

@@ -28,6 +28,10 @@ DEFAULT_SHARDS = 16
 INTERNAL_ADDRESS_ANNOTATION = f"{OPERATOR_GROUP}/internal-address"
 """Annotation on a replica's membership Lease: its internal hand-off address (``Replica.address``)."""
 
+SHARDS_ANNOTATION = f"{OPERATOR_GROUP}/shards"
+"""Annotation with a shard count (``--shards``, decimal): on every membership Lease (what that replica
+uses) and on the group's shard-count Lease (what the group uses; ``runtime/shardcount``)."""
+
 SHARD_LEASE_LABEL = f"{OPERATOR_GROUP}/shard-lease"
 """Label on membership and shard Leases (value: the Lease name prefix), so one list reads them all."""
 

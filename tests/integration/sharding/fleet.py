@@ -67,12 +67,17 @@ def overlaps(lines: list[Line]) -> list[str]:
     return found
 
 
-def shards_held(process: OperatorProcess) -> float:
+def gauge(process: OperatorProcess, name: str) -> float:
+    """An unlabelled gauge from the process's ``/metrics`` (-1: unreachable or not exported)."""
     status, text = _get(f"http://127.0.0.1:{process.metrics}/metrics")
     for line in text.splitlines() if status == 200 else ():
-        if line.startswith("kyma_operator_shards_held "):
+        if line.startswith(f"{name} "):
             return float(line.split(" ")[1])
     return -1.0
+
+
+def shards_held(process: OperatorProcess) -> float:
+    return gauge(process, "kyma_operator_shards_held")
 
 
 def kymas_exported(process: OperatorProcess) -> list[str]:
@@ -111,11 +116,12 @@ class Fleet:
         self.extra = extra
         self.processes: dict[str, OperatorProcess] = {}
 
-    async def start(self, replica: str) -> OperatorProcess:
+    async def start(self, replica: str, *, shards: int = SHARDS) -> OperatorProcess:
         process = await OperatorProcess.start(
             self.kubeconfig,
             self.namespace,
-            *FLAGS,
+            *(flag for flag in FLAGS if not flag.startswith("--shards=")),
+            f"--shards={shards}",
             *self.extra,
             f"--replica-id={replica}",
             f"--reconcile-trace-file={self.trace}",

@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from kyma_operator.runtime import Controller, FakeClock, Request, Result, settle
+from kyma_operator.runtime.shardcount import announced_shards
 from kyma_operator.runtime.sharding import ShardingConfig, assign
-from kyma_operator.runtime.shardmap import parse_shard_label, shard_label_value
+from kyma_operator.runtime.shardmap import SHARDS_ANNOTATION, parse_shard_label, shard_label_value
 
 
 @pytest.mark.parametrize("members", [1, 2, 3, 4, 5, 7, 16, 20])
@@ -49,6 +50,18 @@ def test_config_rejects_unsafe_timings_and_bad_ids() -> None:
         ShardingConfig(namespace="ns", replica_id="R_1")
     cfg = ShardingConfig(namespace="ns", replica_id="r1", lease_prefix="klm")
     assert (cfg.member_lease("r1"), cfg.shard_lease(3)) == ("klm-member-r1", "klm-shard-3")
+    assert cfg.count_lease() == "klm-shards"  # not a "klm-shard-<n>" name
+
+
+def test_announced_shard_counts_are_positive_decimals_else_unknown() -> None:
+    def lease(annotations: dict[str, object] | None) -> dict[str, object]:
+        return {"metadata": {"name": "klm-member-r1", "annotations": annotations}}
+
+    assert announced_shards(lease({SHARDS_ANNOTATION: "16"})) == 16
+    for bad in ("0", "-3", "16x", "", 16, None):
+        assert announced_shards(lease({SHARDS_ANNOTATION: bad})) is None, bad
+    assert announced_shards(lease(None)) is None
+    assert announced_shards({}) is None
 
 
 def test_shard_label_round_trip() -> None:
