@@ -397,7 +397,14 @@ async def _cancel_and_wait(tasks: list[asyncio.Task[Any]], grace: float) -> None
         task.cancel()
     pending = [task for task in tasks if not task.done()]
     if pending:
-        await asyncio.wait(pending, timeout=grace)
+        _, still = await asyncio.wait(pending, timeout=grace)
+        if still:  # a slow shutdown names what held it (a task that ignores its cancel)
+            log.warning(
+                "shutdown: %d task(s) still running after the %.0f s grace, left behind: %s",
+                len(still),
+                grace,
+                ", ".join(sorted(task.get_name() for task in still)),
+            )
     for task in tasks:
         if task.done() and not task.cancelled():
             exc = task.exception()

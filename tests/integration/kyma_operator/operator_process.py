@@ -124,7 +124,13 @@ class OperatorProcess:
             os.kill(self.pid, sig)
 
     async def wait(self, seconds: float) -> int:
-        code = await asyncio.wait_for(self.process.wait(), seconds)
+        try:
+            code = await asyncio.wait_for(self.process.wait(), seconds)
+        except TimeoutError:
+            tail = "\n".join(self.output[-60:])
+            raise AssertionError(
+                f"operator still running {seconds} s later; its last lines:\n{tail}"
+            ) from None
         if self._reader is not None:
             await asyncio.wait_for(self._reader, 5)
         return code

@@ -80,6 +80,30 @@ async def test_a_crashing_runnable_stops_the_manager_with_its_error(client: Kube
     assert "ok-stop" in events, "the other parts were shut down"
 
 
+async def test_a_task_that_outlives_the_grace_is_named_and_left_behind(
+    client: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = Manager(client, name="m", namespace="ns", health_port=None, graceful_shutdown_timeout=0.2)
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await release.wait()  # ignores its cancel until released
+
+    manager.add_runnable(stubborn, leader_only=False)
+    task = asyncio.create_task(manager.run())
+    await manager.started.wait()
+    with caplog.at_level("WARNING", logger="kyma_operator.runtime.manager"):
+        await asyncio.wait_for(manager.shutdown(), 10)
+    await task
+    warned = [r.getMessage() for r in caplog.records if "left behind" in r.getMessage()]
+    assert len(warned) == 1 and "1 task(s)" in warned[0] and "stubborn" in warned[0], warned
+    release.set()
+    await settle()
+
+
 def test_bad_runnable_is_rejected_when_added(client: KubeClient) -> None:
     manager = Manager(client, name="bad", namespace="ns", health_port=None)
     with pytest.raises(TypeError):
