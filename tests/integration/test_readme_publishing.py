@@ -24,6 +24,7 @@ from localrun.system import README_REGISTRY, local_system, operator_overrides
 from tests.controlplane.cluster import ControlPlane, free_port
 from tests.controlplane.crds import apply_crds
 from tests.polling import eventually
+from tests.process_output import collect_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,8 +92,7 @@ async def test_the_publishing_walkthrough_installs_into_make_runs_runtime(tmp_pa
 
             async def pump() -> None:
                 assert process.stdout is not None
-                async for line in process.stdout:
-                    lines_out.append(line.decode())
+                await collect_lines(process.stdout, lines_out)
                 await process.wait()
 
             try:
@@ -101,8 +101,8 @@ async def test_the_publishing_walkthrough_installs_into_make_runs_runtime(tmp_pa
                 if process.returncode is None:
                     process.kill()
                     await process.wait()
-                await _stop_registry("".join(lines_out))  # also after a failure half-way
-            output = "".join(lines_out)
+                await _stop_registry("\n".join(lines_out))  # also after a failure half-way
+            output = "\n".join(lines_out)
     assert process.returncode == 0, output + "\n--- local system ---\n" + "\n".join(lines[-40:])
     assert "module sample-module enabled" in output and "module sample-module is Ready" in output, output
     assert re.search(r"^sample-config\s", output, re.MULTILINE), output  # kubectl saw the module's object

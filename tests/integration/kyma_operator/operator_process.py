@@ -21,6 +21,7 @@ from kyma_wire.events import event_path
 from kyma_wire.names import OPERATOR_NAME
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import free_port
+from tests.process_output import collect_lines
 
 LEASE_FLAGS = (
     "--leader-elect-lease-duration=4",
@@ -85,8 +86,7 @@ class OperatorProcess:
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
-        async for line in self.process.stdout:
-            self.output.append(line.decode(errors="replace").rstrip())
+        await collect_lines(self.process.stdout, self.output)
 
     def text(self) -> str:
         return "\n".join(self.output)
