@@ -26,7 +26,7 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
   idle keep-alive connection is closed after ``keep_alive_timeout``; a client that does not read
   its answers is cut off ``write_timeout`` after the answers began to pile up, and one that keeps
   pipelining requests meanwhile at once (its answers would otherwise pile up in memory);
-* TLS on ``skr_watcher.tls_layer`` (not asyncio's ``SSLProtocol``, whose 256 KiB read buffer per
+* TLS on ``kyma_wire.tls_layer`` (not asyncio's ``SSLProtocol``, whose 256 KiB read buffer per
   connection took 1,000 held connections to 323 MiB): a connection counts against the cap from the
   TCP accept on, and its handshake must finish within ``header_timeout``;
 * at most ``max_connections`` connections per server (each port has its own, so the metrics port
@@ -57,8 +57,8 @@ from urllib.parse import unquote
 import httptools
 
 from kyma_wire.sockets import bind
-from skr_watcher.deadlines import Deadlines
-from skr_watcher.tls_layer import Shared, TlsConnection
+from kyma_wire.deadlines import Deadlines
+from kyma_wire.tls_layer import Shared, TlsConnection
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
 
@@ -109,7 +109,7 @@ _REASONS = {
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _DEADLINE_RESOLUTION = 0.05
-"""Seconds: a timeout fires at most this late (``skr_watcher.deadlines``)."""
+"""Seconds: a timeout fires at most this late (``kyma_wire.deadlines``)."""
 
 
 class _Date:
@@ -217,7 +217,7 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._deadlines = server.deadlines
         self.deadline: float | None = None
-        """When the current state's timeout ends (see ``skr_watcher.deadlines``)."""
+        """When the current state's timeout ends (see ``kyma_wire.deadlines``)."""
         self.bucket: int | None = None
         self._closing = False
         self._write_paused = False
