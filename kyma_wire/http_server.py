@@ -56,8 +56,8 @@ from urllib.parse import unquote
 
 import httptools
 
-from kyma_wire.sockets import bind
 from kyma_wire.deadlines import Deadlines
+from kyma_wire.sockets import bind
 from kyma_wire.tls_layer import Shared, TlsConnection
 
 __all__ = ["Handler", "HttpServer", "Request", "Response"]

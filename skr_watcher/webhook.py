@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kyma_wire.events import AgentEvent
+from kyma_wire.http_server import Handler, Request, Response
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
 from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from kyma_wire.http_server import Handler, Request, Response
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.http_server import HttpServer, Limits
-from skr_watcher.metrics import AgentMetrics
+from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.tls_layer import harden_server_context
+from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.controlplane.pki import CertificateAuthority
 from tests.hostile import attacks
