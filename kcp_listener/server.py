@@ -9,6 +9,9 @@ when it becomes leader and stop it when it loses the Lease or the process ends. 
   ``connection_limits``; uvloop when the process runs on a uvloop loop, as
   ``python -m kyma_operator.listener``
   does), no access log, no lifespan, no signal handlers of its own (the process owner handles them);
+* or, with ``ListenerConfig.server = "direct"``, ``kcp_listener.direct_server`` (the agent's
+  server, ``kyma_wire.http_server``: event routes answered without a task per request; the same
+  limits and deadlines);
 * the socket is bound there, so ``port=0`` works in tests and ``port`` tells the bound port;
 * ``accepting`` turns False as soon as shutdown begins: the intake answers 503 while in-flight
   requests finish within ``graceful_seconds``.
@@ -22,8 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from embedded_server import EmbeddedServer
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import ListenerConfig, ServerKind
 from kcp_listener.connection_limits import ConnectionWatch, keep_alive_of, limited_protocol, timeouts_of
+from kcp_listener.direct_server import DirectServer
 
 __all__ = ["ListenerServer"]
 
@@ -46,7 +50,7 @@ class ListenerServer:
         self.app = app
         self.graceful_seconds = graceful_seconds
         self._accepting = False
-        self._server: EmbeddedServer | None = None
+        self._server: EmbeddedServer | DirectServer | None = None
         self._started = asyncio.Event()
 
     @property
@@ -75,15 +79,20 @@ class ListenerServer:
         if self._server is not None and self._server.serving:
             raise RuntimeError("the listener server is already running")
         config = self.config
-        server = self._server = EmbeddedServer(
-            self.app,
-            host=self.config.host,
-            port=self.config.port,
-            name="kcp-listener-http",
-            http=limited_protocol(config.max_header_bytes, config.max_header_count, self.connections),
-            keep_alive=keep_alive_of(self.connections.timeouts),
-            graceful_seconds=self.graceful_seconds,
-        )
+        server: EmbeddedServer | DirectServer
+        if config.server is ServerKind.DIRECT:
+            server = DirectServer(self.app, config, self.connections, graceful_seconds=self.graceful_seconds)
+        else:
+            server = EmbeddedServer(
+                self.app,
+                host=self.config.host,
+                port=self.config.port,
+                name="kcp-listener-http",
+                http=limited_protocol(config.max_header_bytes, config.max_header_count, self.connections),
+                keep_alive=keep_alive_of(self.connections.timeouts),
+                graceful_seconds=self.graceful_seconds,
+            )
+        self._server = server
         self._started.clear()
         await server.start()
         self._started.set()

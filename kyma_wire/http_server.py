@@ -40,6 +40,15 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
 * graceful stop: stop accepting, close idle connections at once, let requests that are arriving
   finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
 
+A handler may also return an awaitable of its ``Response`` (the listener's events handed to
+another replica over HTTP, its documented API served by FastAPI): the connection then stops reading,
+the answer is written when the awaitable is done, and requests that had already arrived pipelined
+behind it are answered after it, in order. Only such a handler creates a task, and only for that
+request; the common path stays synchronous.
+
+Shared by the agent (``skr_watcher.agent``) and the listener (``kcp_listener.direct_server``); here,
+in ``kyma_wire``, because the agent may import nothing else of ours.
+
 Not thread-safe: everything runs on the event loop that called ``start``.
 """
 
@@ -49,7 +58,8 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import unquote
@@ -60,7 +70,7 @@ from kyma_wire.deadlines import Deadlines
 from kyma_wire.sockets import bind
 from kyma_wire.tls_layer import Shared, TlsConnection
 
-__all__ = ["Handler", "HttpServer", "Request", "Response"]
+__all__ = ["ErrorResponse", "Handler", "HttpServer", "Limits", "Request", "Response", "plain_error"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +86,8 @@ class Request:
     body: bytes = b""
     body_too_large: bool = False
     """The body exceeded ``max_body_bytes``: it was not read; the answer closes the connection."""
+    target: bytes = b""
+    """The request target as sent (raw path and ``?query``, not unquoted)."""
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.headers:
@@ -92,7 +104,10 @@ class Response:
     """Without ``content-length`` (the server writes it)."""
 
 
-Handler = Callable[[Request], Response]
+Handler = Callable[[Request], "Response | Awaitable[Response]"]
+"""Answers a request, at once or (rarely: it costs a task) by an awaitable of the answer."""
+ErrorResponse = Callable[[int, str], Response]
+"""The answer to a request the server refuses itself (status, reason): 400, 408, 417, 431, 500."""
 
 _REASONS = {
     100: b"Continue",
@@ -169,6 +184,8 @@ class Limits:
     write_timeout: float = 30.0
     max_connections: int = 1000
     shed_after: float = 1.0
+    first_request_timeout: float | None = None
+    """How long a new connection may stay silent (``None``: ``keep_alive_timeout``)."""
 
 
 class _NoCallbacks:
@@ -197,6 +214,10 @@ class _Connection(asyncio.Protocol):
         "_limits",
         "_loop",
         "_parser",
+        "_pending",
+        "_pending_close",
+        "_pending_head",
+        "_queued",
         "_receiving",
         "_server",
         "_too_large",
@@ -238,6 +259,11 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._too_large = False
+        # an answer being awaited (see ``Handler``), and the requests that arrived behind it
+        self._pending: asyncio.Future[Response] | None = None
+        self._pending_close = False
+        self._pending_head = False
+        self._queued: deque[tuple[Request, bool]] | None = None
 
     # --- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -248,12 +274,14 @@ class _Connection(asyncio.Protocol):
             transport.abort()
             self._closing = True
             return
-        self._arm(self._limits.keep_alive_timeout)
+        first = self._limits.first_request_timeout
+        self._arm(self._limits.keep_alive_timeout if first is None else first)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_timer()
         self._server.forget(self)
+        self._queued = None  # a pending answer is dropped when it comes (``_resolved``)
         # break the reference cycles (parser, transport): freed now, not at the next full collection
         self._parser = _NO_PARSER
         self._transport = None
@@ -317,7 +345,7 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._transport is None or self._closing:
+        if self._transport is None or self._closing or self._pending is not None:
             return
         self._transport.resume_reading()
         if self._receiving:
@@ -406,7 +434,8 @@ class _Connection(asyncio.Protocol):
             self._server.observe("not_reading")
             self.abort()
             raise _Stop
-        raw_path = self._url.split(b"?", 1)[0].decode("latin-1")
+        url = self._url
+        raw_path = url.split(b"?", 1)[0].decode("latin-1")
         method = self._parser.get_method().decode("ascii", "replace")
         request = Request(
             method=method,
@@ -414,23 +443,82 @@ class _Connection(asyncio.Protocol):
             headers=self._headers,
             body=self._body[0] if len(self._body) == 1 else b"".join(self._body),
             body_too_large=self._too_large,
+            target=url,
         )
         self._body = []
-        failed = False
-        try:
-            response = self._server.handler(request)
-        except Exception:
-            log.exception("handler failed for %s %s", method, request.path)
-            response = Response(500, b"internal error", ((b"content-type", b"text/plain"),))
-            failed = True
-        close = failed or self._too_large or self._server.stopping or not self._parser.should_keep_alive()
-        self._write(render(response, head=method == "HEAD", close=close))
-        self.answered = True
-        if close:
-            self._close()
+        close = self._too_large or self._server.stopping or not self._parser.should_keep_alive()
+        if self._pending is not None:  # an earlier answer is awaited: this one follows it, in order
+            if self._queued is None:
+                self._queued = deque()
+            self._queued.append((request, close))
+            if close:  # nothing after it is parsed (its answer closes the connection)
+                raise _Stop
+            return
+        if not self._answer(request, close):
+            if close:
+                raise _Stop
+            return
+        if close or self._closing:
             raise _Stop
         if not self._write_paused:  # else pause_writing armed the write deadline
             self._idle()
+
+    def _answer(self, request: Request, close: bool) -> bool:
+        """Answer ``request`` now (True), or start awaiting its answer (False: reading stops)."""
+        try:
+            response = self._server.handler(request)
+        except Exception:
+            log.exception("handler failed for %s %s", request.method, request.path)
+            self._send(self._server.error(500, "internal error"), head=request.method == "HEAD", close=True)
+            return True
+        if isinstance(response, Response):
+            self._send(response, head=request.method == "HEAD", close=close)
+            return True
+        future = asyncio.ensure_future(response)
+        self._pending = future
+        self._pending_close = close
+        self._pending_head = request.method == "HEAD"
+        self._server.busy(self)  # not a candidate to shed while its answer is being made
+        self._cancel_timer()  # the wait is the server's, not the client's
+        if self._transport is not None:
+            self._transport.pause_reading()
+        future.add_done_callback(self._resolved)
+        return False
+
+    def _send(self, response: Response, *, head: bool, close: bool) -> None:
+        close = close or self._server.stopping
+        self._write(render(response, head=head, close=close))
+        self.answered = True
+        if close:
+            self._close()
+
+    def _resolved(self, future: asyncio.Future[Response]) -> None:
+        """An awaited answer is done: write it, then answer what queued up behind it."""
+        self._pending = None
+        if self._transport is None or self._transport.is_closing():
+            return  # the client left (or the server aborted it): nothing to write to
+        if future.cancelled():
+            self.abort()
+            return
+        error = future.exception()
+        if error is not None:
+            log.error("handler failed", exc_info=error)
+            self._send(self._server.error(500, "internal error"), head=self._pending_head, close=True)
+            return
+        self._send(future.result(), head=self._pending_head, close=self._pending_close)
+        queued = self._queued
+        while queued and not self._closing:
+            request, close = queued.popleft()
+            if not self._answer(request, close):
+                return
+        if self._closing or self._transport is None:
+            return
+        if not self._write_paused:
+            self._transport.resume_reading()
+            if self._receiving:
+                self._arm(self._limits.body_timeout if not self._in_head else self._limits.header_timeout)
+            else:
+                self._idle()
 
     def _idle(self) -> None:
         self.since = self._loop.time()
@@ -445,8 +533,7 @@ class _Connection(asyncio.Protocol):
             self._server.observe("headers_too_large")
         elif status != 408:  # timeouts are reported by expired
             self._server.observe("malformed")
-        response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
-        self._write(render(response, head=False, close=True))
+        self._write(render(self._server.error(status, message), head=False, close=True))
         self._close()
 
     def _write(self, data: bytes) -> None:
@@ -467,7 +554,9 @@ class _Connection(asyncio.Protocol):
 
     def close_if_idle(self) -> None:
         """Graceful stop: an idle connection closes now, one receiving a request after its answer."""
-        if not self._receiving and not self._closing:
+        if self._pending is not None:
+            self._pending_close = True  # after the awaited answer
+        elif not self._receiving and not self._closing:
             self._close()
 
     def abort(self) -> None:
@@ -490,8 +579,17 @@ class _Connection(asyncio.Protocol):
         """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
             return
+        if self._pending is not None and not self._write_paused:
+            self._arm(self._limits.body_timeout)  # not read while its answer is awaited: not late
+            return
         self._server.timeouts += 1
-        self._server.observe("not_reading" if self._write_paused else "timeout")
+        if self._write_paused:
+            phase = "write"
+        elif self._receiving:
+            phase = "header" if self._in_head else "body"
+        else:
+            phase = "idle" if self.answered else "header"
+        self._server.timed_out(phase)
         if self._write_paused:
             self.abort()  # it does not read: writing more would not help
         elif self._receiving:
@@ -502,6 +600,11 @@ class _Connection(asyncio.Protocol):
 
 def _ignore(reason: str) -> None:
     pass
+
+
+def plain_error(status: int, message: str) -> Response:
+    """The default :data:`ErrorResponse`: the reason as plain text."""
+    return Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
 
 
 class _Stop(Exception):
@@ -522,11 +625,17 @@ class HttpServer:
         limits: Limits = Limits(),
         graceful_seconds: float = 2.0,
         observe: Callable[[str], None] | None = None,
+        on_timeout: Callable[[str], None] | None = None,
+        error: ErrorResponse = plain_error,
     ) -> None:
         self.handler = handler
         self.observe = observe or _ignore
         """Called with the reason whenever the server cuts a client short: ``shed``, ``refused``,
         ``timeout``, ``not_reading``, ``malformed`` (400/417), ``headers_too_large`` (431)."""
+        self.on_timeout = on_timeout
+        """If set, called instead of ``observe`` for a connection's timeout, with its phase:
+        ``header`` (a request's head, or a new connection's first byte), ``body``, ``idle``, ``write``."""
+        self.error = error
         self.host = host
         self.requested_port = port
         self.name = name
@@ -601,6 +710,13 @@ class HttpServer:
             )
 
         return tls
+
+    def timed_out(self, phase: str) -> None:
+        """A connection's ``phase`` timed out (see ``on_timeout``)."""
+        if self.on_timeout is not None:
+            self.on_timeout(phase)
+        else:
+            self.observe("not_reading" if phase == "write" else "timeout")
 
     def _late(self) -> None:
         """A TLS handshake did not finish in time (the connection is aborted)."""
