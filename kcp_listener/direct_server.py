@@ -22,7 +22,7 @@ What runs where (``ListenerConfig.server = "direct"``):
 
 Differences from the uvicorn server (hence a flag, not yet the default): a body over the route's
 limit is answered 413 and the connection closed (uvicorn's path kept it); malformed requests get a
-JSON 400 instead of uvicorn's text; a slow request is answered 408 before the close; at most
+JSON 400 instead of uvicorn's text; at most
 ``MAX_CONNECTIONS`` connections (at the cap the idlest or slowest is shed first).
 """
 
@@ -44,11 +44,13 @@ from kcp_listener.connection_limits import (
     ConnectionWatch,
 )
 from kcp_listener.intake import EventIntake, Reply, error_reply
+from kcp_listener.log_limit import RateLimitedLog
 from kyma_wire.http_server import HttpServer, Limits, Request, Response
 
 __all__ = ["MAX_CONNECTIONS", "DirectHandler", "DirectServer"]
 
 log = logging.getLogger(__name__)
+_limited_log = RateLimitedLog(log)
 
 MAX_CONNECTIONS = 10_000
 """Open connections per listener (a gateway pools a few; at the cap the idlest/slowest are shed)."""
@@ -201,6 +203,8 @@ class DirectServer:
                 write_timeout=timeouts.write,
                 max_connections=MAX_CONNECTIONS,
                 first_request_timeout=timeouts.header,
+                linger_seconds=1.0,  # as ``header_limits``: the 431 must reach the client
+                answer_timeouts=False,  # as the uvicorn server and upstream's Go listener: just close
             ),
             graceful_seconds=graceful_seconds,
             observe=self._observe,
@@ -209,14 +213,24 @@ class DirectServer:
         )
 
     def _observe(self, reason: str) -> None:
-        self._watch.count(_REASONS.get(reason, reason))
+        self._refused(_REASONS.get(reason, reason))
 
     def _timed_out(self, phase: str) -> None:
-        self._watch.count(_PHASES.get(phase, phase))
+        self._refused(_PHASES.get(phase, phase))
+
+    def _refused(self, reason: str) -> None:
+        """Counted each time; logged once per reason every few seconds (a client writes the log)."""
+        self._watch.count(reason)
+        if reason != "header-too-large":
+            _limited_log.log(reason, "HTTP request refused (%s)", reason)
 
     @property
     def port(self) -> int | None:
         return self._server.port
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._server.connections)
 
     @property
     def task(self) -> asyncio.Task[None]:

@@ -69,6 +69,14 @@ class ListenerServer:
         host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections open now."""
+        server = self._server
+        if isinstance(server, DirectServer):
+            return server.open_connections
+        return len(self.connections)
+
     async def wait_started(self) -> None:
         await self._started.wait()
 

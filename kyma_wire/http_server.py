@@ -186,6 +186,12 @@ class Limits:
     shed_after: float = 1.0
     first_request_timeout: float | None = None
     """How long a new connection may stay silent (``None``: ``keep_alive_timeout``)."""
+    linger_seconds: float = 0.0
+    """After refusing a request (400, 413, 431...), read and discard for this long before closing (a
+    lingering close, as nginx does): closing with unread input makes the kernel send a reset, which
+    can destroy the answer before the client reads it. 0: close at once."""
+    answer_timeouts: bool = True
+    """Answer 408 to a request that did not arrive in time (else just close, as Go's ``net/http``)."""
 
 
 class _NoCallbacks:
@@ -227,6 +233,7 @@ class _Connection(asyncio.Protocol):
         "answered",
         "bucket",
         "deadline",
+        "pool",
         "since",
     )
 
@@ -240,6 +247,8 @@ class _Connection(asyncio.Protocol):
         self.deadline: float | None = None
         """When the current state's timeout ends (see ``kyma_wire.deadlines``)."""
         self.bucket: int | None = None
+        self.pool: dict[_Connection, None] | None = None
+        """The server's list this connection is in (``HttpServer._unlist``), if any."""
         self._closing = False
         self._write_paused = False
         self.answered = False
@@ -372,10 +381,17 @@ class _Connection(asyncio.Protocol):
         self._count_header_bytes(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_header_bytes(len(name) + len(value) + 4)
-        if len(self._headers) >= self._limits.max_headers:
-            raise _RequestError(431, f"more than {self._limits.max_headers} header fields")
-        self._headers.append((name.lower(), value))
+        # _count_header_bytes inlined: this runs for every header of every request
+        size = self._header_bytes = self._header_bytes + len(name) + len(value) + 4
+        limits = self._limits
+        if size > limits.max_header_bytes:
+            raise _RequestError(
+                431, f"request target and headers larger than {limits.max_header_bytes} bytes"
+            )
+        headers = self._headers
+        if len(headers) >= limits.max_headers:
+            raise _RequestError(431, f"more than {limits.max_headers} header fields")
+        headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -534,6 +550,15 @@ class _Connection(asyncio.Protocol):
         elif status != 408:  # timeouts are reported by expired
             self._server.observe("malformed")
         self._write(render(self._server.error(status, message), head=False, close=True))
+        transport = self._transport
+        linger = self._limits.linger_seconds
+        if linger > 0 and transport is not None and transport.can_write_eof():
+            self._closing = True  # what still arrives is discarded (``data_received``)
+            self._cancel_timer()
+            self._server.busy(self)
+            transport.write_eof()
+            self._loop.call_later(linger, transport.close)
+            return
         self._close()
 
     def _write(self, data: bytes) -> None:
@@ -592,8 +617,10 @@ class _Connection(asyncio.Protocol):
         self._server.timed_out(phase)
         if self._write_paused:
             self.abort()  # it does not read: writing more would not help
-        elif self._receiving:
+        elif self._receiving and self._limits.answer_timeouts:
             self._fail(408, "request not received in time")
+        elif self._receiving:
+            self._close()
         else:
             self._close()  # idle keep-alive connection
 
@@ -739,6 +766,7 @@ class HttpServer:
             return False
         self.connections.add(connection)
         self._fresh_idle[connection] = None
+        connection.pool = self._fresh_idle
         return True
 
     def _shed(self) -> bool:
@@ -763,23 +791,28 @@ class HttpServer:
         self.observe("shed")
         return True
 
-    def _unlist(self, connection: _Connection) -> None:
-        self._fresh_idle.pop(connection, None)
-        self._fresh_receiving.pop(connection, None)
-        self._idle.pop(connection, None)
-        self._receiving.pop(connection, None)
+    @staticmethod
+    def _unlist(connection: _Connection) -> None:
+        pool = connection.pool
+        if pool is not None:
+            pool.pop(connection, None)
+            connection.pool = None
 
     def idle(self, connection: _Connection) -> None:
         """``connection`` waits for its next request (the longest idle are shed first)."""
         if connection in self.connections:
             self._unlist(connection)
-            (self._idle if connection.answered else self._fresh_idle)[connection] = None
+            pool = self._idle if connection.answered else self._fresh_idle
+            pool[connection] = None
+            connection.pool = pool
 
     def receiving(self, connection: _Connection) -> None:
         """``connection`` is receiving a request or not reading its answers (since ``since``)."""
         if connection in self.connections:
             self._unlist(connection)
-            (self._receiving if connection.answered else self._fresh_receiving)[connection] = None
+            pool = self._receiving if connection.answered else self._fresh_receiving
+            pool[connection] = None
+            connection.pool = pool
 
     def busy(self, connection: _Connection) -> None:
         """``connection`` is closing: no longer a candidate to shed."""
