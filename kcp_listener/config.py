@@ -114,9 +114,9 @@ class ListenerConfig(BaseModel):
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True
     """Serve the event routes by a small ASGI handler in front of FastAPI (same behaviour, less overhead)."""
-    server: ServerKind = ServerKind.UVICORN
-    """The HTTP server: ``uvicorn`` (default), or ``direct`` (``kcp_listener.direct_server``: the
-    event routes answered inside the HTTP parser's callbacks, without a task per request)."""
+    server: ServerKind = ServerKind.DIRECT
+    """The HTTP server: ``direct`` (``kcp_listener.direct_server``: the event routes answered inside
+    the HTTP parser's callbacks, without a task per request), or ``uvicorn``."""
     handoff_host: str = "127.0.0.1"
     """Bind address of the internal hand-off endpoint (sharded replicas only; in-cluster the pod IP)."""
     handoff_port: Annotated[int, Field(ge=0, le=65535)] = 8083

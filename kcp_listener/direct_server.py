@@ -20,9 +20,10 @@ What runs where (``ListenerConfig.server = "direct"``):
   ``write-timeout``, ``shed``, ``refused``, ``not-reading``); refusals are answered with the
   listener's JSON error bodies.
 
-Differences from the uvicorn server (hence a flag, not yet the default): a body over the route's
-limit is answered 413 and the connection closed (uvicorn's path kept it); malformed requests get a
-JSON 400 instead of uvicorn's text; at most
+The default server (``--listener-server uvicorn``, or ``--server uvicorn`` standalone, selects
+uvicorn). Differences from the uvicorn server: a body over the route's limit is answered 413 and
+the connection closed (the rest is never read); malformed requests get a JSON 400 instead of
+uvicorn's text; a connection that times out is closed without an answer on both; at most
 ``MAX_CONNECTIONS`` connections (at the cap the idlest or slowest is shed first).
 """
 

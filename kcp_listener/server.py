@@ -1,17 +1,17 @@
-"""Runs the listener application on one uvicorn server, as a runnable the operator Manager starts.
+"""Runs the listener application on one HTTP server, as a runnable the operator Manager starts.
 
 Why: upstream's listener is a controller-runtime ``Runnable`` that only the leader runs; ours is
 the same shape (``async run()`` until cancelled, ``async shutdown()``) so the Manager can start it
 when it becomes leader and stop it when it loses the Lease or the process ends. Details:
 
-* one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools``, bounded request headers,
-  ``header_limits``, and deadlines on header and body reads, idle connections and stalled writes,
-  ``connection_limits``; uvloop when the process runs on a uvloop loop, as
-  ``python -m kyma_operator.listener``
-  does), no access log, no lifespan, no signal handlers of its own (the process owner handles them);
-* or, with ``ListenerConfig.server = "direct"``, ``kcp_listener.direct_server`` (the agent's
-  server, ``kyma_wire.http_server``: event routes answered without a task per request; the same
-  limits and deadlines);
+* by default (``ListenerConfig.server = "direct"``) ``kcp_listener.direct_server``: the agent's
+  server, ``kyma_wire.http_server``, event routes answered without a task per request, the same
+  limits and deadlines;
+* with ``server = "uvicorn"``, one ``embedded_server.EmbeddedServer`` (uvicorn with ``httptools``,
+  bounded request headers, ``header_limits``, and deadlines on header and body reads, idle
+  connections and stalled writes, ``connection_limits``; uvloop when the process runs on a uvloop
+  loop, as ``python -m kyma_operator.listener`` does), no access log, no lifespan;
+* no signal handlers of its own (the process owner handles them);
 * the socket is bound there, so ``port=0`` works in tests and ``port`` tells the bound port;
 * ``accepting`` turns False as soon as shutdown begins: the intake answers 503 while in-flight
   requests finish within ``graceful_seconds``.

@@ -125,9 +125,9 @@ class OperatorConfig(BaseModel):
     """Seconds a kept-alive listener connection may wait for its next request (upstream: 60)."""
     listener_write_timeout: Annotated[float, Field(gt=0, le=60)] = 30.0
     """Seconds a client may leave the listener's answers unread before its connection is closed."""
-    listener_server: ServerKind = ServerKind.UVICORN
-    """The listener's HTTP server: uvicorn, or direct (the agent's small server: events answered
-    without a task per request, ~1.5x the events per CPU-second; benchmarks/results/listener.md)."""
+    listener_server: ServerKind = ServerKind.DIRECT
+    """The listener's HTTP server: direct (the agent's small server: events answered without a task
+    per request, ~1.6x uvicorn's events per CPU-second; benchmarks/results/listener.md) or uvicorn."""
     handoff_host: str = "127.0.0.1"
     """Address of the internal hand-off endpoint (sharded: other replicas deliver events here)."""
     handoff_port: Port = 8083

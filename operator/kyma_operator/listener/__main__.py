@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--server",
         choices=[k.value for k in ServerKind],
         default=defaults["server"].default.value,
-        help="the HTTP server: uvicorn, or direct (events answered without a task per request)",
+        help="the HTTP server: direct (events answered without a task per request) or uvicorn",
     )
     parser.add_argument(
         "--log-format",
