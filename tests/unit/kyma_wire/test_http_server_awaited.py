@@ -35,12 +35,16 @@ class Handler:
             raise RuntimeError("the awaited answer failed")
         return Response(201, path.encode())
 
-    async def release(self, path: str) -> None:
+    async def reached(self, path: str) -> None:
+        """Polls (with a deadline) until the request for ``path`` is being answered."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _DEADLINE
         while path not in self.waiting:
             assert loop.time() < deadline, f"{path} never reached the handler"
             await asyncio.sleep(0.005)
+
+    async def release(self, path: str) -> None:
+        await self.reached(path)
         self.waiting[path].set_result(None)
 
 
@@ -90,8 +94,7 @@ async def test_a_client_gone_while_its_answer_is_awaited_leaves_the_server_servi
         _reader, writer = await asyncio.open_connection(target.host, target.port)
         writer.write(get("/later/gone"))
         await writer.drain()
-        while "/later/gone" not in handler.waiting:
-            await asyncio.sleep(0.005)
+        await handler.reached("/later/gone")
         writer.close()  # unseen until the answer: the connection does not read while it is awaited
         await handler.release("/later/gone")
         loop = asyncio.get_running_loop()
@@ -110,8 +113,7 @@ async def test_a_graceful_stop_waits_for_the_awaited_answer_then_closes() -> Non
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(get("/later/stop"))
     await writer.drain()
-    while "/later/stop" not in handler.waiting:
-        await asyncio.sleep(0.005)
+    await handler.reached("/later/stop")
     stopping = asyncio.create_task(server.stop())
     await handler.release("/later/stop")
     answer = await asyncio.wait_for(reader.read(), _DEADLINE)  # until the server closes
