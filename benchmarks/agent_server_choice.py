@@ -1,4 +1,4 @@
-"""Which HTTP server for the agent's ports: ours (``skr_watcher.http_server``) against uvicorn,
+"""Which HTTP server for the agent's ports: ours (``kyma_wire.http_server``) against uvicorn,
 hypercorn and granian, on the hostile-client suite, throughput, latency at 500/s and RSS.
 
 Run it with a scratch venv that has the candidates (they are NOT in the project's lock):
@@ -95,7 +95,7 @@ async def asgi_app(
 def serve_ours(port: int) -> None:
     import uvloop
 
-    from skr_watcher.http_server import HttpServer, Limits, Request, Response
+    from kyma_wire.http_server import HttpServer, Limits, Request, Response
 
     def handler(request: Request) -> Response:
         if request.body_too_large:

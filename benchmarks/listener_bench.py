@@ -585,6 +585,28 @@ def main() -> None:
     parser.add_argument(
         "--xfcc-runtimes", type=int, default=1000, help="client certificates (runtimes) in the xfcc scenario"
     )
+    parser.add_argument(
+        "--xfcc-server",
+        nargs="+",
+        default=["uvicorn"],
+        choices=["uvicorn", "direct"],
+        help="this checkout's listener server(s) measured in the xfcc scenario (ListenerConfig.server)",
+    )
+    parser.add_argument(
+        "--xfcc-baseline",
+        nargs="*",
+        default=[],
+        type=Path,
+        help="other checkouts whose listener (on its default server) the xfcc scenario measures in the "
+        "same rounds, interleaved with this one's and the Go listener",
+    )
+    parser.add_argument(
+        "--xfcc-sinks",
+        nargs="+",
+        default=["controllers", "count"],
+        choices=["controllers", "count"],
+        help="our listener's sinks in the xfcc scenario: the two real Controllers, or a counting sink",
+    )
     args = parser.parse_args()
     print(
         f"# listener_bench {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores"

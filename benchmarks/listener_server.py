@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kcp_listener.app import build_asgi
-from kcp_listener.config import AuthMode, ListenerConfig
+from kcp_listener.config import AuthMode, ListenerConfig, ServerKind
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
 from kcp_listener.keystore import KeyStore
@@ -110,6 +110,7 @@ def plain_app() -> FastAPI:
 async def serve(args: argparse.Namespace) -> None:
     config = ListenerConfig(
         port=args.port,
+        server=ServerKind(args.server),
         replay_cache_entries=2_000_000,
         auth_mode=AuthMode(args.auth_mode),
         **{
@@ -191,6 +192,12 @@ def main() -> None:
     parser.add_argument("--channel-size", type=int, default=4096)
     parser.add_argument("--sink", choices=["controllers", "count"], default="controllers")
     parser.add_argument("--auth-mode", choices=[m.value for m in AuthMode], default=AuthMode.SIGNATURE.value)
+    parser.add_argument(
+        "--server",
+        choices=[k.value for k in ServerKind],
+        default=ServerKind.UVICORN.value,
+        help="the listener's HTTP server (ListenerConfig.server)",
+    )
     for name in ("header", "body", "idle", "write"):
         parser.add_argument(f"--{name}-timeout", type=float, default=None, help=f"listener {name} timeout")
     uvloop.run(serve(parser.parse_args()))

@@ -20,6 +20,8 @@ What it measures (DESIGN.md §7: "in xfcc mode >= 1.5x the upstream Go listener 
   measure as the signature scenarios' "CPU per request"; requests/s are printed beside it.
 * Ours is measured twice: with the two real runtime ``Controller``s in the process (what the
   operator runs) and with a counting sink (like the Go server's consumer, which only counts).
+  ``--xfcc-server uvicorn direct`` measures both of this checkout's servers, ``--xfcc-baseline DIR``
+  another checkout's listener, each in every round (interleaved with the Go listener).
 """
 
 from __future__ import annotations
@@ -148,7 +150,22 @@ def xfcc(args: argparse.Namespace, runtime_ids: list[str], tmp: Path) -> None:
     fixture = tmp / "xfcc-runtimes.json"
     fixture.write_text(json.dumps({"runtimes": [{"id": i} for i in ids]}))
     print(f"xfcc: {len(ids)} runtimes, header {len(values[0])} bytes, body {len(UPSTREAM_BODY)} bytes")
-    measured = {k: Measured(k, []) for k in ("upstream Go", "ours + controllers", "ours alone")}
+    variants: list[tuple[str, Path, dict[str, object]]] = [
+        (
+            f"ours ({server})" if server != "uvicorn" or len(args.xfcc_server) > 1 else "ours",
+            lb.REPO,
+            {"server": server},
+        )
+        for server in args.xfcc_server
+    ]
+    variants += [(str(tree.name), tree, {}) for tree in args.xfcc_baseline]
+    sinks = {"controllers": "+ controllers", "count": "alone"}
+    kinds = [
+        (f"{label} {sinks[sink]}", tree, {"sink": sink, **options})
+        for label, tree, options in variants
+        for sink in args.xfcc_sinks
+    ]
+    measured = {k: Measured(k, []) for k in ["upstream Go", *(kind for kind, _, _ in kinds)]}
     for round_no in range(1, args.rounds + 1):
         port = lb.free_port()
         with upstream_listener.serve(port, ids, tmp, cores=1) as go_server:
@@ -156,17 +173,17 @@ def xfcc(args: argparse.Namespace, runtime_ids: list[str], tmp: Path) -> None:
             result = run_wrk(port, upstream_listener.PATH_PREFIX, values, args.duration, args.connections)
         measured["upstream Go"].results.append(result)
         print(f"round {round_no} upstream Go: {_line(result)}; server: {go_server.counts}")
-        for kind, sink in (("ours + controllers", "controllers"), ("ours alone", "count")):
-            with lb.server("listener", fixture, auth_mode="xfcc", sink=sink) as port:
+        for kind, tree, options in kinds:
+            with lb.server("listener", fixture, tree, auth_mode="xfcc", **options) as port:
                 result = run_wrk(port, lb.PATH, values, args.duration, args.connections)
                 measured[kind].results.append(result)
                 extra = ""
-                if sink == "controllers":
+                if options["sink"] == "controllers":
                     total, distinct = lb.reconciles(port, "kyma")
                     extra = f"; kyma reconciles {total}, distinct {distinct}"
             print(f"round {round_no} {kind}: {_line(result)}{extra}")
     go = measured["upstream Go"]
-    for kind in ("ours + controllers", "ours alone"):
+    for kind, _, _ in kinds:
         ours = measured[kind]
         print(
             f"XFCC {kind}: {ours.per_core():,.0f} req per CPU-second ({ours.rps():,.0f} req/s) = "

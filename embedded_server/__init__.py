@@ -9,7 +9,7 @@ a deadline, and the socket closed only after uvicorn has finished with it (closi
 uvicorn's shutdown fail on fd -1).
 
 Used by ``kcp_listener.server`` and ``kyma_operator.runtime.manager``. (The agent used it until
-issue 18; it now serves with ``skr_watcher.http_server``, without uvicorn, for memory.)
+issue 18; it now serves with ``kyma_wire.http_server``, without uvicorn, for memory.)
 """
 
 from __future__ import annotations

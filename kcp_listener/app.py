@@ -32,7 +32,7 @@ from kyma_wire.events import (
     heartbeat_path,
 )
 
-__all__ = ["FastPath", "build_asgi", "create_app"]
+__all__ = ["FastPath", "build_asgi", "create_app", "intake_fields"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ _FIELDS = {
 """Every header the intake reads (the fast path decodes only these)."""
 
 
-def _fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+def intake_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """:func:`_headers` restricted to :data:`_FIELDS`, in one pass over the raw ASGI list."""
     headers: dict[str, str] = {}
     for name, value in raw:
@@ -161,7 +161,7 @@ class FastPath:
             if method != "POST":
                 reply = intake.not_allowed(method)
             else:
-                headers = _fields(scope["headers"])
+                headers = intake_fields(scope["headers"])
                 limit = intake.body_limit(route)
                 declared = headers.get("content-length")
                 body: bytes | None = None

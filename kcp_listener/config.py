@@ -61,6 +61,13 @@ class AuthMode(StrEnum):
         return self in (AuthMode.XFCC, AuthMode.BOTH)
 
 
+class ServerKind(StrEnum):
+    UVICORN = "uvicorn"
+    """uvicorn (httptools) with the listener's header limits and deadlines (``connection_limits``)."""
+    DIRECT = "direct"
+    """``kyma_wire.http_server``, the agent's server: events answered without a task per request."""
+
+
 class ListenerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -107,6 +114,9 @@ class ListenerConfig(BaseModel):
     """Parsed client certificates remembered by their XFCC ``Cert`` token (0 disables)."""
     fast_path: bool = True
     """Serve the event routes by a small ASGI handler in front of FastAPI (same behaviour, less overhead)."""
+    server: ServerKind = ServerKind.DIRECT
+    """The HTTP server: ``direct`` (``kcp_listener.direct_server``: the event routes answered inside
+    the HTTP parser's callbacks, without a task per request), or ``uvicorn``."""
     handoff_host: str = "127.0.0.1"
     """Bind address of the internal hand-off endpoint (sharded replicas only; in-cluster the pod IP)."""
     handoff_port: Annotated[int, Field(ge=0, le=65535)] = 8083

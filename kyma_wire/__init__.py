@@ -18,7 +18,11 @@ What is here, one concern per module, importing nothing heavier than pydantic an
 * :mod:`kyma_wire.keys` - Ed25519 PEM helpers (the keys' wire format in Secrets);
 * :mod:`kyma_wire.http_client` - the small keep-alive HTTP/1.1 client (asyncio streams, httptools,
   TLS/mTLS) the agent posts to KCP with and the listener hands events to other replicas with;
-  :mod:`kyma_wire.httpx_transport` adapts httpx transports to it for tests (never the agent).
+  :mod:`kyma_wire.httpx_transport` adapts httpx transports to it for tests (never the agent);
+* :mod:`kyma_wire.http_server` - the small HTTP/1.1 server (asyncio protocol, httptools, answers
+  inside the parser's callbacks; :mod:`kyma_wire.deadlines`, :mod:`kyma_wire.tls_layer`): the
+  agent's ports, and the listener's with ``server="direct"`` (``kcp_listener.direct_server``).
+  Here rather than in the agent because both use it, and the agent may import only this package.
 
 The signer lives with the agent (``skr_watcher.signer``), the verifier with the listener
 (``kcp_listener.verifier``).

@@ -14,12 +14,12 @@ import os
 import random
 
 from kyma_wire.http_client import HttpTransport
+from kyma_wire.http_server import HttpServer, Limits
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import AgentConfig
 from skr_watcher.delivery import Delivery
 from skr_watcher.heap_trim import HeapTrimmer, libc_trim
-from skr_watcher.http_server import HttpServer, Limits
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue

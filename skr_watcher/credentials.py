@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kyma_wire.profile import parse_key_id
+from kyma_wire.tls_layer import harden_server_context
 from skr_watcher.config import AgentConfig
 from skr_watcher.signer import FastEventSigner
 from skr_watcher.signing_key import load_signing_key
-from skr_watcher.tls_layer import harden_server_context
 
 _MIN_TLS = ssl.TLSVersion.TLSv1_2
 

@@ -3,7 +3,7 @@
 Why a module: the agent ran two embedded uvicorn servers (admissions and metrics) in one process,
 and uvicorn logs its lifecycle ("Started server process", "Shutting down", ...) per server on the
 shared ``uvicorn.error`` logger, so every such line appeared twice in ``make run`` output (the agent
-now has its own server, ``skr_watcher.http_server``, which logs nothing per request; the uvicorn
+now has its own server, ``kyma_wire.http_server``, which logs nothing per request; the uvicorn
 loggers stay quiet for processes that embed the agent next to a uvicorn server). httpx
 logs one INFO line per POST to KCP (``HTTP Request: POST ... "HTTP/1.1 200 OK"``): at 500 events/s
 that is 500 lines a second of CPU spent formatting what the metrics already count. The agent logs

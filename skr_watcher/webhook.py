@@ -18,10 +18,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kyma_wire.events import AgentEvent
+from kyma_wire.http_server import Handler, Request, Response
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
 from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from skr_watcher.http_server import Handler, Request, Response
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class AdmissionHandler:
 
 
 def webhook_app(handler: AdmissionHandler) -> Handler:
-    """The admission endpoint, ``POST /validate/<manager>``, for ``skr_watcher.http_server``.
+    """The admission endpoint, ``POST /validate/<manager>``, for ``kyma_wire.http_server``.
 
     No web framework: the route is one path prefix and the handler parses the body itself, so a
     framework would only add per-request objects and ~10 MB of imports to every customer node. The

@@ -460,6 +460,7 @@ async def build_operator(
             body_timeout_seconds=config.listener_body_timeout,
             idle_timeout_seconds=config.listener_idle_timeout,
             write_timeout_seconds=config.listener_write_timeout,
+            server=config.listener_server,
         )
         listener = OperatorListener(
             listener_config,

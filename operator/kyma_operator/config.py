@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from kcp_listener.config import AuthMode
+from kcp_listener.config import AuthMode, ServerKind
 from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
@@ -125,6 +125,9 @@ class OperatorConfig(BaseModel):
     """Seconds a kept-alive listener connection may wait for its next request (upstream: 60)."""
     listener_write_timeout: Annotated[float, Field(gt=0, le=60)] = 30.0
     """Seconds a client may leave the listener's answers unread before its connection is closed."""
+    listener_server: ServerKind = ServerKind.DIRECT
+    """The listener's HTTP server: direct (the agent's small server: events answered without a task
+    per request, ~1.6x uvicorn's events per CPU-second; benchmarks/results/listener.md) or uvicorn."""
     handoff_host: str = "127.0.0.1"
     """Address of the internal hand-off endpoint (sharded: other replicas deliver events here)."""
     handoff_port: Port = 8083

@@ -22,7 +22,7 @@ from typing import TextIO
 import uvloop
 from prometheus_client import CollectorRegistry
 
-from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig
+from kcp_listener.config import DEFAULT_MANAGER, DEFAULT_NAMESPACE, AuthMode, ListenerConfig, ServerKind
 from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.runtime.request import Request
 from kyma_wire import logs
@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{what}, then the connection is closed (at most 60)",
         )
     parser.add_argument(
+        "--server",
+        choices=[k.value for k in ServerKind],
+        default=defaults["server"].default.value,
+        help="the HTTP server: direct (events answered without a task per request) or uvicorn",
+    )
+    parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
@@ -135,6 +141,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, ListenerConfig]
             body_timeout_seconds=args.body_timeout_seconds,
             idle_timeout_seconds=args.idle_timeout_seconds,
             write_timeout_seconds=args.write_timeout_seconds,
+            server=ServerKind(args.server),
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -1,4 +1,6 @@
-"""The listener's HTTP server bounds request headers: 431 and close, the application never sees them."""
+"""The listener's HTTP server bounds request headers: 431 and close, the application never sees them.
+
+On both servers (``ListenerConfig.server``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import ListenerConfig, ServerKind
 from kcp_listener.server import ListenerServer
 
 
@@ -22,12 +24,13 @@ class App:
         await send({"type": "http.response.body", "body": b""})
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[tuple[ListenerServer, App]]:
+@pytest.fixture(params=list(ServerKind))
+async def server(request: pytest.FixtureRequest) -> AsyncIterator[tuple[ListenerServer, App]]:
     app = App()
-    listener = ListenerServer(
-        ListenerConfig(host="127.0.0.1", port=0, max_header_bytes=8 * 1024, max_header_count=20), app
+    config = ListenerConfig(
+        host="127.0.0.1", port=0, max_header_bytes=8 * 1024, max_header_count=20, server=request.param
     )
+    listener = ListenerServer(config, app)
     task = asyncio.create_task(listener.run())
     await listener.wait_started()
     yield listener, app

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from embedded_server import EmbeddedServer
-from kcp_listener.config import ListenerConfig
+from kcp_listener.config import ListenerConfig, ServerKind
 from kcp_listener.server import ListenerServer
 
 DEADLINE = 15.0
@@ -54,7 +54,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture
 async def servers() -> AsyncIterator[tuple[int, int]]:
-    listener = ListenerServer(ListenerConfig(host="127.0.0.1", port=0), app)
+    # uvicorn's cycle is what this module changes (the direct server writes once by construction)
+    listener = ListenerServer(ListenerConfig(host="127.0.0.1", port=0, server=ServerKind.UVICORN), app)
     task = asyncio.create_task(listener.run())
     await listener.wait_started()
     plain = EmbeddedServer(app, host="127.0.0.1", port=0, name="plain-uvicorn", keep_alive=60)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from skr_watcher.http_server import HttpServer, Limits, Request, Response
+from kyma_wire.http_server import HttpServer, Limits, Request, Response
 from tests.controlplane.pki import CertificateAuthority
 from tests.hostile import attacks
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from skr_watcher.http_server import HttpServer, Limits, Request, Response, _Connection
+from kyma_wire.http_server import HttpServer, Limits, Request, Response, _Connection
 
 _LIMITS = Limits(max_header_bytes=2048, max_headers=20, max_body_bytes=4096)
 _ITERATIONS = 3000

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from kyma_wire.http_server import HttpServer, Limits
 from kyma_wire.names import OPERATOR_NAME
-from skr_watcher.http_server import HttpServer, Limits
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.hostile import attacks

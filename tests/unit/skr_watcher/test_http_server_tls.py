@@ -1,4 +1,4 @@
-"""The agent's webhook server over TLS (``skr_watcher.tls_layer``) against hostile clients.
+"""The agent's webhook server over TLS (``kyma_wire.tls_layer``) against hostile clients.
 
 The TLS layer replaces asyncio's ``SSLProtocol`` (issue 26: 256 KiB per connection), so the attacks
 of ``tests.hostile.attacks`` run here again over TLS, plus what only TLS has: a connection counts
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from kyma_wire.http_server import HttpServer, Limits
 from kyma_wire.names import OPERATOR_NAME
-from skr_watcher.http_server import HttpServer, Limits
+from kyma_wire.tls_layer import harden_server_context
 from skr_watcher.metrics import AgentMetrics
-from skr_watcher.tls_layer import harden_server_context
 from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.controlplane.pki import CertificateAuthority
 from tests.hostile import attacks

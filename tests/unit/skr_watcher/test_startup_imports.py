@@ -40,7 +40,7 @@ def test_agent_entry_point_does_not_load_the_listener_or_its_libraries() -> None
         *("http_message_signatures", "http_sf", "kcp_listener", "kyma_operator"),
         *("fastapi", "starlette", "rich", "pygments", "yaml"),  # frameworks and a CLI the agent never uses
         # replaced by the agent's own small modules (issue 18, memory): the HTTP server
-        # (skr_watcher.http_server), the exposition (skr_watcher.exposition), the signing key
+        # (kyma_wire.http_server), the exposition (skr_watcher.exposition), the signing key
         # (skr_watcher.signing_key, PyNaCl)
         *("uvicorn", "embedded_server", "click", "prometheus_client", "cryptography"),
         # the KCP client is kyma_wire.http_client (asyncio streams + httptools), not httpx

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 
+from kyma_wire.http_server import Handler, HttpServer, Limits
 from kyma_wire.names import OPERATOR_NAME
 from skr_watcher import agent
 from skr_watcher.config import AgentConfig
-from skr_watcher.http_server import Handler, HttpServer, Limits
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
 from tests.unit.skr_watcher.certs import agent_files

@@ -38,7 +38,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from skr_watcher.deadlines import Deadlines
+from kyma_wire.deadlines import Deadlines
 
 __all__ = ["Shared", "TlsConnection", "harden_server_context"]
 

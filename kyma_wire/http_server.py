@@ -26,7 +26,7 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
   idle keep-alive connection is closed after ``keep_alive_timeout``; a client that does not read
   its answers is cut off ``write_timeout`` after the answers began to pile up, and one that keeps
   pipelining requests meanwhile at once (its answers would otherwise pile up in memory);
-* TLS on ``skr_watcher.tls_layer`` (not asyncio's ``SSLProtocol``, whose 256 KiB read buffer per
+* TLS on ``kyma_wire.tls_layer`` (not asyncio's ``SSLProtocol``, whose 256 KiB read buffer per
   connection took 1,000 held connections to 323 MiB): a connection counts against the cap from the
   TCP accept on, and its handshake must finish within ``header_timeout``;
 * at most ``max_connections`` connections per server (each port has its own, so the metrics port
@@ -40,6 +40,15 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
 * graceful stop: stop accepting, close idle connections at once, let requests that are arriving
   finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
 
+A handler may also return an awaitable of its ``Response`` (the listener's events handed to
+another replica over HTTP, its documented API served by FastAPI): the connection then stops reading,
+the answer is written when the awaitable is done, and requests that had already arrived pipelined
+behind it are answered after it, in order. Only such a handler creates a task, and only for that
+request; the common path stays synchronous.
+
+Shared by the agent (``skr_watcher.agent``) and the listener (``kcp_listener.direct_server``); here,
+in ``kyma_wire``, because the agent may import nothing else of ours.
+
 Not thread-safe: everything runs on the event loop that called ``start``.
 """
 
@@ -49,18 +58,19 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import unquote
 
 import httptools
 
+from kyma_wire.deadlines import Deadlines
 from kyma_wire.sockets import bind
-from skr_watcher.deadlines import Deadlines
-from skr_watcher.tls_layer import Shared, TlsConnection
+from kyma_wire.tls_layer import Shared, TlsConnection
 
-__all__ = ["Handler", "HttpServer", "Request", "Response"]
+__all__ = ["ErrorResponse", "Handler", "HttpServer", "Limits", "Request", "Response", "plain_error"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +86,8 @@ class Request:
     body: bytes = b""
     body_too_large: bool = False
     """The body exceeded ``max_body_bytes``: it was not read; the answer closes the connection."""
+    target: bytes = b""
+    """The request target as sent (raw path and ``?query``, not unquoted)."""
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.headers:
@@ -92,7 +104,10 @@ class Response:
     """Without ``content-length`` (the server writes it)."""
 
 
-Handler = Callable[[Request], Response]
+Handler = Callable[[Request], "Response | Awaitable[Response]"]
+"""Answers a request, at once or (rarely: it costs a task) by an awaitable of the answer."""
+ErrorResponse = Callable[[int, str], Response]
+"""The answer to a request the server refuses itself (status, reason): 400, 408, 417, 431, 500."""
 
 _REASONS = {
     100: b"Continue",
@@ -109,7 +124,7 @@ _REASONS = {
 }
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _DEADLINE_RESOLUTION = 0.05
-"""Seconds: a timeout fires at most this late (``skr_watcher.deadlines``)."""
+"""Seconds: a timeout fires at most this late (``kyma_wire.deadlines``)."""
 
 
 class _Date:
@@ -169,6 +184,14 @@ class Limits:
     write_timeout: float = 30.0
     max_connections: int = 1000
     shed_after: float = 1.0
+    first_request_timeout: float | None = None
+    """How long a new connection may stay silent (``None``: ``keep_alive_timeout``)."""
+    linger_seconds: float = 0.0
+    """After refusing a request (400, 413, 431...), read and discard for this long before closing (a
+    lingering close, as nginx does): closing with unread input makes the kernel send a reset, which
+    can destroy the answer before the client reads it. 0: close at once."""
+    answer_timeouts: bool = True
+    """Answer 408 to a request that did not arrive in time (else just close, as Go's ``net/http``)."""
 
 
 class _NoCallbacks:
@@ -197,6 +220,10 @@ class _Connection(asyncio.Protocol):
         "_limits",
         "_loop",
         "_parser",
+        "_pending",
+        "_pending_close",
+        "_pending_head",
+        "_queued",
         "_receiving",
         "_server",
         "_too_large",
@@ -206,6 +233,7 @@ class _Connection(asyncio.Protocol):
         "answered",
         "bucket",
         "deadline",
+        "pool",
         "since",
     )
 
@@ -217,8 +245,10 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._deadlines = server.deadlines
         self.deadline: float | None = None
-        """When the current state's timeout ends (see ``skr_watcher.deadlines``)."""
+        """When the current state's timeout ends (see ``kyma_wire.deadlines``)."""
         self.bucket: int | None = None
+        self.pool: dict[_Connection, None] | None = None
+        """The server's list this connection is in (``HttpServer._unlist``), if any."""
         self._closing = False
         self._write_paused = False
         self.answered = False
@@ -238,6 +268,11 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._too_large = False
+        # an answer being awaited (see ``Handler``), and the requests that arrived behind it
+        self._pending: asyncio.Future[Response] | None = None
+        self._pending_close = False
+        self._pending_head = False
+        self._queued: deque[tuple[Request, bool]] | None = None
 
     # --- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -248,12 +283,14 @@ class _Connection(asyncio.Protocol):
             transport.abort()
             self._closing = True
             return
-        self._arm(self._limits.keep_alive_timeout)
+        first = self._limits.first_request_timeout
+        self._arm(self._limits.keep_alive_timeout if first is None else first)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_timer()
         self._server.forget(self)
+        self._queued = None  # a pending answer is dropped when it comes (``_resolved``)
         # break the reference cycles (parser, transport): freed now, not at the next full collection
         self._parser = _NO_PARSER
         self._transport = None
@@ -317,7 +354,7 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._transport is None or self._closing:
+        if self._transport is None or self._closing or self._pending is not None:
             return
         self._transport.resume_reading()
         if self._receiving:
@@ -344,10 +381,17 @@ class _Connection(asyncio.Protocol):
         self._count_header_bytes(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_header_bytes(len(name) + len(value) + 4)
-        if len(self._headers) >= self._limits.max_headers:
-            raise _RequestError(431, f"more than {self._limits.max_headers} header fields")
-        self._headers.append((name.lower(), value))
+        # _count_header_bytes inlined: this runs for every header of every request
+        size = self._header_bytes = self._header_bytes + len(name) + len(value) + 4
+        limits = self._limits
+        if size > limits.max_header_bytes:
+            raise _RequestError(
+                431, f"request target and headers larger than {limits.max_header_bytes} bytes"
+            )
+        headers = self._headers
+        if len(headers) >= limits.max_headers:
+            raise _RequestError(431, f"more than {limits.max_headers} header fields")
+        headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -406,7 +450,8 @@ class _Connection(asyncio.Protocol):
             self._server.observe("not_reading")
             self.abort()
             raise _Stop
-        raw_path = self._url.split(b"?", 1)[0].decode("latin-1")
+        url = self._url
+        raw_path = url.split(b"?", 1)[0].decode("latin-1")
         method = self._parser.get_method().decode("ascii", "replace")
         request = Request(
             method=method,
@@ -414,23 +459,82 @@ class _Connection(asyncio.Protocol):
             headers=self._headers,
             body=self._body[0] if len(self._body) == 1 else b"".join(self._body),
             body_too_large=self._too_large,
+            target=url,
         )
         self._body = []
-        failed = False
-        try:
-            response = self._server.handler(request)
-        except Exception:
-            log.exception("handler failed for %s %s", method, request.path)
-            response = Response(500, b"internal error", ((b"content-type", b"text/plain"),))
-            failed = True
-        close = failed or self._too_large or self._server.stopping or not self._parser.should_keep_alive()
-        self._write(render(response, head=method == "HEAD", close=close))
-        self.answered = True
-        if close:
-            self._close()
+        close = self._too_large or self._server.stopping or not self._parser.should_keep_alive()
+        if self._pending is not None:  # an earlier answer is awaited: this one follows it, in order
+            if self._queued is None:
+                self._queued = deque()
+            self._queued.append((request, close))
+            if close:  # nothing after it is parsed (its answer closes the connection)
+                raise _Stop
+            return
+        if not self._answer(request, close):
+            if close:
+                raise _Stop
+            return
+        if close or self._closing:
             raise _Stop
         if not self._write_paused:  # else pause_writing armed the write deadline
             self._idle()
+
+    def _answer(self, request: Request, close: bool) -> bool:
+        """Answer ``request`` now (True), or start awaiting its answer (False: reading stops)."""
+        try:
+            response = self._server.handler(request)
+        except Exception:
+            log.exception("handler failed for %s %s", request.method, request.path)
+            self._send(self._server.error(500, "internal error"), head=request.method == "HEAD", close=True)
+            return True
+        if isinstance(response, Response):
+            self._send(response, head=request.method == "HEAD", close=close)
+            return True
+        future = asyncio.ensure_future(response)
+        self._pending = future
+        self._pending_close = close
+        self._pending_head = request.method == "HEAD"
+        self._server.busy(self)  # not a candidate to shed while its answer is being made
+        self._cancel_timer()  # the wait is the server's, not the client's
+        if self._transport is not None:
+            self._transport.pause_reading()
+        future.add_done_callback(self._resolved)
+        return False
+
+    def _send(self, response: Response, *, head: bool, close: bool) -> None:
+        close = close or self._server.stopping
+        self._write(render(response, head=head, close=close))
+        self.answered = True
+        if close:
+            self._close()
+
+    def _resolved(self, future: asyncio.Future[Response]) -> None:
+        """An awaited answer is done: write it, then answer what queued up behind it."""
+        self._pending = None
+        if self._transport is None or self._transport.is_closing():
+            return  # the client left (or the server aborted it): nothing to write to
+        if future.cancelled():
+            self.abort()
+            return
+        error = future.exception()
+        if error is not None:
+            log.error("handler failed", exc_info=error)
+            self._send(self._server.error(500, "internal error"), head=self._pending_head, close=True)
+            return
+        self._send(future.result(), head=self._pending_head, close=self._pending_close)
+        queued = self._queued
+        while queued and not self._closing:
+            request, close = queued.popleft()
+            if not self._answer(request, close):
+                return
+        if self._closing or self._transport is None:
+            return
+        if not self._write_paused:
+            self._transport.resume_reading()
+            if self._receiving:
+                self._arm(self._limits.body_timeout if not self._in_head else self._limits.header_timeout)
+            else:
+                self._idle()
 
     def _idle(self) -> None:
         self.since = self._loop.time()
@@ -445,8 +549,16 @@ class _Connection(asyncio.Protocol):
             self._server.observe("headers_too_large")
         elif status != 408:  # timeouts are reported by expired
             self._server.observe("malformed")
-        response = Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
-        self._write(render(response, head=False, close=True))
+        self._write(render(self._server.error(status, message), head=False, close=True))
+        transport = self._transport
+        linger = self._limits.linger_seconds
+        if linger > 0 and transport is not None and transport.can_write_eof():
+            self._closing = True  # what still arrives is discarded (``data_received``)
+            self._cancel_timer()
+            self._server.busy(self)
+            transport.write_eof()
+            self._loop.call_later(linger, transport.close)
+            return
         self._close()
 
     def _write(self, data: bytes) -> None:
@@ -467,7 +579,9 @@ class _Connection(asyncio.Protocol):
 
     def close_if_idle(self) -> None:
         """Graceful stop: an idle connection closes now, one receiving a request after its answer."""
-        if not self._receiving and not self._closing:
+        if self._pending is not None:
+            self._pending_close = True  # after the awaited answer
+        elif not self._receiving and not self._closing:
             self._close()
 
     def abort(self) -> None:
@@ -490,18 +604,34 @@ class _Connection(asyncio.Protocol):
         """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
             return
+        if self._pending is not None and not self._write_paused:
+            self._arm(self._limits.body_timeout)  # not read while its answer is awaited: not late
+            return
         self._server.timeouts += 1
-        self._server.observe("not_reading" if self._write_paused else "timeout")
+        if self._write_paused:
+            phase = "write"
+        elif self._receiving:
+            phase = "header" if self._in_head else "body"
+        else:
+            phase = "idle" if self.answered else "header"
+        self._server.timed_out(phase)
         if self._write_paused:
             self.abort()  # it does not read: writing more would not help
-        elif self._receiving:
+        elif self._receiving and self._limits.answer_timeouts:
             self._fail(408, "request not received in time")
+        elif self._receiving:
+            self._close()
         else:
             self._close()  # idle keep-alive connection
 
 
 def _ignore(reason: str) -> None:
     pass
+
+
+def plain_error(status: int, message: str) -> Response:
+    """The default :data:`ErrorResponse`: the reason as plain text."""
+    return Response(status, message.encode(), ((b"content-type", b"text/plain; charset=utf-8"),))
 
 
 class _Stop(Exception):
@@ -522,11 +652,17 @@ class HttpServer:
         limits: Limits = Limits(),
         graceful_seconds: float = 2.0,
         observe: Callable[[str], None] | None = None,
+        on_timeout: Callable[[str], None] | None = None,
+        error: ErrorResponse = plain_error,
     ) -> None:
         self.handler = handler
         self.observe = observe or _ignore
         """Called with the reason whenever the server cuts a client short: ``shed``, ``refused``,
         ``timeout``, ``not_reading``, ``malformed`` (400/417), ``headers_too_large`` (431)."""
+        self.on_timeout = on_timeout
+        """If set, called instead of ``observe`` for a connection's timeout, with its phase:
+        ``header`` (a request's head, or a new connection's first byte), ``body``, ``idle``, ``write``."""
+        self.error = error
         self.host = host
         self.requested_port = port
         self.name = name
@@ -602,6 +738,13 @@ class HttpServer:
 
         return tls
 
+    def timed_out(self, phase: str) -> None:
+        """A connection's ``phase`` timed out (see ``on_timeout``)."""
+        if self.on_timeout is not None:
+            self.on_timeout(phase)
+        else:
+            self.observe("not_reading" if phase == "write" else "timeout")
+
     def _late(self) -> None:
         """A TLS handshake did not finish in time (the connection is aborted)."""
         self.timeouts += 1
@@ -623,6 +766,7 @@ class HttpServer:
             return False
         self.connections.add(connection)
         self._fresh_idle[connection] = None
+        connection.pool = self._fresh_idle
         return True
 
     def _shed(self) -> bool:
@@ -647,23 +791,28 @@ class HttpServer:
         self.observe("shed")
         return True
 
-    def _unlist(self, connection: _Connection) -> None:
-        self._fresh_idle.pop(connection, None)
-        self._fresh_receiving.pop(connection, None)
-        self._idle.pop(connection, None)
-        self._receiving.pop(connection, None)
+    @staticmethod
+    def _unlist(connection: _Connection) -> None:
+        pool = connection.pool
+        if pool is not None:
+            pool.pop(connection, None)
+            connection.pool = None
 
     def idle(self, connection: _Connection) -> None:
         """``connection`` waits for its next request (the longest idle are shed first)."""
         if connection in self.connections:
             self._unlist(connection)
-            (self._idle if connection.answered else self._fresh_idle)[connection] = None
+            pool = self._idle if connection.answered else self._fresh_idle
+            pool[connection] = None
+            connection.pool = pool
 
     def receiving(self, connection: _Connection) -> None:
         """``connection`` is receiving a request or not reading its answers (since ``since``)."""
         if connection in self.connections:
             self._unlist(connection)
-            (self._receiving if connection.answered else self._fresh_receiving)[connection] = None
+            pool = self._receiving if connection.answered else self._fresh_receiving
+            pool[connection] = None
+            connection.pool = pool
 
     def busy(self, connection: _Connection) -> None:
         """``connection`` is closing: no longer a candidate to shed."""

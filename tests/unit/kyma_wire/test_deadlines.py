@@ -1,4 +1,4 @@
-"""``skr_watcher.deadlines``: items expire once, never before their deadline, in deadline order;
+"""``kyma_wire.deadlines``: items expire once, never before their deadline, in deadline order;
 a cleared deadline never fires, a moved one fires at its new time. Waits poll with a deadline; what
 is asserted is the state (who fired, at what loop time), never how fast."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from skr_watcher.deadlines import Deadlines
+from kyma_wire.deadlines import Deadlines
 
 _DEADLINE = 10.0
 
