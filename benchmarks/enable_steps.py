@@ -45,8 +45,10 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import multiprocessing
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +56,7 @@ from typing import Any
 import yaml
 
 from benchmarks.localenv import bench_environment
-from benchmarks.module_bench import entry_state, gone, set_modules, settled, wait_kyma
+from benchmarks.module_bench import entry_state, gone, set_modules, settled
 from benchmarks.stats import latency_row, percentile
 from kyma_operator.api import names
 from kyma_operator.api.meta import State
@@ -110,29 +112,63 @@ def module_manifest(module: str, objects: int) -> bytes:
 Event = tuple[float, str, JSON]
 
 
+@dataclass(frozen=True)
+class WatchSpec:
+    """One watch of the observer process: ``(kubeconfig, resource, namespace)`` under a name."""
+
+    name: str
+    kubeconfig: str
+    res: Resource
+    namespace: str | None
+
+
+def slim(obj: JSON) -> JSON:
+    """What the steps read of an object (identity, generation, status): small to send between
+    processes."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "generation")
+    return {"metadata": {k: meta[k] for k in keep if k in meta}, "status": obj.get("status") or {}}
+
+
+async def _watch_forever(spec: WatchSpec, client: KubeClient, out: Any) -> None:
+    while True:
+        listing = await client.list(spec.res, spec.namespace)
+        now = time.monotonic()
+        for item in listing.items:
+            out.put((spec.name, now, "LISTED", slim(item)))
+        out.put((spec.name, now, "SYNCED", {}))
+        async for event in client.watch(
+            spec.res, spec.namespace, resource_version=listing.resource_version, timeout_seconds=1800
+        ):
+            if event.type == "ERROR":
+                break
+            out.put((spec.name, time.monotonic(), event.type, slim(event.object)))
+
+
+async def _observe(specs: Sequence[WatchSpec], out: Any) -> None:
+    clients = {path: KubeClient.from_kubeconfig_file(path) for path in {s.kubeconfig for s in specs}}
+    try:
+        await asyncio.gather(*(_watch_forever(s, clients[s.kubeconfig], out) for s in specs))
+    finally:
+        for client in clients.values():
+            await client.close()
+
+
+def observer_process(specs: Sequence[WatchSpec], out: Any) -> None:
+    """The watches, in a process of their own: an event is stamped when it arrives, not when the
+    operator's busy event loop in the benchmark process would get to it."""
+    asyncio.run(_observe(specs, out))
+
+
 class Recorder:
-    """Every watch event of one resource, stamped with ``time.monotonic()`` when this process saw it
-    (a LIST after a closed stream is recorded as ``LISTED`` events)."""
+    """Every event of one watch of the observer process, stamped with ``time.monotonic()`` there
+    (system-wide on Linux, so comparable with this process's stamps); a LIST after a closed stream
+    is recorded as ``LISTED`` events."""
 
-    def __init__(self, client: KubeClient, res: Resource, namespace: str | None) -> None:
-        self.client = client
+    def __init__(self, res: Resource) -> None:
         self.res = res
-        self.namespace = namespace
         self.events: list[Event] = []
-        self.ready = asyncio.Event()
-
-    async def run(self) -> None:
-        while True:
-            listing = await self.client.list(self.res, self.namespace)
-            now = time.monotonic()
-            self.events.extend((now, "LISTED", item) for item in listing.items)
-            self.ready.set()
-            async for event in self.client.watch(
-                self.res, self.namespace, resource_version=listing.resource_version, timeout_seconds=1800
-            ):
-                if event.type == "ERROR":
-                    break
-                self.events.append((time.monotonic(), event.type, event.object))
+        self.synced = threading.Event()
 
     async def first(self, after: float, check: Callable[[str, JSON], bool], deadline: float) -> float:
         """The first time at or after ``after`` that an event satisfies ``check``."""
@@ -155,6 +191,38 @@ class Recorder:
             await asyncio.sleep(0.005)
 
 
+def _pump(queue: Any, recorders: dict[str, Recorder]) -> None:
+    """Thread: the observer's events into the recorders (``None`` ends it)."""
+    while (item := queue.get()) is not None:
+        name, at, kind, obj = item
+        if kind == "SYNCED":
+            recorders[name].synced.set()
+        else:
+            recorders[name].events.append((at, kind, obj))
+
+
+@contextlib.contextmanager
+def observer(specs: Sequence[WatchSpec]) -> Iterator[dict[str, Recorder]]:
+    """The observer process and the thread that files its events; both stopped on exit."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    recorders = {s.name: Recorder(s.res) for s in specs}
+    process = context.Process(target=observer_process, args=(list(specs), queue), daemon=True)
+    process.start()
+    pump = threading.Thread(target=_pump, args=(queue, recorders), daemon=True)
+    pump.start()
+    try:
+        for recorder in recorders.values():
+            if not recorder.synced.wait(60.0):
+                raise TimeoutError(f"the observer's {recorder.res.plural} watch did not start")
+        yield recorders
+    finally:
+        process.terminate()
+        process.join(10.0)
+        queue.put(None)
+        pump.join(10.0)
+
+
 def named(name: str, namespace: str | None = None) -> Callable[[str, JSON], bool]:
     def check(_: str, obj: JSON) -> bool:
         meta = obj.get("metadata") or {}
@@ -163,11 +231,16 @@ def named(name: str, namespace: str | None = None) -> Callable[[str, JSON], bool
     return check
 
 
+def last_report(reports: Sequence[ReconcileReport], request: Any, before: float) -> ReconcileReport | None:
+    """The last reconcile of ``request`` that began before ``before`` (the one whose write ``before``
+    saw)."""
+    earlier = [r for r in reports if r.request == request and r.started <= before]
+    return max(earlier, key=lambda r: r.started) if earlier else None
+
+
 def last_start(reports: Sequence[ReconcileReport], request: Any, before: float) -> float | None:
-    """Start of the last reconcile of ``request`` that began before ``before`` (the one whose write
-    ``before`` saw)."""
-    starts = [r.started for r in reports if r.request == request and r.started <= before]
-    return max(starts) if starts else None
+    report = last_report(reports, request, before)
+    return report.started if report is not None else None
 
 
 STEPS: tuple[tuple[str, str], ...] = (
@@ -186,7 +259,8 @@ INSIDE: tuple[tuple[str, str], ...] = (
     ("2r", "2: Kyma reconcile start -> Manifest in KCP"),
     ("3q", "3: Manifest in KCP -> Manifest reconcile start (informer, queue)"),
     ("3r", "3: Manifest reconcile start -> all objects in the runtime"),
-    ("5aq", "5a: rollout done -> Manifest reconcile start (agent event, listener, queue)"),
+    ("5aw", "5a: rollout done -> the installing reconcile ends (0: it had ended)"),
+    ("5aq", "5a: rollout done -> Manifest reconcile start (agent event, listener, queue; includes 5aw)"),
     ("5ar", "5a: Manifest reconcile start -> Manifest Ready in KCP"),
     ("5bq", "5b: Manifest Ready -> Kyma reconcile start"),
     ("5br", "5b: Kyma reconcile start -> KCP Kyma Ready"),
@@ -202,6 +276,16 @@ class Watches:
     deployments: Recorder
     runtime_kymas: Recorder
 
+    @staticmethod
+    def specs(kcp: str, skr: str) -> list[WatchSpec]:
+        return [
+            WatchSpec("manifests", kcp, MANIFESTS, KCP_NAMESPACE),
+            WatchSpec("kcp_kymas", kcp, KYMAS, KCP_NAMESPACE),
+            WatchSpec("configmaps", skr, CONFIGMAPS, None),
+            WatchSpec("deployments", skr, DEPLOYMENTS, None),
+            WatchSpec("runtime_kymas", skr, KYMAS, SYNC_NAMESPACE),
+        ]
+
 
 async def one_enable(
     system: LocalSystem, watches: Watches, module: str, component: str, objects: int
@@ -212,6 +296,7 @@ async def one_enable(
     namespace = f"bench-{module}"
     d = STEP_DEADLINE
     await settled(system)
+    await system.quiet(runtime)  # not held by the listener's coalescing window of an earlier event
     t0 = time.monotonic()
     await set_modules(skr, [module])
     routed = await system.wait_routed(runtime, after=t0, deadline=d)
@@ -275,9 +360,10 @@ async def one_enable(
     if kyma_start is not None and kyma_start >= routed:
         sample["2q"], sample["2r"] = kyma_start - routed, t2 - kyma_start
     if manifest_request is not None:
-        apply_start = last_start(system.manifest_reports, manifest_request, first_object)
-        if apply_start is not None and apply_start >= t2 - 0.05:
-            sample["3q"], sample["3r"] = max(0.0, apply_start - t2), t3 - apply_start
+        install = last_report(system.manifest_reports, manifest_request, first_object)
+        if install is not None and install.started >= t2 - 0.05:
+            sample["3q"], sample["3r"] = max(0.0, install.started - t2), t3 - install.started
+            sample["5aw"] = max(0.0, install.started + install.duration - rollout_done)
         ready_start = last_start(system.manifest_reports, manifest_request, t5a)
         if ready_start is not None:
             sample["5aq"], sample["5ar"] = ready_start - rollout_done, t5a - ready_start
@@ -311,55 +397,33 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
         "module_cache_dir": cache,
         "module_upgrade_rollout_max_delay": 0.0,
     }
-    kcp_watch = KubeClient.from_kubeconfig_file(plane["kcp"].kubeconfig_path)
-    skr_watch = KubeClient.from_kubeconfig_file(plane["skr-1"].kubeconfig_path)
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        async with local_system(
-            plane, ["skr-1"], say, verbose=args.verbose, config_overrides=overrides
-        ) as system:
-            await system.wait_ready()
-            skr = system.runtimes[0].client
-            for module in modules:
-                await skr.create(NAMESPACES, {"metadata": {"name": f"bench-{module}"}})
-                published = await publish_module(
-                    registry,
-                    module,
-                    "1.0.0",
-                    namespace=KCP_NAMESPACE,
-                    manifest=module_manifest(module, args.objects),
-                    with_default_cr=False,
-                )
-                components[module] = str(published.release_meta["spec"]["ocmComponentName"])
-                await system.kcp.apply(MODULE_TEMPLATES, published.template, field_manager="bench")
-                await system.kcp.apply(MODULE_RELEASE_METAS, published.release_meta, field_manager="bench")
-            watches = Watches(
-                Recorder(kcp_watch, MANIFESTS, KCP_NAMESPACE),
-                Recorder(kcp_watch, KYMAS, KCP_NAMESPACE),
-                Recorder(skr_watch, CONFIGMAPS, None),
-                Recorder(skr_watch, DEPLOYMENTS, None),
-                Recorder(skr_watch, KYMAS, SYNC_NAMESPACE),
+    specs = Watches.specs(str(plane["kcp"].kubeconfig_path), str(plane["skr-1"].kubeconfig_path))
+    async with local_system(
+        plane, ["skr-1"], say, verbose=args.verbose, config_overrides=overrides
+    ) as system:
+        await system.wait_ready()
+        skr = system.runtimes[0].client
+        for module in modules:
+            await skr.create(NAMESPACES, {"metadata": {"name": f"bench-{module}"}})
+            published = await publish_module(
+                registry,
+                module,
+                "1.0.0",
+                namespace=KCP_NAMESPACE,
+                manifest=module_manifest(module, args.objects),
+                with_default_cr=False,
             )
-            for recorder in vars(watches).values():
-                tasks.append(asyncio.create_task(recorder.run()))
-                await recorder.ready.wait()
-            await wait_kyma(
-                system.kcp, system.runtimes[0].kyma, lambda k: (k.get("status") or {}).get("state") == "Ready"
-            )
-            samples: list[dict[str, float]] = []
+            components[module] = str(published.release_meta["spec"]["ocmComponentName"])
+            await system.kcp.apply(MODULE_TEMPLATES, published.template, field_manager="bench")
+            await system.kcp.apply(MODULE_RELEASE_METAS, published.release_meta, field_manager="bench")
+        samples: list[dict[str, float]] = []
+        with observer(specs) as recorders:
+            watches = Watches(**recorders)
             for index in range(args.enables):
                 module = modules[index % len(modules)]
                 sample = await one_enable(system, watches, module, components[module], args.objects)
                 samples.append(sample)
                 say(f"enable {index + 1}: " + ", ".join(f"{k}={v * 1000:.0f}" for k, v in sample.items()))
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await kcp_watch.close()
-        await skr_watch.close()
     print()
     print(
         f"{args.enables} enables over {args.modules} modules ({args.objects - 1} ConfigMaps + 1 Deployment "
@@ -376,12 +440,13 @@ async def run(plane: ControlPlane, registry: LocalRegistry, cache: Path, args: a
     print("|---|---|---|---|---|---|")
     for key, label in INSIDE:
         print(latency_row(label, [s[key] for s in samples if key in s]))
-    worst = max(OPERATOR_STEPS, key=lambda k: percentile([s[k] for s in samples], 0.99))
-    worst_p99 = percentile([s[worst] for s in samples], 0.99) * 1000
+    p99 = {key: percentile([s[key] for s in samples], 0.99) * 1000 for key in OPERATOR_STEPS}
+    worst = max(p99, key=lambda key: p99[key])
+    per_step = ", ".join(f"{key} **{p99[key]:.1f}**" for key in OPERATOR_STEPS)
+    verdict = "met" if p99[worst] <= TARGET * 1000 else f"NOT met: step {worst}"
     print()
     print(
-        f"operator's share of enable -> Ready, slowest step (p99): step {worst} **{worst_p99:.1f} ms** "
-        f"({'met' if worst_p99 <= TARGET * 1000 else 'NOT met'}: <= 100 ms per step)"
+        f"operator's share of enable -> Ready, p99 per step: {per_step} ms ({verdict}; target <= 100 ms each)"
     )
 
 
