@@ -52,6 +52,13 @@ def _row(label: str, *columns: int) -> str:
     return rf"^\|[^|\n]*{re.escape(label)}[^|\n]*{cells}"
 
 
+_ENABLE_STEPS = (
+    r"operator's share of enable -> Ready, p50 / p99 per step: "
+    + ", ".join(rf"{step} \*\*([\d.]+) / ([\d.]+)\*\*" for step in ("1", "2", "3", "5a", "5b", "5c"))
+    + " ms"
+)
+"""``benchmarks.enable_steps``'s summary line: p50 and p99 of the operator's share of each step."""
+
 TARGETS: tuple[Target, ...] = (
     Target(
         "§7", "runtime write -> Kyma reconcile start (loopback, real API servers)",
@@ -120,9 +127,9 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "§9.3", "module enabled -> module Ready: the operator's share per step", "<= 100 ms per step",
         "each step waits for the next poll", "enable_steps",
-        r"operator's share of enable -> Ready, p99 per step: 1 \*\*([\d.]+)\*\*, 2 \*\*([\d.]+)\*\*, "
-        r"3 \*\*([\d.]+)\*\*, 5a \*\*([\d.]+)\*\*, 5b \*\*([\d.]+)\*\*, 5c \*\*([\d.]+)\*\* ms",
-        "p99 per step 1: {0}, 2: {1}, 3: {2}, 5a: {3}, 5b: {4}, 5c: {5} ms", lambda f: max(f) <= 100,
+        _ENABLE_STEPS,
+        "p50 / p99 per step 1: {0} / {1}, 2: {2} / {3}, 3: {4} / {5}, 5a: {6} / {7}, 5b: {8} / {9}, "
+        "5c: {10} / {11} ms", lambda f: max(f[1::2]) <= 100,
     ),
     Target(
         "§9.3", "runtime drift (module object deleted) -> restored", "p99 <= 1 s",
