@@ -94,6 +94,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         ("--enables", "5", "--status-changes", "5", "--idle-rounds", "2"),
     ),
+    Benchmark("enable_steps", "enable_steps", ("--enables", "45"), ("--enables", "3")),
     Benchmark(
         "descriptor_bench",
         "descriptors",
