@@ -50,6 +50,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -70,6 +71,18 @@ from kyma_operator.runtime.shardmap import (
 log = logging.getLogger(__name__)
 
 Callback = Callable[[int], None]
+
+
+class ShardCaches(Protocol):
+    """Per-shard caches (``runtime/shardinformer``, ``--shard-scoped-caches``): started when a shard
+    is acquired (the coordinator acts on it only once they are synced), stopped when released."""
+
+    def start(self, shard: int) -> None: ...
+
+    async def wait_synced(self, shard: int, timeout: float) -> bool: ...  # noqa: ASYNC109
+
+    def stop(self, shard: int) -> None: ...
+
 
 _ID = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -216,8 +229,11 @@ class ShardCoordinator:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         caches_synced: Callable[[], bool] = lambda: True,
         registry: CollectorRegistry | None = None,
+        shard_caches: ShardCaches | None = None,
     ) -> None:
         self.client = client
+        self.shard_caches = shard_caches
+        """Started on acquiring a shard and awaited before acting on it; stopped on release."""
         self.config = config
         self.clock = clock or RealClock()
         self._wall = wall_clock
@@ -645,9 +661,27 @@ class ShardCoordinator:
                 log.info("%s: shard %d renewed again after a fenced gap", self.identity, shard)
                 held.active = False
         if not held.active and held.draining_since is None:
+            if not await self._shard_caches_synced(shard, held):
+                return
             held.active = True
             self._holders[shard] = self._self
             self._notify(self._on_acquired, shard)
+
+    async def _shard_caches_synced(self, shard: int, held: _Held) -> bool:
+        """Start the shard's caches (if per-shard) and wait up to one retry period for their first
+        list; the shard becomes active only then (else on a later round), so ``on_acquired`` sees
+        every object of the shard and no request is admitted before."""
+        if self.shard_caches is None:
+            return True
+        self.shard_caches.start(shard)
+        if not await self.shard_caches.wait_synced(shard, self.config.retry_period):
+            log.info("%s: shard %d: caches not synced yet, acting on it later", self.identity, shard)
+            return False
+        return self._held.get(shard) is held and held.draining_since is None
+
+    def _stop_shard_caches(self, shard: int) -> None:
+        if self.shard_caches is not None and shard not in self._held:
+            self.shard_caches.stop(shard)
 
     async def _release(self, shard: int) -> None:
         cfg = self.config
@@ -677,6 +711,7 @@ class ShardCoordinator:
         self._holders.pop(shard, None)
         self.metrics.handoffs.labels("released").inc()
         self._notify(self._on_released, shard)
+        self._stop_shard_caches(shard)
 
     def _lose(self, shard: int, why: str) -> None:
         self._held.pop(shard, None)
@@ -684,6 +719,7 @@ class ShardCoordinator:
         self.metrics.handoffs.labels("lost").inc()
         log.warning("%s: lost shard %d (%s)", self.identity, shard, why)
         self._notify(self._on_released, shard)
+        self._stop_shard_caches(shard)
 
     def _notify(self, callbacks: list[Callback], shard: int) -> None:
         for callback in callbacks:
