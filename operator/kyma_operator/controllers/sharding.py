@@ -233,10 +233,15 @@ async def label_kyma_and_manifests(
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     want = shard_label_value(shard)
     if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
-        written = await client.patch(KYMAS, name, {"metadata": {"labels": {SHARD_LABEL: want}}}, namespace)
         scoped = sharded(kymas)
-        if scoped is not None:
-            scoped.note_relabelled(written)
+        if scoped is not None:  # before the write: its watch event may come before the response
+            scoped.note_relabelled(kyma)
+        try:
+            await client.patch(KYMAS, name, {"metadata": {"labels": {SHARD_LABEL: want}}}, namespace)
+        except BaseException:
+            if scoped is not None:
+                scoped.forget_relabelled(kyma)
+            raise
     if not manifests:
         return
     listed = await client.list(MANIFESTS, namespace, label_selector=f"{names.KYMA_NAME_LABEL}={name}")

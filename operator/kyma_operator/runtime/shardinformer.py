@@ -165,6 +165,10 @@ class ShardedInformer(Informer):
         """Shards with a running informer (sorted)."""
         return sorted(shard for shard in self._parts if shard is not None)
 
+    def part(self, shard: int | None) -> Informer | None:
+        """The informer of ``shard`` (None: of unlabelled objects), None if not cached."""
+        return self._parts.get(shard)
+
     def start_shard(self, shard: int) -> None:
         """Start caching ``shard`` (no-op if it already is); call from the running event loop."""
         if shard in self._parts:
@@ -188,12 +192,17 @@ class ShardedInformer(Informer):
             log.info("%s: dropped the cache of shard %d", self.name, shard)
 
     def note_relabelled(self, obj: JSON) -> None:
-        """This replica gave ``obj`` its shard label: its leaving the unlabelled part is a move."""
+        """This replica is giving ``obj`` its shard label: its leaving the unlabelled part is a move
+        (call before the write: the watch event may arrive before the write's response)."""
         key = object_key(obj)
         self._relabelled[key] = True
         self._relabelled.move_to_end(key)
         while len(self._relabelled) > _RELABELLED:
             self._relabelled.popitem(last=False)
+
+    def forget_relabelled(self, obj: JSON) -> None:
+        """The label write announced by ``note_relabelled`` failed."""
+        self._relabelled.pop(object_key(obj), None)
 
     def tombstone(self, namespace: str | None, name: str) -> int | None:
         """The shard of a recently deleted object no longer cached, else None."""
