@@ -31,7 +31,9 @@ else:
 * **acquisition**: a replica joins (and so takes shards) only after its caches are synced; every
   time it starts to hold a shard (acquired, or renewed again after a fenced gap) the
   ``on_acquired`` callbacks run, which enqueue every Kyma and Manifest of the shard once as a full
-  reconcile, so nothing dropped while the shard moved is lost.
+  reconcile, so nothing dropped while the shard moved is lost. With per-shard caches
+  (``ShardCaches``, ``--shard-scoped-caches``) the shard's informers are started first and the
+  shard is acted on only once they are synced; they are stopped when it is released or lost.
 
 A clean stop drains and releases every shard and deletes the membership Lease, so the others
 rebalance at once; kill -9 costs one Lease duration.

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kyma_operator.api.resources import KYMAS, MANIFESTS
-from kyma_operator.controllers.sharding import ShardLabelling, kyma_shard, scoped_informers
+from kyma_operator.controllers.sharding import FixMisplaced, ShardLabelling, kyma_shard, scoped_informers
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
@@ -296,3 +296,42 @@ async def test_two_operators_label_and_reconcile_unlabelled_kymas_without_overla
             for report in running.reports[first:]:
                 assert shard_of(f"rt-{report.request.name[1:]}", SHARDS) in held, report.line()
     assert overlaps(read_trace(trace)) == []
+
+
+async def test_a_kyma_labelled_for_another_shard_count_is_relabelled_with_its_manifests(
+    kcp_client: KubeClient, kcp_namespace: str, replicas: list[Replica]
+) -> None:
+    a, _ = replicas
+    right = shard_of("rt-0", SHARDS)
+    wrong = (right + 1) % SHARDS  # in range, but not its shard (e.g. after --shards changed)
+    kyma = kyma_body(kcp_namespace, 0, labelled=False)
+    kyma["metadata"]["labels"][SHARD_LABEL] = str(wrong)
+    await kcp_client.create(KYMAS, kyma)
+    manifest = manifest_body(kcp_namespace, 0, labelled=False)
+    manifest["metadata"]["labels"][SHARD_LABEL] = str(wrong)
+    await kcp_client.create(MANIFESTS, manifest)
+    out_of_range = kyma_body(kcp_namespace, 1, labelled=False)
+    out_of_range["metadata"]["labels"][SHARD_LABEL] = str(SHARDS + 3)
+    await kcp_client.create(KYMAS, out_of_range)
+    await a.synced()
+    # a count this replica does not use: in the unlabelled part, where its holder labels it
+    await eventually(lambda: a.kymas.unlabelled.get(kcp_namespace, "k1"), "k1 among the unlabelled")
+    fix = FixMisplaced(kcp_client, a.kymas, a.coordinator)
+    a.kymas.add_handler(fix)
+    a.coordinator.on_acquired(fix)
+    await rounds_until([a], a.clock, lambda: len(a.coordinator.held()) == SHARDS, "a holds every shard")
+
+    async def relabelled() -> bool:
+        k = await kcp_client.get(KYMAS, "k0", kcp_namespace)
+        m = await kcp_client.get(MANIFESTS, "k0-module", kcp_namespace)
+        labels = (k["metadata"]["labels"].get(SHARD_LABEL), m["metadata"]["labels"].get(SHARD_LABEL))
+        return labels == (str(right), str(right))
+
+    await eventually(relabelled, "the Kyma and its Manifest relabelled to the Kyma's shard")
+
+    def in_its_shard() -> bool:
+        part = a.kymas.part(right)
+        return part is not None and part.get(kcp_namespace, "k0") is not None
+
+    await eventually(in_its_shard, "k0 cached in its shard's informer")
+    assert fix.fixed == 1
