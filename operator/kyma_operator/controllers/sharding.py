@@ -36,6 +36,7 @@ from kyma_operator.runtime.informer import JSON, Informer, ListWatcher, index_by
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.resources import Resource
 from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
@@ -224,34 +225,40 @@ class ReleaseClients:
 
 
 async def label_kyma_and_manifests(
-    client: KubeClient, kymas: Informer, kyma: JSON, shard: int, *, manifests: bool
+    client: KubeClient, kymas: Informer, manifests: Informer | None, kyma: JSON, shard: int
 ) -> None:
-    """Write ``SHARD_LABEL=<shard>`` on a Kyma and (``manifests``) on every Manifest of it that
-    lacks or has another value, listed from the API server (the Manifests may be in another
-    replica's shard cache or not cached at all). ``KubeError`` propagates."""
+    """Write ``SHARD_LABEL=<shard>`` on a Kyma and (``manifests``: shard-scoped caches) on every
+    cached Manifest of it that lacks it or has another value. The Manifests come from this
+    replica's view (the unlabelled ones are cached on every replica, the Kyma's shard's here);
+    never from a list of the API server, which at 25,000 Manifests would read them all per Kyma.
+    ``KubeError`` propagates."""
     meta = kyma.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     want = shard_label_value(shard)
+    patch = {"metadata": {"labels": {SHARD_LABEL: want}}}
     if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
-        scoped = sharded(kymas)
-        if scoped is not None:  # before the write: its watch event may come before the response
-            scoped.note_relabelled(kyma)
-        try:
-            await client.patch(KYMAS, name, {"metadata": {"labels": {SHARD_LABEL: want}}}, namespace)
-        except BaseException:
-            if scoped is not None:
-                scoped.forget_relabelled(kyma)
-            raise
-    if not manifests:
+        await _relabel(client, kymas, KYMAS, kyma, patch)
+    if manifests is None:
         return
-    listed = await client.list(MANIFESTS, namespace, label_selector=f"{names.KYMA_NAME_LABEL}={name}")
-    for item in listed.items:
+    for item in manifests.by_index(MANIFESTS_BY_KYMA_INDEX, name):
         item_meta = item.get("metadata") or {}
-        if item_meta.get("deletionTimestamp") or (item_meta.get("labels") or {}).get(SHARD_LABEL) == want:
+        if item_meta.get("namespace") != namespace or item_meta.get("deletionTimestamp"):
             continue
-        await client.patch(
-            MANIFESTS, str(item_meta["name"]), {"metadata": {"labels": {SHARD_LABEL: want}}}, namespace
-        )
+        if (item_meta.get("labels") or {}).get(SHARD_LABEL) != want:
+            await _relabel(client, manifests, MANIFESTS, item, patch)
+
+
+async def _relabel(client: KubeClient, view: Informer, res: Resource, obj: JSON, patch: JSON) -> None:
+    meta = obj.get("metadata") or {}
+    scoped = sharded(view)
+    if scoped is not None:  # before the write: its watch event may come before the response
+        scoped.note_relabelled(obj)
+    try:
+        await client.patch(res, str(meta.get("name") or ""), patch, str(meta.get("namespace") or ""))
+    except BaseException:
+        if scoped is not None:
+            scoped.forget_relabelled(obj)
+        raise
 
 
 class ShardLabelling:
@@ -276,10 +283,9 @@ class ShardLabelling:
         self.kymas = kymas
         self.shards = shards
         self.writes = 0
-        self.scoped = sharded(kymas) is not None
+        self.manifests = sharded(manifests) if manifests is not None and sharded(kymas) is not None else None
         """Shard-scoped caches: the Kyma's Manifests are labelled too (each shard's informer
         selects by the label, so an unlabelled Manifest would stay in every replica's cache)."""
-        self.manifests = sharded(manifests) if manifests is not None else None
 
     async def reconcile(self, request: Request) -> Result:
         try:
@@ -299,7 +305,7 @@ class ShardLabelling:
         if labelled and not self._lone(request):
             return
         try:
-            await label_kyma_and_manifests(self.client, self.kymas, obj, shard, manifests=self.scoped)
+            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, shard)
             self.writes += 1
         except KubeError as exc:  # the label is an optimisation: the next reconcile tries again
             log.info("Kyma %s: could not set the shard label: %s", request, exc)
@@ -319,9 +325,12 @@ class FixMisplaced:
     whose gate drops it. That holder writes the right label (on the Kyma and its Manifests), so
     the object moves to its real holder. An informer handler plus an ``on_acquired`` scan."""
 
-    def __init__(self, client: KubeClient, kymas: Informer, coordinator: ShardCoordinator) -> None:
+    def __init__(
+        self, client: KubeClient, kymas: Informer, manifests: Informer | None, coordinator: ShardCoordinator
+    ) -> None:
         self.client = client
         self.kymas = kymas
+        self.manifests = manifests
         self.coordinator = coordinator
         self._pending: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -361,7 +370,7 @@ class FixMisplaced:
 
     async def _fix(self, key: tuple[str, str], obj: JSON, right: int) -> None:
         try:
-            await label_kyma_and_manifests(self.client, self.kymas, obj, right, manifests=True)
+            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, right)
             self.fixed += 1
             log.info("Kyma %s/%s: shard label corrected to %d", key[0], key[1], right)
         except KubeError as exc:  # the next event or acquisition tries again
@@ -439,6 +448,6 @@ class Sharding:
             caches.append(manifest.skr_clients)
         self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))
         if sharded(self.kymas) is not None:
-            fix = FixMisplaced(self.coordinator.client, self.kymas, self.coordinator)
+            fix = FixMisplaced(self.coordinator.client, self.kymas, self.manifests, self.coordinator)
             self.kymas.add_handler(fix)
             self.coordinator.on_acquired(fix)

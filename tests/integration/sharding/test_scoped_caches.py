@@ -316,7 +316,7 @@ async def test_a_kyma_labelled_for_another_shard_count_is_relabelled_with_its_ma
     await a.synced()
     # a count this replica does not use: in the unlabelled part, where its holder labels it
     await eventually(lambda: a.kymas.unlabelled.get(kcp_namespace, "k1"), "k1 among the unlabelled")
-    fix = FixMisplaced(kcp_client, a.kymas, a.coordinator)
+    fix = FixMisplaced(kcp_client, a.kymas, a.manifests, a.coordinator)
     a.kymas.add_handler(fix)
     a.coordinator.on_acquired(fix)
     await rounds_until([a], a.clock, lambda: len(a.coordinator.held()) == SHARDS, "a holds every shard")
