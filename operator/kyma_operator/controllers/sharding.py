@@ -410,6 +410,8 @@ class Sharding:
             caches_synced=synced,
             registry=registry,
             shard_caches=ShardCaches(*scoped) if scoped else None,
+            # per-shard caches: replicas started together see each other before taking shards
+            join_grace=config.renew_deadline if scoped else 0.0,
         )
         by_kyma = kyma_shard(kymas, config.shards)
         by_manifest = manifest_shard(manifests, kymas, config.shards)

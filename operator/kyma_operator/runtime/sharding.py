@@ -232,10 +232,16 @@ class ShardCoordinator:
         caches_synced: Callable[[], bool] = lambda: True,
         registry: CollectorRegistry | None = None,
         shard_caches: ShardCaches | None = None,
+        join_grace: float = 0.0,
     ) -> None:
         self.client = client
         self.shard_caches = shard_caches
         """Started on acquiring a shard and awaited before acting on it; stopped on release."""
+        self.join_grace = join_grace
+        """Seconds after joining before this replica takes free shards, so replicas started
+        together see each other first (with per-shard caches, taking every shard and handing most
+        of them over again lists the whole fleet once: memory and CPU a replica does not keep)."""
+        self._joined_at = math.inf
         self.config = config
         self.clock = clock or RealClock()
         self._wall = wall_clock
@@ -525,6 +531,7 @@ class ShardCoordinator:
         self._member_renewed_at = started
         if not self.joined:
             self.joined = True
+            self._joined_at = started
             log.info("%s: joined the shard group (%d shards)", self.identity, cfg.shards)
 
     def _live_members(
@@ -593,7 +600,7 @@ class ShardCoordinator:
                     held.active = False
             await self._write(shard, seen, renew=True)
             return
-        if not mine:
+        if not mine or self.clock.now() - self._joined_at < self.join_grace:
             return
         if seen is None:
             await self._write(shard, None, renew=False)
