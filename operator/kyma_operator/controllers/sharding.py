@@ -32,12 +32,12 @@ from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
-from kyma_operator.runtime.informer import JSON, Informer, ListWatcher, index_by_label
+from kyma_operator.runtime.informer import JSON, Informer, index_by_label
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import Resource
-from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, sharded
+from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, WatchCacheLists, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
 
@@ -120,12 +120,14 @@ def manifest_object_shard(kymas: Informer, shards: int) -> Callable[[JSON], int]
 
 
 def scoped_informers(
-    client: ListWatcher, namespace: str, shards: int, *, clock: Clock | None = None
+    client: KubeClient, namespace: str, shards: int, *, clock: Clock | None = None
 ) -> tuple[ShardedInformer, ShardedInformer]:
     """The Kyma and Manifest informers with shard-scoped caches (``--shard-scoped-caches``): the
-    same names and indexes as the fleet-wide ones (``shared_informers``)."""
+    same names and indexes as the fleet-wide ones (``shared_informers``), listing from the API
+    server's watch cache (``WatchCacheLists``)."""
+    lists = WatchCacheLists(client)
     kymas = ShardedInformer(
-        client,
+        lists,
         KYMAS,
         namespace=namespace,
         shards=shards,
@@ -134,7 +136,7 @@ def scoped_informers(
         name="kymas",
     )
     manifests = ShardedInformer(
-        client,
+        lists,
         MANIFESTS,
         namespace=namespace,
         shards=shards,
