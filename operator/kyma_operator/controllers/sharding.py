@@ -123,8 +123,8 @@ def scoped_informers(
     client: KubeClient, namespace: str, shards: int, *, clock: Clock | None = None
 ) -> tuple[ShardedInformer, ShardedInformer]:
     """The Kyma and Manifest informers with shard-scoped caches (``--shard-scoped-caches``): the
-    same names and indexes as the fleet-wide ones (``shared_informers``), listing from the API
-    server's watch cache (``WatchCacheLists``)."""
+    same names and indexes as the fleet-wide ones (``shared_informers``); each shard listed from the
+    API server's watch cache (``WatchCacheLists``), the unlabelled objects paginated."""
     lists = WatchCacheLists(client)
     kymas = ShardedInformer(
         lists,
@@ -134,6 +134,7 @@ def scoped_informers(
         shard_of=lambda obj: shard_of(kyma_shard_key(obj), shards),
         clock=clock,
         name="kymas",
+        unlabelled_client=client,
     )
     manifests = ShardedInformer(
         lists,
@@ -144,6 +145,7 @@ def scoped_informers(
         indexers={MANIFESTS_BY_KYMA_INDEX: index_by_label(names.KYMA_NAME_LABEL)},
         clock=clock,
         name="manifests",
+        unlabelled_client=client,
     )
     return kymas, manifests
 

@@ -167,6 +167,7 @@ class ShardedInformer(Informer):
         clock: Clock | None = None,
         transform: Transform | None = lean_object,
         name: str | None = None,
+        unlabelled_client: ListWatcher | None = None,
     ) -> None:
         super().__init__(
             client,
@@ -186,13 +187,16 @@ class ShardedInformer(Informer):
         self._relabelled: OrderedDict[ObjectKey, bool] = OrderedDict()
         self._parts: dict[int | None, Informer] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._unlabelled_client = unlabelled_client or client
+        """Lists the unlabelled objects: paginated from etcd (the whole fleet on the first start
+        with the flag) rather than from the watch cache in one response."""
         self.unlabelled = self._part(None, unlabelled_selector(shards))
         self.synced = self.unlabelled.synced
 
     def _part(self, shard: int | None, selector: str) -> Informer:
         suffix = "unlabelled" if shard is None else f"shard-{shard}"
         part = Informer(
-            self.client,
+            self._unlabelled_client if shard is None else self.client,
             self.resource,
             namespace=self.namespace,
             label_selector=selector,
