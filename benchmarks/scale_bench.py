@@ -1,6 +1,7 @@
 """Scale: 5,000 Kymas in one operator process, and what each runtime costs the operator.
 
-Run: ``.venv/bin/python -m benchmarks.scale_bench kymas [--kymas 5000 --modules 5 --replicas 1 3]``
+Run: ``.venv/bin/python -m benchmarks.scale_bench kymas [--kymas 5000 --modules 5 --replicas 1 3]
+[--shard-scoped-caches]``
 and ``.venv/bin/python -m benchmarks.scale_bench runtimes [--runtimes 10 20 40]``. Recorded in
 ``benchmarks/results/scale.md``.
 
@@ -13,8 +14,10 @@ created concurrently. Then ``python -m kyma_operator`` is started cold (a count 
 with ``--leader-elect=false``) with ``--watcher-enabled=false``
 (single-cluster Kymas need no agent), the module half on and the Manifest controller off (it would
 install 25,000 Manifests, the per-runtime half below measures runtime clients); the figures are
-the process RSS (peak and settled) and the time until every Kyma has been reconciled once (distinct
-Kymas in the operator's per-reconcile log lines). The first start (first ``--replicas`` count)
+the process RSS (peak and settled), the time until every Kyma has been reconciled once (distinct
+Kymas in the operator's per-reconcile log lines) and each process's CPU seconds until then (a full
+resync: cold start, lists, one reconcile of every Kyma; ``--shard-scoped-caches`` adds that flag
+to this checkout's sharded processes). The first start (first ``--replicas`` count)
 converges (finalizers, status); then one restart per ``--replicas`` count, of operators whose fleet
 is converged (what an upgrade or a failover does): the figures the targets are about. It also
 weighs one cached Manifest as the API server sends it and as the informer keeps it (``lean_object``).
@@ -37,6 +40,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import platform
 import re
 import subprocess
@@ -82,6 +86,12 @@ def _status(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             found[key] = int(value.split()[0]) * 1024
     return found
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _mb(value: float) -> str:
@@ -199,6 +209,8 @@ class Watched:
     ready_at: float | None = None
     reconciled: dict[str, str] = field(default_factory=dict)
     reconciles: int = 0
+    cpu_at_reconciled: float | None = None
+    """CPU seconds from the start until every Kyma of the fleet was reconciled once (a full resync)."""
     _parsed: int = 0
 
     def poll(self) -> None:
@@ -221,12 +233,13 @@ async def start_operators(
     replicas: int,
     extra: Sequence[str],
     env: dict[str, str] | None = None,
+    sharded_extra: Sequence[str] = (),
 ) -> list[Watched]:
     watched = []
     for i in range(replicas):
         flags = [*extra]
         if replicas > 1:
-            flags += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
+            flags += ["--sharding", "--shards=16", f"--replica-id=r{i}", *sharded_extra]
         else:  # a cold start, not a wait for the killed predecessor's Lease to expire
             flags += ["--leader-elect=false"]
         process = await OperatorProcess.start(kubeconfig, namespace, *flags, env_extra=env)
@@ -248,6 +261,8 @@ async def until_reconciled(
         distinct = set().union(*(w.reconciled for w in watched))
         total = sum(w.reconciles for w in watched)
         if len(distinct) >= expected and total >= expected * times:
+            for w in watched:
+                w.cpu_at_reconciled = _cpu_seconds(w.process.pid)
             outcomes: dict[str, int] = {}
             for w in watched:
                 for state in w.reconciled.values():
@@ -288,6 +303,15 @@ KYMA_FLAGS = (
 )
 
 
+DEPLOYMENT_TIMINGS = (
+    "--leader-elect-lease-duration=10",
+    "--leader-elect-renew-deadline=7",
+    "--leader-elect-retry-period=1.5",
+)
+"""The Deployment's Lease timings (the defaults) instead of the tests' short ones (4/3/0.5 s), with
+which three busy replicas on a loaded 2-core machine can miss a renewal and exit."""
+
+
 async def kymas_scenario(args: argparse.Namespace) -> None:
     with ControlPlane(["kcp"]) as plane:
         kcp_server = plane["kcp"]
@@ -310,9 +334,14 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
             for code in codes
         ]
         for run, replicas, (_, env) in runs:
+            # --shard-scoped-caches: this checkout's sharded runs (the other tree may lack the flag)
+            scoped = ("--shard-scoped-caches",) if args.shard_scoped_caches and env is None else ()
+            flags = (*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ()))
             watched = await start_operators(
-                kcp_server.kubeconfig_path, fleet.namespace, replicas, KYMA_FLAGS, env
+                kcp_server.kubeconfig_path, fleet.namespace, replicas, flags, env, scoped
             )
+            if scoped and replicas > 1:
+                run += " --shard-scoped-caches"
             try:
                 took, outcomes = await until_reconciled(watched, fleet.kymas, args.timeout)
                 await settle(watched, args.settle)
@@ -320,10 +349,12 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
                 for i, w in enumerate(watched):
                     rss = _status(w.process.pid)["VmRSS"]
                     ready = f"{w.ready_at:.1f} s" if w.ready_at is not None else "-"
+                    cpu = f"{w.cpu_at_reconciled:.1f}" if w.cpu_at_reconciled is not None else "-"
                     print(
                         f"  replica {i}: ready after {ready}, peak RSS {_mb(w.peak_rss)} MB, settled RSS "
                         f"{_mb(rss)} MB ({args.settle:.0f} s later), threads {thread_count(w.process.pid)}, "
-                        f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas",
+                        f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas, "
+                        f"CPU {cpu} s until every Kyma was reconciled once",
                         flush=True,
                     )
             finally:
@@ -523,6 +554,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         nargs="+",
         default=[1],
         help="operator processes (>1: --sharding); several: one restart each, in order",
+    )
+    kymas.add_argument(
+        "--shard-scoped-caches",
+        action="store_true",
+        help="sharded runs (replicas > 1) of this checkout with --shard-scoped-caches (not the other tree)",
+    )
+    kymas.add_argument(
+        "--deployment-timings",
+        action="store_true",
+        help="the Deployment's Lease timings (10/7/1.5 s) instead of the tests' (4/3/0.5 s)",
     )
     kymas.add_argument("--timeout", type=float, default=1800.0)
     kymas.add_argument("--settle", type=float, default=30.0, help="seconds after the last first reconcile")

@@ -22,7 +22,9 @@ controllers' intakes. Nothing is attached or mutated after construction.
    its readiness), the shard label on Kymas and the full re-enqueue of an acquired shard; exposed
    as ``Operator.coordinator`` (None without sharding); the listener then runs on every
    replica and hands an event whose shard another replica holds to that holder's internal endpoint
-   (``kcp_listener.handoff``, address published in the membership Lease).
+   (``kcp_listener.handoff``, address published in the membership Lease); with
+   ``--shard-scoped-caches`` the Kyma and Manifest informers cache only the held shards
+   (``runtime/shardinformer``).
 
 The event path from the runtime's API server to a reconcile (hops; docs/architecture.md, "The
 event path"):
@@ -79,7 +81,7 @@ from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
-from kyma_operator.controllers.sharding import Sharding
+from kyma_operator.controllers.sharding import Sharding, scoped_informers
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -328,13 +330,18 @@ async def build_operator(
     if config.watcher_enabled:
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
     leader = config.leader_election_config()
-    kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
-    manifests = manifest_informer(client, ns, clock=clock)
     registry = CollectorRegistry()
     try:
         shard_config = config.sharding_config() if config.sharding else None
     except ValueError as exc:  # e.g. a host name that is no valid replica id
         raise StartupError(f"--sharding: {exc} (set --replica-id)") from exc
+    kymas: Informer
+    manifests: Informer
+    if shard_config is not None and config.shard_scoped_caches:
+        kymas, manifests = scoped_informers(client, ns, shard_config.shards, clock=clock)
+    else:
+        kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
+        manifests = manifest_informer(client, ns, clock=clock)
     sharding = (
         Sharding.build(
             client,

@@ -20,21 +20,24 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from kyma_operator.api import names
-from kyma_operator.api.resources import KYMAS
+from kyma_operator.api.resources import KYMAS, MANIFESTS
 from kyma_operator.controllers.kyma.setup import CONTROLLER_NAME as KYMA_CONTROLLER
 from kyma_operator.controllers.kyma.setup import KymaController
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
+from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
-from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.informer import JSON, Informer, index_by_label
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.resources import Resource
+from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, WatchCacheLists, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
 
@@ -51,11 +54,23 @@ def kyma_shard_key(kyma: Mapping[str, Any]) -> str:
     return str(runtime_id) if runtime_id else str(meta.get("name") or "")
 
 
+UNKNOWN_SHARD = -1
+"""The shard of a request for an object a shard-scoped cache does not have (held elsewhere, or
+gone long ago): no replica admits it (``ShardCoordinator.holds(-1)`` is false)."""
+
+
 def kyma_shard(kymas: Informer, shards: int) -> ShardFunc:
-    """The shard of a Kyma request: from the cached Kyma's runtime id, else its name."""
+    """The shard of a Kyma request: from the cached Kyma's runtime id, else its name.
+
+    With shard-scoped caches an uncached Kyma is not necessarily gone (another replica holds it):
+    its tombstone's shard if it was just deleted here, else ``UNKNOWN_SHARD``."""
+    scoped = sharded(kymas)
 
     def shard(request: Request) -> int:
         obj = kymas.get(request.namespace, request.name)
+        if obj is None and scoped is not None:
+            buried = scoped.tombstone(request.namespace, request.name)
+            return buried if buried is not None else UNKNOWN_SHARD
         key = kyma_shard_key(obj) if obj is not None else request.name
         return shard_of(key, shards)
 
@@ -63,10 +78,15 @@ def kyma_shard(kymas: Informer, shards: int) -> ShardFunc:
 
 
 def manifest_shard(manifests: Informer, kymas: Informer, shards: int) -> ShardFunc:
-    """The shard of a Manifest request: its Kyma's (cached), else its shard label, else its Kyma name's."""
+    """The shard of a Manifest request: its Kyma's (cached), else its shard label, else its Kyma name's
+    (shard-scoped caches: a Manifest not cached is its tombstone's shard or ``UNKNOWN_SHARD``)."""
+    scoped = sharded(manifests)
 
     def shard(request: Request) -> int:
         obj = manifests.get(request.namespace, request.name)
+        if obj is None and scoped is not None:
+            buried = scoped.tombstone(request.namespace, request.name)
+            return buried if buried is not None else UNKNOWN_SHARD
         labels: dict[str, Any] = ((obj or {}).get("metadata") or {}).get("labels") or {}
         kyma_name = str(labels.get(names.KYMA_NAME_LABEL) or "")
         kyma = kymas.get(request.namespace, kyma_name) if kyma_name else None
@@ -78,6 +98,56 @@ def manifest_shard(manifests: Informer, kymas: Informer, shards: int) -> ShardFu
         return shard_of(kyma_name or request.name, shards)
 
     return shard
+
+
+def manifest_object_shard(kymas: Informer, shards: int) -> Callable[[JSON], int]:
+    """The shard of a Manifest object (for tombstones): its Kyma's, else its label, else its Kyma
+    name's."""
+
+    def shard(obj: JSON) -> int:
+        meta = obj.get("metadata") or {}
+        labels: dict[str, Any] = meta.get("labels") or {}
+        kyma_name = str(labels.get(names.KYMA_NAME_LABEL) or "")
+        kyma = kymas.get(meta.get("namespace"), kyma_name) if kyma_name else None
+        if kyma is not None:
+            return shard_of(kyma_shard_key(kyma), shards)
+        labelled = parse_shard_label(labels.get(SHARD_LABEL), shards)
+        if labelled is not None:
+            return labelled
+        return shard_of(kyma_name or str(meta.get("name") or ""), shards)
+
+    return shard
+
+
+def scoped_informers(
+    client: KubeClient, namespace: str, shards: int, *, clock: Clock | None = None
+) -> tuple[ShardedInformer, ShardedInformer]:
+    """The Kyma and Manifest informers with shard-scoped caches (``--shard-scoped-caches``): the
+    same names and indexes as the fleet-wide ones (``shared_informers``); each shard listed from the
+    API server's watch cache (``WatchCacheLists``), the unlabelled objects paginated."""
+    lists = WatchCacheLists(client)
+    kymas = ShardedInformer(
+        lists,
+        KYMAS,
+        namespace=namespace,
+        shards=shards,
+        shard_of=lambda obj: shard_of(kyma_shard_key(obj), shards),
+        clock=clock,
+        name="kymas",
+        unlabelled_client=client,
+    )
+    manifests = ShardedInformer(
+        lists,
+        MANIFESTS,
+        namespace=namespace,
+        shards=shards,
+        shard_of=manifest_object_shard(kymas, shards),
+        indexers={MANIFESTS_BY_KYMA_INDEX: index_by_label(names.KYMA_NAME_LABEL)},
+        clock=clock,
+        name="manifests",
+        unlabelled_client=client,
+    )
+    return kymas, manifests
 
 
 class ShardGate:
@@ -158,6 +228,43 @@ class ReleaseClients:
                     self.closed += 1
 
 
+async def label_kyma_and_manifests(
+    client: KubeClient, kymas: Informer, manifests: Informer | None, kyma: JSON, shard: int
+) -> None:
+    """Write ``SHARD_LABEL=<shard>`` on a Kyma and (``manifests``: shard-scoped caches) on every
+    cached Manifest of it that lacks it or has another value. The Manifests come from this
+    replica's view (the unlabelled ones are cached on every replica, the Kyma's shard's here);
+    never from a list of the API server, which at 25,000 Manifests would read them all per Kyma.
+    ``KubeError`` propagates."""
+    meta = kyma.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    want = shard_label_value(shard)
+    patch = {"metadata": {"labels": {SHARD_LABEL: want}}}
+    if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
+        await _relabel(client, kymas, KYMAS, kyma, patch)
+    if manifests is None:
+        return
+    for item in manifests.by_index(MANIFESTS_BY_KYMA_INDEX, name):
+        item_meta = item.get("metadata") or {}
+        if item_meta.get("namespace") != namespace or item_meta.get("deletionTimestamp"):
+            continue
+        if (item_meta.get("labels") or {}).get(SHARD_LABEL) != want:
+            await _relabel(client, manifests, MANIFESTS, item, patch)
+
+
+async def _relabel(client: KubeClient, view: Informer, res: Resource, obj: JSON, patch: JSON) -> None:
+    meta = obj.get("metadata") or {}
+    scoped = sharded(view)
+    if scoped is not None:  # before the write: its watch event may come before the response
+        scoped.note_relabelled(obj)
+    try:
+        await client.patch(res, str(meta.get("name") or ""), patch, str(meta.get("namespace") or ""))
+    except BaseException:
+        if scoped is not None:
+            scoped.forget_relabelled(obj)
+        raise
+
+
 class ShardLabelling:
     """Wraps the Kyma reconciler: after each reconcile, writes the Kyma's ``SHARD_LABEL`` when it is
     missing or wrong.
@@ -167,12 +274,22 @@ class ShardLabelling:
     patch: it never conflicts with the reconcile's own writes (which carry the cached
     resourceVersion), and the label change enqueues the Kyma once more."""
 
-    def __init__(self, inner: Reconciler, client: KubeClient, kymas: Informer, shards: int) -> None:
+    def __init__(
+        self,
+        inner: Reconciler,
+        client: KubeClient,
+        kymas: Informer,
+        shards: int,
+        manifests: Informer | None = None,
+    ) -> None:
         self.inner = inner
         self.client = client
         self.kymas = kymas
         self.shards = shards
         self.writes = 0
+        self.manifests = sharded(manifests) if manifests is not None and sharded(kymas) is not None else None
+        """Shard-scoped caches: the Kyma's Manifests are labelled too (each shard's informer
+        selects by the label, so an unlabelled Manifest would stay in every replica's cache)."""
 
     async def reconcile(self, request: Request) -> Result:
         try:
@@ -187,16 +304,83 @@ class ShardLabelling:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return
-        want = shard_label_value(shard_of(kyma_shard_key(obj), self.shards))
-        if (meta.get("labels") or {}).get(SHARD_LABEL) == want:
+        shard = shard_of(kyma_shard_key(obj), self.shards)
+        labelled = (meta.get("labels") or {}).get(SHARD_LABEL) == shard_label_value(shard)
+        if labelled and not self._lone(request):
             return
         try:
-            await self.client.patch(
-                KYMAS, request.name, {"metadata": {"labels": {SHARD_LABEL: want}}}, request.namespace
-            )
+            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, shard)
             self.writes += 1
         except KubeError as exc:  # the label is an optimisation: the next reconcile tries again
             log.info("Kyma %s: could not set the shard label: %s", request, exc)
+
+    def _lone(self, request: Request) -> bool:
+        """A cached Manifest of the Kyma still without its shard label (created by a reconcile that
+        read the Kyma before its label reached the cache)."""
+        if self.manifests is None:
+            return False
+        found = self.manifests.unlabelled.by_index(MANIFESTS_BY_KYMA_INDEX, request.name)
+        return any((obj.get("metadata") or {}).get("namespace") == request.namespace for obj in found)
+
+
+class FixMisplaced:
+    """Shard-scoped caches: a Kyma whose shard label names a shard other than its computed one
+    (``--shards`` changed, or its runtime id) is cached only by the holder of the labelled shard,
+    whose gate drops it. That holder writes the right label (on the Kyma and its Manifests), so
+    the object moves to its real holder. An informer handler plus an ``on_acquired`` scan."""
+
+    def __init__(
+        self, client: KubeClient, kymas: Informer, manifests: Informer | None, coordinator: ShardCoordinator
+    ) -> None:
+        self.client = client
+        self.kymas = kymas
+        self.manifests = manifests
+        self.coordinator = coordinator
+        self._pending: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.fixed = 0
+
+    def on_add(self, obj: JSON) -> None:
+        self._check(obj, None)
+
+    def on_update(self, old: JSON, new: JSON) -> None:
+        self._check(new, None)
+
+    def on_delete(self, obj: JSON) -> None:
+        pass
+
+    def __call__(self, shard: int) -> None:
+        for obj in self.kymas.list():
+            self._check(obj, shard)
+
+    def _check(self, obj: JSON, acquired: int | None) -> None:
+        meta = obj.get("metadata") or {}
+        shards = self.coordinator.shards
+        labelled = parse_shard_label((meta.get("labels") or {}).get(SHARD_LABEL), shards)
+        if labelled is None or meta.get("deletionTimestamp"):
+            return
+        if acquired is not None and labelled != acquired:
+            return
+        if acquired is None and not self.coordinator.holds(labelled):
+            return
+        right = shard_of(kyma_shard_key(obj), shards)
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if right == labelled or key in self._pending:
+            return
+        self._pending.add(key)
+        task = asyncio.get_running_loop().create_task(self._fix(key, obj, right))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fix(self, key: tuple[str, str], obj: JSON, right: int) -> None:
+        try:
+            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, right)
+            self.fixed += 1
+            log.info("Kyma %s/%s: shard label corrected to %d", key[0], key[1], right)
+        except KubeError as exc:  # the next event or acquisition tries again
+            log.info("Kyma %s/%s: could not correct the shard label: %s", key[0], key[1], exc)
+        finally:
+            self._pending.discard(key)
 
 
 @dataclass
@@ -222,7 +406,17 @@ class Sharding:
         registry: CollectorRegistry | None = None,
         synced: Callable[[], bool] = lambda: True,
     ) -> Sharding:
-        coordinator = ShardCoordinator(client, config, clock=clock, caches_synced=synced, registry=registry)
+        scoped = [informer for informer in (sharded(kymas), sharded(manifests)) if informer is not None]
+        coordinator = ShardCoordinator(
+            client,
+            config,
+            clock=clock,
+            caches_synced=synced,
+            registry=registry,
+            shard_caches=ShardCaches(*scoped) if scoped else None,
+            # per-shard caches: replicas started together see each other before taking shards
+            join_grace=config.renew_deadline if scoped else 0.0,
+        )
         by_kyma = kyma_shard(kymas, config.shards)
         by_manifest = manifest_shard(manifests, kymas, config.shards)
         gates: dict[str, RequestGate] = {
@@ -233,7 +427,8 @@ class Sharding:
 
     def kyma_layer(self, client: KubeClient) -> Callable[[Reconciler], Reconciler]:
         """Wraps the Kyma reconciler so that it writes each Kyma's shard label (``ShardLabelling``)."""
-        return lambda inner: ShardLabelling(inner, client, self.kymas, self.coordinator.shards)
+        shards = self.coordinator.shards
+        return lambda inner: ShardLabelling(inner, client, self.kymas, shards, self.manifests)
 
     def attach(self, manager: Manager, kyma: KymaController, manifest: ManifestController | None) -> None:
         """Run the coordinator on every replica; on acquiring a shard re-enqueue its objects; on
@@ -258,3 +453,7 @@ class Sharding:
             )
             caches.append(manifest.skr_clients)
         self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))
+        if sharded(self.kymas) is not None:
+            fix = FixMisplaced(self.coordinator.client, self.kymas, self.manifests, self.coordinator)
+            self.kymas.add_handler(fix)
+            self.coordinator.on_acquired(fix)

@@ -31,7 +31,9 @@ else:
 * **acquisition**: a replica joins (and so takes shards) only after its caches are synced; every
   time it starts to hold a shard (acquired, or renewed again after a fenced gap) the
   ``on_acquired`` callbacks run, which enqueue every Kyma and Manifest of the shard once as a full
-  reconcile, so nothing dropped while the shard moved is lost.
+  reconcile, so nothing dropped while the shard moved is lost. With per-shard caches
+  (``ShardCaches``, ``--shard-scoped-caches``) the shard's informers are started first and the
+  shard is acted on only once they are synced; they are stopped when it is released or lost.
 
 A clean stop drains and releases every shard and deletes the membership Lease, so the others
 rebalance at once; kill -9 costs one Lease duration.
@@ -50,6 +52,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -70,6 +73,18 @@ from kyma_operator.runtime.shardmap import (
 log = logging.getLogger(__name__)
 
 Callback = Callable[[int], None]
+
+
+class ShardCaches(Protocol):
+    """Per-shard caches (``runtime/shardinformer``, ``--shard-scoped-caches``): started when a shard
+    is acquired (the coordinator acts on it only once they are synced), stopped when released."""
+
+    def start(self, shard: int) -> None: ...
+
+    async def wait_synced(self, shard: int, timeout: float) -> bool: ...  # noqa: ASYNC109
+
+    def stop(self, shard: int) -> None: ...
+
 
 _ID = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -216,8 +231,17 @@ class ShardCoordinator:
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         caches_synced: Callable[[], bool] = lambda: True,
         registry: CollectorRegistry | None = None,
+        shard_caches: ShardCaches | None = None,
+        join_grace: float = 0.0,
     ) -> None:
         self.client = client
+        self.shard_caches = shard_caches
+        """Started on acquiring a shard and awaited before acting on it; stopped on release."""
+        self.join_grace = join_grace
+        """Seconds after joining before this replica takes free shards, so replicas started
+        together see each other first (with per-shard caches, taking every shard and handing most
+        of them over again lists the whole fleet once: memory and CPU a replica does not keep)."""
+        self._joined_at = math.inf
         self.config = config
         self.clock = clock or RealClock()
         self._wall = wall_clock
@@ -507,6 +531,7 @@ class ShardCoordinator:
         self._member_renewed_at = started
         if not self.joined:
             self.joined = True
+            self._joined_at = started
             log.info("%s: joined the shard group (%d shards)", self.identity, cfg.shards)
 
     def _live_members(
@@ -575,7 +600,7 @@ class ShardCoordinator:
                     held.active = False
             await self._write(shard, seen, renew=True)
             return
-        if not mine:
+        if not mine or self.clock.now() - self._joined_at < self.join_grace:
             return
         if seen is None:
             await self._write(shard, None, renew=False)
@@ -645,9 +670,27 @@ class ShardCoordinator:
                 log.info("%s: shard %d renewed again after a fenced gap", self.identity, shard)
                 held.active = False
         if not held.active and held.draining_since is None:
+            if not await self._shard_caches_synced(shard, held):
+                return
             held.active = True
             self._holders[shard] = self._self
             self._notify(self._on_acquired, shard)
+
+    async def _shard_caches_synced(self, shard: int, held: _Held) -> bool:
+        """Start the shard's caches (if per-shard) and wait up to one retry period for their first
+        list; the shard becomes active only then (else on a later round), so ``on_acquired`` sees
+        every object of the shard and no request is admitted before."""
+        if self.shard_caches is None:
+            return True
+        self.shard_caches.start(shard)
+        if not await self.shard_caches.wait_synced(shard, self.config.retry_period):
+            log.info("%s: shard %d: caches not synced yet, acting on it later", self.identity, shard)
+            return False
+        return self._held.get(shard) is held and held.draining_since is None
+
+    def _stop_shard_caches(self, shard: int) -> None:
+        if self.shard_caches is not None and shard not in self._held:
+            self.shard_caches.stop(shard)
 
     async def _release(self, shard: int) -> None:
         cfg = self.config
@@ -677,6 +720,7 @@ class ShardCoordinator:
         self._holders.pop(shard, None)
         self.metrics.handoffs.labels("released").inc()
         self._notify(self._on_released, shard)
+        self._stop_shard_caches(shard)
 
     def _lose(self, shard: int, why: str) -> None:
         self._held.pop(shard, None)
@@ -684,6 +728,7 @@ class ShardCoordinator:
         self.metrics.handoffs.labels("lost").inc()
         log.warning("%s: lost shard %d (%s)", self.identity, shard, why)
         self._notify(self._on_released, shard)
+        self._stop_shard_caches(shard)
 
     def _notify(self, callbacks: list[Callback], shard: int) -> None:
         for callback in callbacks:

@@ -208,3 +208,19 @@ async def test_the_next_round_comes_early_when_a_lease_that_matters_expires(
     clock.advance(DURATION)  # long expired (a dead member's Lease stays): back to the retry period
     await a.tick()
     assert a.next_round_in() == RETRY
+
+
+async def test_join_grace_replicas_started_together_split_the_shards_without_one_taking_all_first(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    group = [coordinator(kcp_client, kcp_namespace, f"g{i}", clock) for i in range(3)]
+    for c in group:
+        c.join_grace = 2 * RETRY
+    logs = [acquired_log(c) for c in group]
+    await group[0].tick()  # the first to join sees only itself: takes nothing within the grace
+    assert group[0].joined and not group[0].held()
+    await rounds(group, 5, clock)
+    assert_disjoint_cover(group)
+    # nobody acquired a shard it then had to hand over
+    assert sorted(len(log) for log in logs) == [5, 5, 6]

@@ -117,6 +117,14 @@ def test_sharding_flags() -> None:
         load_config(["--shards=0"], {})
 
 
+def test_shard_scoped_caches_only_with_sharding() -> None:
+    assert load_config(["--sharding", "--shard-scoped-caches"], {}).shard_scoped_caches
+    assert load_config(["--sharding"], {"KLM_SHARD_SCOPED_CACHES": "true"}).shard_scoped_caches
+    assert not load_config(["--sharding"], {}).shard_scoped_caches
+    with pytest.raises(ConfigError, match="shard_scoped_caches needs sharding"):
+        load_config(["--shard-scoped-caches"], {})
+
+
 def test_module_registry_flags_as_upstream_names_them() -> None:
     config = load_config(
         [

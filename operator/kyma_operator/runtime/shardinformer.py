@@ -1,0 +1,377 @@
+"""Shard-scoped caches: one view over one informer per held shard plus one for unlabelled objects.
+
+Why: with ``--sharding --shard-scoped-caches`` a replica should cache (and resync) only the Kymas
+and Manifests of the shards it holds, so that memory and work per replica follow its share
+(docs/sharding.md). Objects carry ``shardmap.SHARD_LABEL`` (written by the holder); for every held
+shard this view runs an informer with the selector ``SHARD_LABEL=<n>``, started when the shard is
+acquired (the coordinator waits for its first list before acting on the shard) and stopped, its
+cache dropped without events, when the shard is released. One small informer with the selector
+``SHARD_LABEL notin (0,...,S-1)`` sees objects nobody has labelled yet (new ones, or labelled for
+another shard count), on every replica; the holder of an object's computed shard labels it and it
+moves into that shard's informer.
+
+The controllers keep reading one ``Informer``: :class:`ShardedInformer` is one (same read API,
+handlers, indexes), answering from the union of its parts. Moves between parts are not
+deletions for the handlers: an add for a key another part still holds is an update, and the
+unlabelled part's delete of an object this replica has just labelled (``note_relabelled``) is
+swallowed. Deletions that handlers do see leave a tombstone (the shard the object was in), so a
+request for an object that is gone can still be admitted by its shard's holder only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable
+
+from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.informer import (
+    JSON,
+    EventHandler,
+    IndexFunc,
+    Informer,
+    ListWatcher,
+    ObjectKey,
+    Transform,
+    lean_object,
+    object_key,
+)
+from kyma_operator.runtime.kube import KubeClient, ObjectList, WatchEvent
+from kyma_operator.runtime.metrics import RuntimeMetrics
+from kyma_operator.runtime.resources import Resource
+from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_label_value
+
+log = logging.getLogger(__name__)
+
+
+def unlabelled_selector(shards: int) -> str:
+    """Label selector of objects without a shard label of ``shards`` (not labelled yet, or labelled
+    for another shard count): ``SHARD_LABEL notin (0,...,shards-1)`` also matches objects without
+    the label."""
+    values = ",".join(shard_label_value(shard) for shard in range(shards))
+    return f"{SHARD_LABEL} notin ({values})"
+
+
+_TOMBSTONES = 10_000
+_RELABELLED = 10_000
+
+ShardOf = Callable[[JSON], int]
+
+
+class WatchCacheLists:
+    """The ``ListWatcher`` of the shard informers: lists with ``resourceVersion=0``, served from
+    the API server's watch cache (as client-go's reflector lists), not from etcd.
+
+    Why: a label selector is not indexed in etcd, so a consistent list of one shard reads every
+    object of the kind in the namespace and filters it; 16 shards x 2 kinds x N replicas of those
+    at once (a restart) read the fleet dozens of times and starved the API server, whose slow
+    Lease renewals then cost the replicas their Leases. The watch cache filters in memory. The
+    list may be a little older than the latest write; the watch from its resourceVersion brings
+    everything after it, so nothing is missed. One request per list (a shard is small)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def list_all(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        transform: Transform | None = None,
+    ) -> ObjectList:
+        listed = await self.client.list(
+            res, namespace, label_selector=label_selector, field_selector=field_selector, resource_version="0"
+        )
+        items = listed.items if transform is None else [transform(item) for item in listed.items]
+        return ObjectList(items, listed.resource_version, None)
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        return self.client.watch(
+            res,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=allow_bookmarks,
+        )
+
+
+def shard_selector(shard: int) -> str:
+    """Label selector of one shard's objects."""
+    return f"{SHARD_LABEL}={shard_label_value(shard)}"
+
+
+class _PartEvents:
+    """The one handler on each part: turns moves between parts into updates, then tells the
+    view's handlers."""
+
+    def __init__(self, view: ShardedInformer, part: int | None) -> None:
+        self.view = view
+        self.part = part
+
+    def on_add(self, obj: JSON) -> None:
+        key = object_key(obj)
+        self.view._tombstones.pop(key, None)
+        other = self.view._elsewhere(self.part, key)
+        for handler in self.view._handlers_of_view:
+            if other is not None:
+                self.view._call(handler.on_update, other, obj)
+            else:
+                self.view._call(handler.on_add, obj)
+
+    def on_update(self, old: JSON, new: JSON) -> None:
+        for handler in self.view._handlers_of_view:
+            self.view._call(handler.on_update, old, new)
+
+    def on_delete(self, obj: JSON) -> None:
+        key = object_key(obj)
+        if self.view._elsewhere(self.part, key) is not None:
+            return  # moved to another held part (its add came first)
+        if self.part is None and self.view._relabelled.pop(key, None) is not None:
+            return  # labelled by this replica: its shard part's add follows
+        self.view._bury(key, obj)
+        for handler in self.view._handlers_of_view:
+            self.view._call(handler.on_delete, obj)
+
+
+class ShardedInformer(Informer):
+    """An ``Informer`` whose cache is the union of one informer per held shard and one for
+    unlabelled objects (see the module docstring). ``run()`` runs the unlabelled part (``synced``
+    follows it); ``start_shard``/``stop_shard`` add and drop shard parts while it runs."""
+
+    def __init__(
+        self,
+        client: ListWatcher,
+        res: Resource,
+        *,
+        shards: int,
+        shard_of: ShardOf,
+        namespace: str | None = None,
+        indexers: dict[str, IndexFunc] | None = None,
+        clock: Clock | None = None,
+        transform: Transform | None = lean_object,
+        name: str | None = None,
+        unlabelled_client: ListWatcher | None = None,
+    ) -> None:
+        super().__init__(
+            client,
+            res,
+            namespace=namespace,
+            label_selector=unlabelled_selector(shards),
+            indexers=indexers,
+            clock=clock,
+            transform=transform,
+            name=name,
+        )
+        self.shards = shards
+        self.shard_of = shard_of
+        """The shard an object belongs to (for tombstones)."""
+        self._handlers_of_view: builtins.list[EventHandler] = []
+        self._tombstones: OrderedDict[ObjectKey, int] = OrderedDict()
+        self._relabelled: OrderedDict[ObjectKey, bool] = OrderedDict()
+        self._parts: dict[int | None, Informer] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._unlabelled_client = unlabelled_client or client
+        """Lists the unlabelled objects: paginated from etcd (the whole fleet on the first start
+        with the flag) rather than from the watch cache in one response."""
+        self.unlabelled = self._part(None, unlabelled_selector(shards))
+        self.synced = self.unlabelled.synced
+
+    def _part(self, shard: int | None, selector: str) -> Informer:
+        suffix = "unlabelled" if shard is None else f"shard-{shard}"
+        part = Informer(
+            self._unlabelled_client if shard is None else self.client,
+            self.resource,
+            namespace=self.namespace,
+            label_selector=selector,
+            indexers=dict(self._indexers),
+            clock=self._clock,
+            transform=self._transform,
+            metrics=self._metrics,
+            name=f"{self.name}/{suffix}",
+        )
+        part.add_handler(_PartEvents(self, shard))
+        self._parts[shard] = part
+        return part
+
+    def set_metrics(self, metrics: RuntimeMetrics) -> None:
+        self._metrics = metrics
+        for part in getattr(self, "_parts", {}).values():
+            part.set_metrics(metrics)
+
+    # -- shards --------------------------------------------------------------------------------
+
+    @property
+    def shards_cached(self) -> builtins.list[int]:
+        """Shards with a running informer (sorted)."""
+        return sorted(shard for shard in self._parts if shard is not None)
+
+    def part(self, shard: int | None) -> Informer | None:
+        """The informer of ``shard`` (None: of unlabelled objects), None if not cached."""
+        return self._parts.get(shard)
+
+    def start_shard(self, shard: int) -> None:
+        """Start caching ``shard`` (no-op if it already is); call from the running event loop."""
+        if shard in self._parts:
+            return
+        part = self._part(shard, shard_selector(shard))
+        self._tasks[shard] = asyncio.get_running_loop().create_task(part.run(), name=f"informer {part.name}")
+        log.info("%s: caching shard %d", self.name, shard)
+
+    async def wait_shard_synced(self, shard: int, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Whether ``shard``'s first list is in (waiting up to ``timeout`` seconds)."""
+        part = self._parts.get(shard)
+        return part is not None and await part.wait_synced(timeout)
+
+    def stop_shard(self, shard: int) -> None:
+        """Stop caching ``shard`` and drop its objects (no events: a released shard's objects are
+        not deleted, only no longer this replica's)."""
+        self._parts.pop(shard, None)
+        task = self._tasks.pop(shard, None)
+        if task is not None:
+            task.cancel()
+            log.info("%s: dropped the cache of shard %d", self.name, shard)
+
+    def note_relabelled(self, obj: JSON) -> None:
+        """This replica is giving ``obj`` its shard label: its leaving the unlabelled part is a move
+        (call before the write: the watch event may arrive before the write's response)."""
+        key = object_key(obj)
+        self._relabelled[key] = True
+        self._relabelled.move_to_end(key)
+        while len(self._relabelled) > _RELABELLED:
+            self._relabelled.popitem(last=False)
+
+    def forget_relabelled(self, obj: JSON) -> None:
+        """The label write announced by ``note_relabelled`` failed."""
+        self._relabelled.pop(object_key(obj), None)
+
+    def tombstone(self, namespace: str | None, name: str) -> int | None:
+        """The shard of a recently deleted object no longer cached, else None."""
+        return self._tombstones.get((namespace or "", name))
+
+    def _bury(self, key: ObjectKey, obj: JSON) -> None:
+        try:
+            self._tombstones[key] = self.shard_of(obj)
+        except Exception:  # a broken object must not stop the informer
+            log.exception("%s: no shard for deleted %s", self.name, key)
+            return
+        self._tombstones.move_to_end(key)
+        while len(self._tombstones) > _TOMBSTONES:
+            self._tombstones.popitem(last=False)
+
+    def _elsewhere(self, part: int | None, key: ObjectKey) -> JSON | None:
+        for shard, other in self._parts.items():
+            if shard != part:
+                found = other._items.get(key)
+                if found is not None:
+                    return found
+        return None
+
+    # -- the Informer API over the parts ---------------------------------------------------------
+
+    def add_handler(self, handler: EventHandler) -> None:
+        self._handlers_of_view.append(handler)
+        for obj in self.list():
+            self._call(handler.on_add, obj)
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        if name in self._indexers:
+            raise ValueError(f"index {name!r} already exists")
+        self._indexers[name] = func
+        for part in self._parts.values():
+            part.add_indexer(name, func)
+
+    def get(self, namespace: str | None, name: str) -> JSON | None:
+        key = (namespace or "", name)
+        for part in self._parts.values():
+            found = part._items.get(key)
+            if found is not None:
+                return found
+        return None
+
+    def list(self, namespace: str | None = None) -> builtins.list[JSON]:
+        seen: dict[ObjectKey, JSON] = {}
+        for part in self._parts.values():
+            for obj in part.list(namespace):
+                seen.setdefault(object_key(obj), obj)
+        return builtins.list(seen.values())
+
+    def keys(self) -> builtins.list[ObjectKey]:
+        found: dict[ObjectKey, None] = {}
+        for part in self._parts.values():
+            found.update(dict.fromkeys(part.keys()))
+        return builtins.list(found)
+
+    def by_index(self, index_name: str, value: str) -> builtins.list[JSON]:
+        if index_name not in self._indexers:
+            raise KeyError(index_name)
+        seen: dict[ObjectKey, JSON] = {}
+        for part in self._parts.values():
+            for obj in part.by_index(index_name, value):
+                seen.setdefault(object_key(obj), obj)
+        return builtins.list(seen.values())
+
+    def index_values(self, index_name: str) -> builtins.list[str]:
+        found: dict[str, None] = {}
+        for part in self._parts.values():
+            found.update(dict.fromkeys(part.index_values(index_name)))
+        return builtins.list(found)
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def resource_version(self) -> str:
+        return self.unlabelled.resource_version
+
+    async def run(self) -> None:
+        """Run the unlabelled part until cancelled; then stop every shard part."""
+        try:
+            await self.unlabelled.run()
+        finally:
+            for shard in builtins.list(self._tasks):
+                self.stop_shard(shard)
+
+
+class ShardCaches:
+    """The sharded informers of one replica, started and stopped together per shard (what
+    ``runtime.sharding.ShardCoordinator`` calls on acquire and release)."""
+
+    def __init__(self, *informers: ShardedInformer) -> None:
+        self.informers = informers
+
+    def start(self, shard: int) -> None:
+        for informer in self.informers:
+            informer.start_shard(shard)
+
+    async def wait_synced(self, shard: int, timeout: float) -> bool:  # noqa: ASYNC109
+        done = await asyncio.gather(*(i.wait_shard_synced(shard, timeout) for i in self.informers))
+        return all(done)
+
+    def stop(self, shard: int) -> None:
+        for informer in self.informers:
+            informer.stop_shard(shard)
+
+
+def sharded(informer: Informer) -> ShardedInformer | None:
+    """``informer`` as a ``ShardedInformer`` (shard-scoped caches), else None."""
+    return informer if isinstance(informer, ShardedInformer) else None
