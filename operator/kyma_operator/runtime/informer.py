@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from kyma_operator.runtime.backoff import ReconnectBackoff
 from kyma_operator.runtime.clock import Clock, RealClock
-from kyma_operator.runtime.errors import Gone, KubeError
+from kyma_operator.runtime.errors import Gone, KubeError, TooManyRequests
 from kyma_operator.runtime.kube import ObjectList, WatchEvent
 from kyma_operator.runtime.metrics import RuntimeMetrics
 from kyma_operator.runtime.resources import Resource
@@ -309,7 +309,17 @@ class Informer:
                 # Transport failures and throttling resume from the last resourceVersion.
                 if isinstance(exc, KubeError) and exc.status >= 400 and exc.status != 429:
                     need_list = True
-                log.warning("%s: %s; retrying in %.2fs", self.name, _describe(exc), delay)
+                # 429: the API server asks to come back later (a just-created CRD's storage still
+                # initialising, or throttling): expected and retried, counted by the restarts
+                # metric; not a warning (``kyma install`` prints the operator's warnings)
+                throttled = isinstance(exc, TooManyRequests)
+                log.log(
+                    logging.INFO if throttled else logging.WARNING,
+                    "%s: %s; retrying in %.2fs",
+                    self.name,
+                    _describe(exc),
+                    delay,
+                )
                 await self._clock.sleep(delay)
 
     async def _watch_once(self) -> None:

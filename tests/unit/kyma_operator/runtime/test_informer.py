@@ -23,6 +23,7 @@ from kyma_operator.runtime import (
     WatchEvent,
     index_by_label,
 )
+from kyma_operator.runtime.errors import error_from_status
 
 from .conftest import WIDGETS
 
@@ -229,3 +230,22 @@ async def test_watch_refused_by_the_api_relists_but_transport_errors_resume() ->
     assert source.watch_rvs == ["5", "5", "9"]
     assert informer.relists == 2
     assert recorder.events == [("add", "a", "1")], "an unchanged relist emits nothing"
+
+
+async def test_a_429_is_retried_quietly_and_a_transport_failure_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    status = {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
+    initialising = error_from_status(429, {**status, "message": "storage is (re)initializing"})
+    source = Scripted(
+        lists=[ObjectList([], "1")],
+        sessions=[([], initialising), ([], KubeTransportError("reset"))],
+    )
+    clock = FakeClock()
+    informer = Informer(source, WIDGETS, clock=clock, backoff=ReconnectBackoff(0.1, 1.0, jitter=0))
+    with caplog.at_level("INFO", logger="kyma_operator.runtime.informer"):
+        await run_until_exhausted(informer, source, clock)
+    retries = [(r.levelname, r.getMessage()) for r in caplog.records if "retrying in" in r.getMessage()]
+    assert [level for level, _ in retries] == ["INFO", "WARNING"], retries
+    assert "storage is (re)initializing" in retries[0][1] and "reset" in retries[1][1]
+    assert source.watch_rvs == ["1", "1", "1"], "a 429 resumes the watch, it does not relist"
