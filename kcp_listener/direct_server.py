@@ -51,7 +51,6 @@ from kyma_wire.http_server import HttpServer, Limits, Request, Response
 __all__ = ["MAX_CONNECTIONS", "DirectHandler", "DirectServer"]
 
 log = logging.getLogger(__name__)
-_limited_log = RateLimitedLog(log)
 
 MAX_CONNECTIONS = 10_000
 """Open connections per listener (a gateway pools a few; at the cap the idlest/slowest are shed)."""
@@ -188,6 +187,7 @@ class DirectServer:
     ) -> None:
         timeouts = watch.timeouts
         self._watch = watch
+        self._log = RateLimitedLog(log)  # per server: one server's refusals do not mute another's
         self._handler = DirectHandler(app)
         self._server = HttpServer(
             self._handler,
@@ -223,7 +223,7 @@ class DirectServer:
         """Counted each time; logged once per reason every few seconds (a client writes the log)."""
         self._watch.count(reason)
         if reason != "header-too-large":
-            _limited_log.log(reason, "HTTP request refused (%s)", reason)
+            self._log.log(reason, "HTTP request refused (%s)", reason)
 
     @property
     def port(self) -> int | None:
