@@ -201,6 +201,22 @@ class HandoffMetrics:
             ["result"],
             registry=registry,
         )
+        self.refused = Counter(
+            "kcp_listener_handoff_refused_requests",
+            "Internal hand-off requests this replica refused as unauthenticated (401), by reason: "
+            "malformed, unknown-key (signed only with keys this replica does not hold), "
+            "bad-signature, expired, replay, replay-cache-full.",
+            ["reason"],
+            registry=registry,
+        )
+        self.verified = Counter(
+            "kcp_listener_handoff_verified_requests",
+            "Internal hand-off requests this replica authenticated, by the role of the key that "
+            "verified them here: current, or previous (the sender has not seen this replica's "
+            "current key yet: a rotation is under way).",
+            ["key"],
+            registry=registry,
+        )
         self.latency = Histogram(
             "kcp_listener_handoff_seconds",
             "Round trip of one internal hand-off request to a holder (forwarding side; its count is "

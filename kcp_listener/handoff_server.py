@@ -83,11 +83,13 @@ class HandoffApp:
             return (*_json(413, {"error": "body too large"}), [(b"connection", b"close")])
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
-            self.verifier.verify("POST", HANDOFF_PATH, headers, body)
+            key = self.verifier.verify("POST", HANDOFF_PATH, headers, body)
         except HandoffAuthError as error:
             received.labels("unauthenticated").inc()
+            self.metrics.refused.labels(error.reason).inc()
             _limited_log.log(error.reason, "hand-off request rejected: %s", error.reason)
             return (*_json(401, {"error": "unauthenticated", "reason": error.reason}), [])
+        self.metrics.verified.labels(key).inc()
         try:
             requests = HandoffEnvelope.model_validate_json(body).requests
         except ValidationError:

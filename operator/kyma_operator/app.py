@@ -94,6 +94,7 @@ from kyma_operator.controllers.watcher.feature import (
 )
 from kyma_operator.controllers.watcher.reconciler import WatcherControllerConfig
 from kyma_operator.identity.store import IdentityConfig
+from kyma_operator.listener.handoff_key_rotation import HandoffKeyRotator
 from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
@@ -486,6 +487,9 @@ async def build_operator(
         for informer in listener.informers:
             manager.add_informer(informer)
         manager.add_runnable(listener, leader_only=sharding is None)
+        if sharding is not None and config.handoff_key_rotation_interval > 0:
+            rotator = HandoffKeyRotator(client, ns, interval=config.handoff_key_rotation_interval)
+            manager.add_runnable(rotator, leader_only=True)
     log.info(
         "operator wired: namespace %s, agents send to %s, listener %s",
         ns,

@@ -31,6 +31,7 @@ from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
 from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+from kyma_operator.listener.handoff_key_rotation import MIN_ROTATION_INTERVAL
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.sharding import ShardingConfig, default_replica_id
@@ -136,6 +137,10 @@ class OperatorConfig(BaseModel):
     """Address of the internal hand-off endpoint (sharded: other replicas deliver events here)."""
     handoff_port: Port = 8083
     """Port of the internal hand-off endpoint (pod network only, never through the gateway)."""
+    handoff_key_rotation_interval: Annotated[float, Field(ge=0)] = 604800.0
+    """With --sharding: seconds between automatic rotations of the replicas' hand-off key (by the
+    leader; no restart, no refused hand-off; docs/sharding-handoff.md); 0: only rotated by hand.
+    At least 600. Default: 7 days."""
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
@@ -315,6 +320,10 @@ class OperatorConfig(BaseModel):
         if self.descriptor_retry_max_delay < self.descriptor_retry_base_delay:
             raise ValueError(
                 "descriptor_retry_max_delay must not be smaller than descriptor_retry_base_delay"
+            )
+        if 0 < self.handoff_key_rotation_interval < MIN_ROTATION_INTERVAL:
+            raise ValueError(
+                f"handoff_key_rotation_interval must be 0 (off) or at least {MIN_ROTATION_INTERVAL:.0f} s"
             )
         if self.shard_scoped_caches and not self.sharding:
             raise ValueError("shard_scoped_caches needs sharding (--sharding)")

@@ -10,7 +10,7 @@ tests short and makes the serving rule explicit:
 The listener itself (``kcp_listener``) knows nothing of Kubernetes; this is where it meets the
 operator: informers serve its directory and key store (``kube``), the controllers' intakes take its
 routed requests (``sinks``), the shard map answers its hand-off (``shards``) and a KCP Secret holds
-the hand-off key (``handoff_key``).
+the hand-off keys (``handoff_key``), watched so that a rotation needs no restart.
 
 Usage in the operator (``kyma_operator.app``)::
 
@@ -24,8 +24,9 @@ Usage in the operator (``kyma_operator.app``)::
 
 Sharded (``shards``: a ``ShardView``, docs/sharding-handoff.md): every replica serves the
 listener; an event whose runtime's shard another replica holds is handed to it
-(``kcp_listener.handoff``). ``run`` then first
-reads (or creates) the shared hand-off key Secret, starts the internal hand-off endpoint
+(``kcp_listener.handoff``). ``run`` then first reads (or creates) the shared hand-off key Secret
+(then follows its changes through the ``handoff_keys`` informer: a rotated key is used at once,
+the previous one stays accepted), starts the internal hand-off endpoint
 (``config.handoff_host:handoff_port``) and the forwarding client, then the public server; with
 ``shards=None`` nothing of this exists and the listener behaves exactly as before.
 """
@@ -45,6 +46,7 @@ from kcp_listener.app import build_asgi
 from kcp_listener.config import ListenerConfig
 from kcp_listener.handoff import Forwarder, Handoff, HandoffMetrics
 from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
+from kcp_listener.handoff_keys import HandoffKeyMetrics, HandoffKeyRing, HandoffKeySet
 from kcp_listener.handoff_server import HandoffApp, HandoffServer
 from kcp_listener.health import HeartbeatTracker
 from kcp_listener.intake import EventIntake
@@ -52,7 +54,12 @@ from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
 from kcp_listener.routing import Router
 from kcp_listener.server import ListenerServer
-from kyma_operator.listener.handoff_key import SecretClient, ensure_handoff_key
+from kyma_operator.listener.handoff_key import (
+    SecretClient,
+    ensure_handoff_keys,
+    handoff_key_informer,
+    watch_handoff_keys,
+)
 from kyma_operator.listener.kube import (
     KYMAS,
     MANIFESTS,
@@ -87,11 +94,12 @@ class OperatorListener:
         heartbeats: HeartbeatTracker | None = None,
         clock: Callable[[], float] = time.time,
         shards: ShardView | None = None,
-        handoff_key: Callable[[], Awaitable[bytes]] | None = None,
+        handoff_key: Callable[[], Awaitable[HandoffKeySet]] | None = None,
         leading_since: Callable[[], float] | None = None,
     ) -> None:
-        """``shards``: see the module docstring; ``handoff_key`` overrides where the shared key comes
-        from (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if absent).
+        """``shards``: see the module docstring; ``handoff_key`` overrides where the shared keys come
+        from, read once (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if
+        absent, then watched: ``self.handoff_keys``).
         ``leading_since``: wall-clock time this process took the leader Lease (``LeaderElector.acquired_at``);
         unset: since the listener was built. Sharded, each shard's own time counts. Signed events
         created before it (+ skew) are refused with 401 and Retry-After (replays across failovers)."""
@@ -124,14 +132,18 @@ class OperatorListener:
         self.handoff: Handoff | None = None
         self.handoff_server: HandoffServer | None = None
         self._forwarder: Forwarder | None = None
+        self.handoff_keys: Informer | None = None
+        self.key_ring: HandoffKeyRing | None = None
         if shards is not None:
+            self._key_metrics = HandoffKeyMetrics(registry)
             if handoff_key is None:
                 if not isinstance(client, SecretClient):
                     raise TypeError("a sharded listener needs a client that can get and create Secrets")
                 secrets_client = client
+                self.handoff_keys = handoff_key_informer(client, config.namespace)
 
-                async def handoff_key() -> bytes:
-                    return await ensure_handoff_key(secrets_client, config.namespace)
+                async def handoff_key() -> HandoffKeySet:
+                    return await ensure_handoff_keys(secrets_client, config.namespace, clock=clock)
 
             self._handoff_key = handoff_key
             self.handoff = Handoff(
@@ -168,7 +180,8 @@ class OperatorListener:
     @property
     def informers(self) -> list[Informer]:
         """Informers to start (and wait for) before serving; shared ones may already be running."""
-        return [self.kymas, self.manifests, self.secrets]
+        extra = [self.handoff_keys] if self.handoff_keys is not None else []
+        return [self.kymas, self.manifests, self.secrets, *extra]
 
     def serving(self) -> bool:
         return (
@@ -190,21 +203,26 @@ class OperatorListener:
 
     async def _start_handoff(self, handoff: Handoff) -> None:
         config = self.config
-        key = await self._load_key()
-        verifier = HandoffVerifier(key, clock=self._clock, window=config.handoff_window_seconds)
+        ring = self.key_ring
+        if ring is None:
+            ring = self.key_ring = HandoffKeyRing(await self._load_key(), self._key_metrics)
+            if self.handoff_keys is not None:
+                # replays the cached Secret (the informer's latest), then every change
+                watch_handoff_keys(self.handoff_keys, ring)
+        verifier = HandoffVerifier(ring, clock=self._clock, window=config.handoff_window_seconds)
         app = HandoffApp(self.intake, verifier, handoff.metrics, max_body_bytes=config.handoff_max_body_bytes)
         self.handoff_server = HandoffServer(app, host=config.handoff_host, port=config.handoff_port)
         await self.handoff_server.start()
         self._forwarder = Forwarder(
-            HandoffSigner(key, clock=self._clock),
+            HandoffSigner(ring, clock=self._clock),
             handoff.metrics,
             timeout=config.handoff_timeout_seconds,
             parallel=config.handoff_parallel,
             max_body_bytes=config.handoff_max_body_bytes,
         )
 
-    async def _load_key(self) -> bytes:
-        """The shared key; an API error is retried (capped backoff) rather than ending the listener."""
+    async def _load_key(self) -> HandoffKeySet:
+        """The shared keys; an API error is retried (capped backoff) rather than ending the listener."""
         delay = 0.5
         while True:
             try:
