@@ -9,6 +9,7 @@ Protocols lives here, so the dependency runs one way, operator -> listener -> wi
 * ``kube.InformerDirectory``: routing look-ups from informer indexes; ``kube.feed_keystore``;
 * ``sinks.ControllerSink``: the listener's ``ObjectRef`` into a controller's ``Intake``;
 * ``shards.RuntimeShardView``: hand-off decisions from the shard map;
-* ``handoff_key.ensure_handoff_key``: the replicas' shared hand-off key in a KCP Secret;
+* ``handoff_key``: the replicas' shared hand-off keys in a watched KCP Secret (current + previous);
+* ``handoff_key_rotation.HandoffKeyRotator``: the leader's automatic key rotation;
 * ``python -m kyma_operator.listener --print``: the standalone development mode.
 """
