@@ -23,6 +23,18 @@ each, each retried every 0.25 s on 503: ``tests/integration/sharding/agents.py``
 killed -9. Figures: events sent during the hand-off (from the kill to the takeover, or under way
 at the kill), how many ended 2xx and reached a reconcile on the holder, the 503s/refusals the
 agents retried, kill -> shards taken over, and kill -> the first accepted event of a moved shard.
+
+A replica joining (``--join-kymas N``, e.g. 5000; ``--join-runs``): N single-cluster Kymas (label
+``operator.kyma-project.io/sync=false``, no modules: no runtime is simulated at all, a reconcile
+is the operator's own KCP work and ends Ready, next due after 30 min). Per variant (plain
+``--sharding``, then with ``--shard-scoped-caches``): r0 and r1 start and reconcile every Kyma once
+(the first variant also writes every shard label); then r2 is started and joins. From the shared
+trace (``--reconcile-trace-file``: CLOCK_MONOTONIC, the same clock as this script's) and r2's log:
+spawn -> joined the shard group (its log line, seen within the 100 ms poll), joined -> first shard
+active (trace ``acquired``: its Lease written and its caches synced), joined -> first reconcile
+(trace ``start kyma`` by r2), joined -> all its shards active, joined -> every Kyma of its shards
+reconciled by it; and r2's Lease write -> shard active (its ``acquired shard`` log line to the trace
+line: the per-shard cache sync with scoped caches).
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from pathlib import Path
 
 import httpx
 
+from kyma_operator.api.names import DISABLE_LABEL_VALUE, SYNC_LABEL
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES
@@ -47,7 +60,7 @@ from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.crds import apply_crds
 from tests.integration.sharding.agents import Agents, create_runtimes, kill_while_sending
-from tests.integration.sharding.fleet import SHARDS, Fleet, even, holders, leader, overlaps, read_trace
+from tests.integration.sharding.fleet import SHARDS, Fleet, Line, even, holders, leader, overlaps, read_trace
 
 REPLICAS = ("r0", "r1", "r2")
 
@@ -164,6 +177,128 @@ async def events_run(
         }
 
 
+JOIN_FLAGS = ("--manifest-controller-enabled=false", "--kyma-modules=true")
+"""No Manifests in this fleet: the Manifest controller would only add its idle informers."""
+
+
+class _TraceTail:
+    """The shared trace read incrementally (complete lines only): polling must not cost the
+    measured processes the CPU of re-parsing a growing file on a 2-core machine."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[Line] = []
+        self._offset = 0
+
+    def read(self) -> list[Line]:
+        if self.path.exists():
+            with self.path.open("rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offset += len(complete)
+            for raw in complete.decode().splitlines():
+                event, kind, subject, replica, at = raw.split(" ")
+                self.lines.append(Line(event, kind, subject, replica, int(at)))
+        return self.lines
+
+
+async def _create_join_fleet(client: KubeClient, namespace: str, kymas: int) -> dict[str, int]:
+    """``kymas`` single-cluster Kymas without modules -> their shard; created 48 at a time."""
+    await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+    shard_by_kyma: dict[str, int] = {}
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(kymas):
+        queue.put_nowait(i)
+
+    async def worker() -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            runtime = f"rt-{i:05d}"
+            labels = {RUNTIME_ID_LABEL: runtime, SYNC_LABEL: DISABLE_LABEL_VALUE}
+            body = {"metadata": {"name": f"kyma-{i:05d}", "namespace": namespace, "labels": labels}}
+            await client.create(KYMAS, {**body, "spec": {"channel": "regular"}})
+            shard_by_kyma[f"{namespace}/kyma-{i:05d}"] = shard_of(runtime, SHARDS)
+
+    await asyncio.gather(*(worker() for _ in range(48)))
+    return shard_by_kyma
+
+
+async def join_run(
+    client: KubeClient,
+    kubeconfig: Path,
+    namespace: str,
+    shard_by_kyma: dict[str, int],
+    timings: list[str],
+    scoped: bool,
+) -> dict[str, float]:
+    """r0, r1 reconcile the fleet; r2 joins: what it takes until its shards' Kymas are reconciled."""
+    extra = (*timings, *JOIN_FLAGS, *(("--shard-scoped-caches",) if scoped else ()))
+    with tempfile.TemporaryDirectory() as scratch:
+        fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *extra)
+        try:
+            started = time.monotonic_ns()
+            for replica in ("r0", "r1"):
+                await fleet.start(replica)
+
+            tail = _TraceTail(fleet.trace)
+
+            def every_kyma_started(replicas: tuple[str, ...], after: int) -> set[str]:
+                return {
+                    ln.subject
+                    for ln in tail.read()
+                    if ln.kind == "kyma" and ln.event == "start" and ln.at > after and ln.replica in replicas
+                }
+
+            await _until(
+                _async(lambda: len(every_kyma_started(("r0", "r1"), started)) == len(shard_by_kyma)), 300
+            )
+            spawned = time.monotonic_ns()
+            joiner = await fleet.start("r2")
+            lease_written: dict[int, int] = {}
+            joined = 0
+            seen = 0
+            deadline = time.monotonic() + 300
+            while True:  # r2's log lines, timestamped when seen (100 ms poll)
+                now = time.monotonic_ns()
+                for line in joiner.output[seen:]:
+                    if "r2: joined the shard group" in line and not joined:
+                        joined = now
+                    if "r2: acquired shard " in line:
+                        lease_written.setdefault(int(line.rsplit("acquired shard ", 1)[1].split()[0]), now)
+                seen = len(joiner.output)
+                found = await holders(client, namespace)
+                mine = {s for s, h in found.items() if h == "r2"}
+                trace = [ln for ln in tail.read() if ln.replica == "r2"]
+                active = {
+                    int(ln.subject): ln.at for ln in trace if ln.event == "acquired" and ln.replica == "r2"
+                }
+                want = {k for k, s in shard_by_kyma.items() if s in mine}
+                done = {ln.subject for ln in trace if ln.event == "start" and ln.replica == "r2"}
+                if even(found, ("r0", "r1", "r2")) and set(active) >= mine and want <= done:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"r2 not settled: holds {sorted(mine)}, active {sorted(active)}")
+                await asyncio.sleep(0.1)
+            starts = [ln for ln in trace if ln.event == "start" and ln.replica == "r2"]
+            first: dict[str, int] = {}
+            for ln in starts:
+                first.setdefault(ln.subject, ln.at)
+            sync = [active[s] - lease_written[s] for s in mine if s in lease_written]
+        finally:
+            await fleet.stop()
+    return {
+        "shards r2 holds": float(len(mine)),
+        "Kymas of its shards": float(len(want)),
+        "spawn -> joined the shard group (s)": (joined - spawned) / 1e9,
+        "joined -> first shard active (s)": (min(active[s] for s in mine) - joined) / 1e9,
+        "joined -> first reconcile (s)": (min(ln.at for ln in starts) - joined) / 1e9,
+        "joined -> all its shards active (s)": (max(active[s] for s in mine) - joined) / 1e9,
+        "joined -> every Kyma of its shards reconciled (s)": (max(first[k] for k in want) - joined) / 1e9,
+        "Lease written -> shard active, max (s)": max(sync, default=0) / 1e9,
+    }
+
+
 def _async(probe: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
     async def wrapped() -> bool:
         return probe()
@@ -193,7 +328,9 @@ _SECONDS = {
 }
 
 
-async def main_async(runs: int, event_runs: int, kymas: int, timings: list[str]) -> None:
+async def main_async(
+    runs: int, event_runs: int, kymas: int, timings: list[str], join_kymas: int = 0, join_runs: int = 1
+) -> None:
     with ControlPlane(["kcp"]) as plane:
         server = plane["kcp"]
         apply_crds(server.kubeconfig_path)
@@ -212,6 +349,24 @@ async def main_async(runs: int, event_runs: int, kymas: int, timings: list[str])
                     flush=True,
                 )
                 events.append(figures)
+            joins: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+            for i in range(join_runs if join_kymas else 0):
+                namespace = f"shard-bench-join-{i}"
+                created = time.monotonic()
+                shard_by_kyma = await _create_join_fleet(client, namespace, join_kymas)
+                print(f"join run {i + 1}: {join_kymas} Kymas created in {time.monotonic() - created:.0f} s")
+                for scoped in (False, True):
+                    figures = await join_run(client, kubeconfig, namespace, shard_by_kyma, timings, scoped)
+                    print(
+                        f"join run {i + 1}{' --shard-scoped-caches' if scoped else ''}: "
+                        + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()),
+                        flush=True,
+                    )
+                    joins[scoped].append(figures)
+    for scoped, found in joins.items():
+        if found:
+            flag = " --shard-scoped-caches" if scoped else ""
+            _table(f"r2 joins r0, r1 on {join_kymas} Kymas (--sharding{flag}), {len(found)} runs", found)
     if results:
         _table(f"{kymas} Kymas, 16 shards, 3 replicas, timings {' '.join(timings)}, {runs} runs", results)
     if events:
@@ -226,13 +381,20 @@ def main() -> None:
     parser.add_argument("--lease", type=float, default=10.0)
     parser.add_argument("--renew", type=float, default=7.0)
     parser.add_argument("--retry", type=float, default=1.5)
+    parser.add_argument(
+        "--join-kymas",
+        type=int,
+        default=0,
+        help="Kymas of the replica-join scenario (0: not run), each variant once per --join-runs",
+    )
+    parser.add_argument("--join-runs", type=int, default=1, help="runs of the replica-join scenario")
     args = parser.parse_args()
     timings = [
         f"--leader-elect-lease-duration={args.lease}",
         f"--leader-elect-renew-deadline={args.renew}",
         f"--leader-elect-retry-period={args.retry}",
     ]
-    asyncio.run(main_async(args.runs, args.event_runs, args.kymas, timings))
+    asyncio.run(main_async(args.runs, args.event_runs, args.kymas, timings, args.join_kymas, args.join_runs))
 
 
 if __name__ == "__main__":
