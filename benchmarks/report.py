@@ -177,6 +177,13 @@ TARGETS: tuple[Target, ...] = (
         "{0} s / {1}", lambda f: f[0] <= 15 and f[1] == 0,
     ),
     Target(
+        "§10", "replica joining a running group -> every Kyma of its shards reconciled (5,000 Kymas)",
+        "<= 15 s (as a takeover)", "one leader for all Kymas: no shards", "sharding",
+        r"replica joining a running group, 5,000 Kymas: joined -> every Kyma of its shards reconciled\s+"
+        r"\*\*([\d.]+) s\*\* \(`--sharding`\), \*\*([\d.]+) s\*\* \(`--shard-scoped-caches`\)",
+        "{0} s / {1} s with --shard-scoped-caches", lambda f: max(f) <= 15, newest=True,
+    ),
+    Target(
         "§10", "full resync with replicas (sharded)", "near-linear speed-up", "one leader does everything",
         "scale", r"full resync speed-up with (\d+) replicas: \*\*([\d.]+)x\*\*", "{1}x with {0}",
         lambda f: f[1] >= 0.8 * f[0],

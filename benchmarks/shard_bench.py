@@ -231,6 +231,7 @@ async def join_run(
     shard_by_kyma: dict[str, int],
     timings: list[str],
     scoped: bool,
+    logs: Path | None = None,
 ) -> dict[str, float]:
     """r0, r1 reconcile the fleet; r2 joins: what it takes until its shards' Kymas are reconciled."""
     extra = (*timings, *JOIN_FLAGS, *(("--shard-scoped-caches",) if scoped else ()))
@@ -287,6 +288,8 @@ async def join_run(
             sync = [active[s] - lease_written[s] for s in mine if s in lease_written]
         finally:
             await fleet.stop()
+            if logs is not None:  # each process's log, for what a number or a timeout hides
+                _write_logs(logs, f"{namespace}-{'scoped' if scoped else 'plain'}", fleet)
     return {
         "shards r2 holds": float(len(mine)),
         "Kymas of its shards": float(len(want)),
@@ -297,6 +300,12 @@ async def join_run(
         "joined -> every Kyma of its shards reconciled (s)": (max(first[k] for k in want) - joined) / 1e9,
         "Lease written -> shard active, max (s)": max(sync, default=0) / 1e9,
     }
+
+
+def _write_logs(directory: Path, prefix: str, fleet: Fleet) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for replica, process in fleet.processes.items():
+        (directory / f"{prefix}-{replica}.log").write_text(process.text())
 
 
 def _async(probe: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
@@ -329,7 +338,13 @@ _SECONDS = {
 
 
 async def main_async(
-    runs: int, event_runs: int, kymas: int, timings: list[str], join_kymas: int = 0, join_runs: int = 1
+    runs: int,
+    event_runs: int,
+    kymas: int,
+    timings: list[str],
+    join_kymas: int = 0,
+    join_runs: int = 1,
+    logs: Path | None = None,
 ) -> None:
     with ControlPlane(["kcp"]) as plane:
         server = plane["kcp"]
@@ -356,7 +371,9 @@ async def main_async(
                 shard_by_kyma = await _create_join_fleet(client, namespace, join_kymas)
                 print(f"join run {i + 1}: {join_kymas} Kymas created in {time.monotonic() - created:.0f} s")
                 for scoped in (False, True):
-                    figures = await join_run(client, kubeconfig, namespace, shard_by_kyma, timings, scoped)
+                    figures = await join_run(
+                        client, kubeconfig, namespace, shard_by_kyma, timings, scoped, logs
+                    )
                     print(
                         f"join run {i + 1}{' --shard-scoped-caches' if scoped else ''}: "
                         + ", ".join(f"{k} {v:.2f}" for k, v in figures.items()),
@@ -388,13 +405,18 @@ def main() -> None:
         help="Kymas of the replica-join scenario (0: not run), each variant once per --join-runs",
     )
     parser.add_argument("--join-runs", type=int, default=1, help="runs of the replica-join scenario")
+    parser.add_argument("--logs", type=Path, help="directory for the join scenario's operator logs")
     args = parser.parse_args()
     timings = [
         f"--leader-elect-lease-duration={args.lease}",
         f"--leader-elect-renew-deadline={args.renew}",
         f"--leader-elect-retry-period={args.retry}",
     ]
-    asyncio.run(main_async(args.runs, args.event_runs, args.kymas, timings, args.join_kymas, args.join_runs))
+    asyncio.run(
+        main_async(
+            args.runs, args.event_runs, args.kymas, timings, args.join_kymas, args.join_runs, args.logs
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ def test_recorded_figures_are_read_and_judged() -> None:
     assert _verdict("agent image's installed packages") == ("18.8 MB", "met")
     assert _verdict("failover after kill -9") == ("10.5 / 11.0 s", "met")
     assert _verdict("5,000 Kymas in one operator process") == ("387 MB", "met")
+    assert _verdict("replica joining a running group") == (
+        "2.8 s / 9.6 s with --shard-scoped-caches",
+        "met",
+    )
     assert _verdict("module enabled -> module Ready") == (
         "p50 / p99 per step 1: 7.7 / 20.2, 2: 27.6 / 104.2, 3: 158.6 / 426.2, 5a: 82.4 / 307.1, "
         "5b: 23.2 / 691.5, 5c: 8.4 / 52.8 ms",
