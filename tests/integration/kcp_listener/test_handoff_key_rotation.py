@@ -83,7 +83,7 @@ async def test_a_watching_replica_takes_up_rotations_and_ignores_bad_content(
         def seen_bad() -> bool:
             cached = informer.get(kcp_namespace, HANDOFF_KEY_SECRET)
             version = (cached or {}).get("metadata", {}).get("resourceVersion")
-            return version == written["metadata"]["resourceVersion"]
+            return bool(version == written["metadata"]["resourceVersion"])
 
         await eventually(seen_bad, "the watch delivered the invalid content")
         assert ring.keys == rotated  # refused: the keys in use stay
