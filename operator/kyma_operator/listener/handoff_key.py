@@ -16,7 +16,7 @@ stay). A Secret of the first format (only ``key``) is a key set of one key with 
 
 Fields (``data``, base64 as always): ``key`` (>= 16 bytes, the key to sign with), ``key-id``
 (default ``legacy``), optionally ``previous-key`` and ``previous-key-id`` (default ``legacy``);
-annotation ``ROTATED_AT_ANNOTATION`` (RFC 3339) when the keys were last rotated.
+annotation ``ROTATED_AT_ANNOTATION`` (RFC 3339) when the keys were last rotated (or created).
 """
 
 from __future__ import annotations
@@ -140,15 +140,19 @@ def key_set_of(secret: Mapping[str, Any]) -> HandoffKeySet:
 
 
 def rotated_at(secret: Mapping[str, Any]) -> float | None:
-    """When the keys were last rotated (the annotation), else created; ``None`` if neither parses."""
-    meta = secret.get("metadata") or {}
-    for stamp in ((meta.get("annotations") or {}).get(ROTATED_AT_ANNOTATION), meta.get("creationTimestamp")):
-        if isinstance(stamp, str):
-            try:
-                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return None
+    """When the keys were last rotated or created (the annotation); ``None``: absent or unreadable
+    (a Secret of the first format: the rotator then counts from when it first saw it)."""
+    stamp = ((secret.get("metadata") or {}).get("annotations") or {}).get(ROTATED_AT_ANNOTATION)
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _stamp(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _b64(raw: bytes) -> str:
@@ -170,7 +174,7 @@ def rotated(
     meta = dict(secret.get("metadata") or {})
     meta["annotations"] = {
         **(meta.get("annotations") or {}),
-        ROTATED_AT_ANNOTATION: datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        ROTATED_AT_ANNOTATION: _stamp(now),
     }
     data = {
         **(secret.get("data") or {}),
@@ -190,7 +194,8 @@ async def ensure_handoff_keys(
     clock: Callable[[], float] = time.time,
 ) -> HandoffKeySet:
     """The shared keys: create the Secret with a fresh key, or read it if another replica was first."""
-    key = HandoffKey(new_key_id(clock()), generate())
+    now = clock()
+    key = HandoffKey(new_key_id(now), generate())
     body = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -198,6 +203,7 @@ async def ensure_handoff_keys(
             "name": HANDOFF_KEY_SECRET,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": OPERATOR_NAME},
+            "annotations": {ROTATED_AT_ANNOTATION: _stamp(now)},
         },
         "type": "Opaque",
         "data": {HANDOFF_KEY_FIELD: _b64(key.secret), HANDOFF_KEY_ID_FIELD: _b64(key.id.encode())},

@@ -5,8 +5,11 @@ Secret's ``resourceVersion`` and this one gives way). Why an interval this long 
 at least 10 minutes): a rotation drops the key before the previous one, so the rotation before it
 must have reached every replica (a watch event, normally well under a second; a replica whose
 watch is broken relists within minutes) and no request signed before it may still be under way
-(30 s signature window). The due time is the Secret's rotation annotation (else its creation), so
-a new leader continues the schedule instead of restarting it.
+(30 s signature window). The due time is the Secret's rotation annotation (written at creation
+and by every rotation), so a new leader continues the schedule instead of restarting it. A Secret
+without it (the first format, from before rotation existed) is due one interval after this rotator
+first saw it, never at once: right after an upgrade, replicas of the previous version (which do not
+watch the Secret) may still run, and a rotation would cut them off.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class HandoffKeyRotator:
         self._clock = clock
         self._sleep = sleep
         self._generate = generate
+        self._first_seen: float | None = None
 
     async def rotate_if_due(self) -> float:
         """Rotate if the last rotation is ``interval`` old; the seconds until the next check.
@@ -79,8 +83,10 @@ class HandoffKeyRotator:
         except NotFound:
             return MAX_CHECK_SECONDS
         now = self._clock()
+        if self._first_seen is None:
+            self._first_seen = now
         last = rotated_at(secret)
-        due = (last if last is not None else now - self.interval) + self.interval
+        due = (last if last is not None else self._first_seen) + self.interval
         if now < due:
             return min(due - now, MAX_CHECK_SECONDS)
         try:

@@ -47,6 +47,25 @@ async def test_the_rotator_rotates_when_due_and_only_then(kcp_client: KubeClient
     assert key_set_of(await kcp_client.get(SECRETS, HANDOFF_KEY_SECRET, kcp_namespace)) == second
 
 
+async def test_a_first_format_secret_is_not_rotated_at_once(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """Right after an upgrade, replicas of the previous version (no watch) may still run."""
+    legacy = {
+        "metadata": {"name": HANDOFF_KEY_SECRET, "namespace": kcp_namespace},
+        "data": {"key": base64.b64encode(b"l" * 32).decode()},
+    }
+    await kcp_client.create(SECRETS, legacy)
+    now = time.time()
+    rotator = HandoffKeyRotator(kcp_client, kcp_namespace, interval=HOUR, clock=lambda: now)
+    assert await rotator.rotate_if_due() > 0
+    assert key_set_of(await kcp_client.get(SECRETS, HANDOFF_KEY_SECRET, kcp_namespace)).previous is None
+    now += HOUR
+    await rotator.rotate_if_due()  # one interval after it first saw it
+    rotated = key_set_of(await kcp_client.get(SECRETS, HANDOFF_KEY_SECRET, kcp_namespace))
+    assert rotated.previous is not None and rotated.previous.id == "legacy"
+
+
 async def test_two_rotators_at_once_rotate_once(kcp_client: KubeClient, kcp_namespace: str) -> None:
     """A leader change (or a manual rotation) racing the rotator: the resourceVersion decides."""
     first = await ensure_handoff_keys(kcp_client, kcp_namespace)

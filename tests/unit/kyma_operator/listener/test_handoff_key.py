@@ -135,8 +135,10 @@ def test_a_first_format_secret_rotates_into_the_second() -> None:
     assert keys.current.secret == b"x" * 32
 
 
-def test_the_rotation_time_is_the_annotation_else_the_creation() -> None:
-    assert rotated_at(FULL) == 1_798_761_600.0  # 2027-01-01T00:00:00Z
+def test_the_rotation_time_is_the_annotation() -> None:
+    stamped = {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: "2027-01-01T00:00:00Z"}}}
+    assert rotated_at(stamped) == 1_798_761_600.0
+    assert rotated_at(FULL) is None  # the first format: not rotated by the operator yet
     assert rotated_at({"metadata": {"annotations": {ROTATED_AT_ANNOTATION: "garbage"}}}) is None
     assert new_key_id(NOW).startswith("20270115T080000Z-") and new_key_id(NOW) != new_key_id(NOW)
 
