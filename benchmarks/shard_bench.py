@@ -1,7 +1,9 @@
 """Shard hand-offs between three real operator processes: cold start, kill -9, restart, SIGTERM.
 
 Run: ``.venv/bin/python -m benchmarks.shard_bench [--runs 3] [--kymas 60] [--lease 10 --renew 7
---retry 1.5]``.
+--retry 1.5] [--join-kymas 5000 --logs DIR]`` (``--runs 0 --event-runs 0 --join-kymas 5000``: only the
+replica-join scenario, about 5 minutes on a loaded 2-core machine). Recorded in
+``benchmarks/results/sharding.md``.
 
 Per run: one KCP API server (started once), ``--kymas`` Kymas without access Secrets (reconciles
 fail fast and are retried every 3 s), three ``python -m kyma_operator --sharding --shards 16``

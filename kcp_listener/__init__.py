@@ -15,5 +15,6 @@ declares what it needs from its host as Protocols; the operator implements them
 * ``health.HeartbeatTracker``, ``metrics.ListenerMetrics``, ``server.ListenerServer`` (on
   ``direct_server``, ``kyma_wire.http_server``, by default; or uvicorn);
 * ``handoff.Handoff`` (over ``handoff.RuntimeShards``), ``handoff_server.HandoffServer``,
-  ``handoff_auth.HandoffVerifier``: sharded replicas hand events to the shard's holder.
+  ``handoff_auth.HandoffVerifier`` over a ``handoff_keys.HandoffKeyRing`` (current + previous key,
+  replaced when the key is rotated): sharded replicas hand events to the shard's holder.
 """
