@@ -240,7 +240,8 @@ class ShardCoordinator:
         self.join_grace = join_grace
         """Seconds after joining before this replica takes free shards, so replicas started
         together see each other first (with per-shard caches, taking every shard and handing most
-        of them over again lists the whole fleet once: memory and CPU a replica does not keep)."""
+        of them over again lists the whole fleet once: memory and CPU a replica does not keep).
+        Not waited for when another live member already holds a shard (joining a running group)."""
         self._joined_at = math.inf
         self.config = config
         self.clock = clock or RealClock()
@@ -600,12 +601,19 @@ class ShardCoordinator:
                     held.active = False
             await self._write(shard, seen, renew=True)
             return
-        if not mine or self.clock.now() - self._joined_at < self.join_grace:
+        if not mine or (self.clock.now() - self._joined_at < self.join_grace and not self._group_running()):
             return
         if seen is None:
             await self._write(shard, None, renew=False)
         elif seen.expired(self.clock.now(), cfg.lease_duration):
             await self._write(shard, seen, renew=False)
+
+    def _group_running(self) -> bool:
+        """Another live member holds a shard: this replica joins a running group, whose members
+        already see it (the free shards it wants were handed over for it), so the join grace, meant
+        for replicas started together, would only delay its first reconciles."""
+        others = {m.identity for m in self._members} - {self.identity}
+        return any(holder.identity in others for holder in self._holders.values())
 
     async def _write(self, shard: int, seen: Observed | None, *, renew: bool) -> None:
         cfg = self.config

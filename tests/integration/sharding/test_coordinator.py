@@ -224,3 +224,19 @@ async def test_join_grace_replicas_started_together_split_the_shards_without_one
     assert_disjoint_cover(group)
     # nobody acquired a shard it then had to hand over
     assert sorted(len(log) for log in logs) == [5, 5, 6]
+
+
+async def test_a_replica_joining_a_running_group_takes_its_shards_without_the_join_grace(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    clock = FakeClock()
+    running = [coordinator(kcp_client, kcp_namespace, f"j{i}", clock) for i in range(2)]
+    await rounds(running, 4, clock)
+    assert_disjoint_cover(running)
+    joiner = coordinator(kcp_client, kcp_namespace, "j2", clock)
+    joiner.join_grace = 1_000 * RETRY  # far longer than this test's rounds: only the running group lifts it
+    group = [*running, joiner]
+    await rounds(group, 5, clock)
+    assert_disjoint_cover(group)
+    assert sorted(len(c.held()) for c in group) == [5, 5, 6]
+    assert joiner.held()
