@@ -1,5 +1,5 @@
 """``target()``: the table of docs/rollouts.md §6.4 row by row, the user's channel switch (§8.2)
-and the revert scope (§8.5)."""
+and the revert scope (§8.5); which policy governs a change and which run is in force."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
+from kyma_operator.rollouts.selection import choose_policy, run_in_force
 from kyma_operator.rollouts.target import Reason, Target, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, kymas_in_wave, run
@@ -104,3 +106,42 @@ def test_a_users_channel_switch_is_not_held_unless_the_policy_says_so() -> None:
     assert target(held, TO, {}, EARLY, "1.3.0", switching=True) == Target(TO, Reason.RELEASED, RUN)
     # after the switch the Kyma is an ordinary member: held at the version it switched to
     assert target(ROLLOUT, TO, {}, REST, TO) == Target(TO, Reason.HELD, RUN)
+
+
+def _policy(name: str, priority: int, modules: list[dict[str, Any]]) -> ModuleRolloutPolicy:
+    return ModuleRolloutPolicy.from_object(
+        {
+            "metadata": {"name": name, "namespace": "kcp-system"},
+            "spec": {
+                "modules": modules,
+                "priority": priority,
+                "waves": [{"name": "all", "upToPercent": 100}],
+            },
+        }
+    )
+
+
+def test_the_highest_priority_policy_wins_ties_by_name() -> None:
+    everything = _policy("b-all", 0, [{"name": "*", "channels": ["regular", "mandatory"]}])
+    serverless = _policy("z-serverless", 10, [{"name": "serverless", "channels": ["regular"]}])
+    tie = _policy("a-serverless", 10, [{"name": "serverless", "channels": ["regular"]}])
+    policies = [everything, serverless, tie]
+    assert choose_policy(policies, "serverless", "regular") is tie
+    assert choose_policy(policies, "keda", "regular") is everything
+    assert choose_policy(policies, "keda", "mandatory") is everything
+    assert choose_policy(policies, "keda", "fast") is None
+
+
+def test_the_run_in_force_is_the_newest_unfinished_one() -> None:
+    def at(to_version: str, phase: str, channel: str = "regular") -> ModuleRollout:
+        r = run({"phase": phase}, spec={"toVersion": to_version, "channel": channel})
+        r.metadata.name = f"serverless-{channel}-{to_version}"
+        return r
+
+    older, newer = at("1.5.0", "Soaking"), at("1.10.0", "Progressing")
+    done = at("1.11.0", "Completed")
+    fast = at("1.12.0", "Progressing", channel="fast")
+    assert run_in_force([older, newer, done, fast], "serverless", "regular") is newer
+    assert run_in_force([older, done], "serverless", "regular") is older
+    assert run_in_force([done, fast], "serverless", "regular") is None
+    assert run_in_force([older], "keda", "regular") is None
