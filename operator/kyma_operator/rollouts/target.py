@@ -94,3 +94,32 @@ def target(
         return Target(spec.to_version, Reason.RELEASED, run.name)
     kept = installed or spec.from_version
     return Target(kept, Reason.HELD, run.name if kept == spec.to_version else None)
+
+
+def explain(
+    run: ModuleRollout,
+    channel_version: str,
+    labels: Mapping[str, str],
+    name: str,
+    installed: str | None,
+    *,
+    switching: bool = False,
+) -> str:
+    """One line for ``kyma module rollout status --kyma``: the Kyma's wave, whether the frontier
+    covers it and the version it gets, computed as the Kyma reconcile computes it."""
+    waves = run.spec.policy.waves
+    where = placement(run, labels, name)
+    got = target(run, channel_version, labels, name, installed, switching=switching)
+    frontier = run.status.frontier
+    position = f"wave {waves[where.wave].name} ({where.wave + 1} of {len(waves)})"
+    why = {
+        Reason.CHANNEL: f"run {run.status.phase.value} or channel at {channel_version}: follows the channel",
+        Reason.SWITCH: "channel switched by the user: not held",
+        Reason.RELEASED: "released",
+        Reason.REVERT: f"in the revert scope of wave {waves[run.status.revert.wave].name}"
+        if run.status.revert is not None
+        else "reverting",
+        Reason.HELD: f"held (run {run.status.phase.value}, frontier at wave {waves[frontier.wave].name}"
+        f"{'' if frontier.threshold >= 1.0 else f', threshold {frontier.threshold:.2f}'})",
+    }[got.reason]
+    return f"{name}: {position}, {why}; version {got.version} (installed {installed or 'none'})"

@@ -3,13 +3,15 @@ and the revert scope (§8.5); which policy governs a change and which run is in 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
+from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.rollouts.selection import choose_policy, run_in_force
-from kyma_operator.rollouts.target import Reason, Target, target
+from kyma_operator.rollouts.target import Reason, Target, explain, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, kymas_in_wave, run
 
@@ -145,3 +147,35 @@ def test_the_run_in_force_is_the_newest_unfinished_one() -> None:
     assert run_in_force([older, done], "serverless", "regular") is older
     assert run_in_force([done, fast], "serverless", "regular") is None
     assert run_in_force([older], "keda", "regular") is None
+
+
+def test_explain_says_wave_release_and_version() -> None:
+    assert explain(ROLLOUT, TO, {}, EARLY, FROM) == (
+        f"{EARLY}: wave early (2 of 4), released; version {TO} (installed {FROM})"
+    )
+    assert explain(ROLLOUT, TO, {}, REST, None) == (
+        f"{REST}: wave rest (4 of 4), held (run Progressing, frontier at wave half, threshold 0.50); "
+        f"version {FROM} (installed none)"
+    )
+    assert "channel switched by the user" in explain(ROLLOUT, TO, {}, REST, FROM, switching=True)
+    assert "follows the channel" in explain(run(_status("Completed")), TO, {}, REST, TO)
+
+
+def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> None:
+    good = run(_status("Progressing")).to_object()
+    good["metadata"]["resourceVersion"] = "1"
+    bad = copy.deepcopy(good)
+    bad["metadata"] |= {"name": "serverless-regular-1.6.0", "resourceVersion": "2"}
+    bad["spec"] |= {"toVersion": "1.6.0"}
+    bad["spec"]["policy"]["waves"][-1]["upToPercent"] = 90  # the last wave must be 100
+    objects = [good, bad]
+    index = RunIndex(lambda: objects)
+    found = index("serverless", "regular")
+    assert found is not None and found.spec.to_version == "1.5.0", "the invalid newer run holds nobody"
+    assert list(index.invalid) == ["kcp-system/serverless-regular-1.6.0"]
+    assert index("serverless", "regular") is found, "not parsed again at the same resourceVersion"
+    good["metadata"]["resourceVersion"] = "3"
+    good["status"]["phase"] = "Completed"
+    assert index("serverless", "regular") is None
+    objects.clear()
+    assert index.runs() == [] and index.invalid == {}
