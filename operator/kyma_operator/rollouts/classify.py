@@ -115,11 +115,17 @@ def _upgrade_start(status: ModuleRolloutStatus, member: Member, where: Placement
 
 
 def classify(
-    run: ModuleRollout, status: ModuleRolloutStatus, member: Member, now: datetime.datetime
+    run: ModuleRollout,
+    status: ModuleRolloutStatus,
+    member: Member,
+    now: datetime.datetime,
+    where: Placement | None = None,
 ) -> Classified:
-    """The member's class under ``status`` (frontier, release times, phase) at ``now``."""
+    """The member's class under ``status`` (frontier, release times, phase) at ``now``
+    (``where``: its placement, if the caller computed it already)."""
     to_version = run.spec.to_version
-    where = placement(run, member.labels, member.name)
+    if where is None:
+        where = placement(run, member.labels, member.name)
     if not where.released(status.frontier):
         cls = Class.SWITCHED_IN if member.version == to_version else Class.HELD
         return Classified(member, where, cls)
