@@ -1,7 +1,8 @@
 """The module half under a fleet rollout on a real KCP API server (docs/rollouts.md §6.4, §8.5, §13).
 
-``ModuleSync`` with a ``RunIndex`` over a real ModuleRollout informer: when the channel moves, a Kyma
-outside the released waves keeps its Manifest untouched (no write at all), a released Kyma gets one
+``ModuleSync`` with a ``RunIndex`` over real ModuleRollout and ModuleRolloutPolicy informers: when
+a governed channel moves, no Kyma is written before the leader has created the move's run; then a
+Kyma outside the released waves keeps its Manifest untouched (no write at all), a released Kyma gets one
 server-side apply at ``toVersion`` carrying the run's label, a revert writes the old version back
 with the ``reverted-by`` annotation and reports it for the Kyma event, and a reconcile at rest
 writes nothing. The leader is not part of this test: the run's status is written by the test.
@@ -21,6 +22,7 @@ from kyma_operator.api.resources import (
     KYMAS,
     MANIFESTS,
     MODULE_RELEASE_METAS,
+    MODULE_ROLLOUT_POLICIES,
     MODULE_ROLLOUTS,
     MODULE_TEMPLATES,
 )
@@ -65,13 +67,17 @@ async def _env(client: KubeClient, ns: str) -> AsyncIterator[Env]:
     manifests = manifest_informer(client, ns)
     templates, metas = template_informer(client, ns), release_meta_informer(client, ns)
     runs = Informer(client, MODULE_ROLLOUTS, namespace=ns, name="modulerollouts")
-    informers = [manifests, templates, metas, runs]
+    policies = Informer(client, MODULE_ROLLOUT_POLICIES, namespace=ns, name="modulerolloutpolicies")
+    informers = [manifests, templates, metas, runs, policies]
     tasks = [asyncio.create_task(informer.run()) for informer in informers]
     try:
         for informer in informers:
             assert await informer.wait_synced(10.0)
         sync = ModuleSync(
-            client, catalog=Catalog(templates, metas), manifests=manifests, rollouts=RunIndex(runs.list)
+            client,
+            catalog=Catalog(templates, metas),
+            manifests=manifests,
+            rollouts=RunIndex(runs.list, policies.list),
         )
         yield Env(client, ns, sync, manifests, metas, runs)
     finally:
@@ -95,6 +101,17 @@ def _kyma(ns: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _policy_spec() -> dict[str, Any]:
+    return {
+        "modules": [{"name": MODULE, "channels": ["regular"]}],
+        "onFailure": "Revert",
+        "waves": [
+            {"name": "canary", "selector": {"matchLabels": {names.ROLLOUT_RING_LABEL: "canary"}}},
+            {"name": "rest", "upToPercent": 100},
+        ],
+    }
+
+
 def _run(ns: str) -> dict[str, Any]:
     return {
         "apiVersion": names.MODULE_ROLLOUT.api_version,
@@ -106,14 +123,7 @@ def _run(ns: str) -> dict[str, Any]:
             "fromVersion": OLD,
             "toVersion": NEW,
             "policyRef": "gated",
-            "policy": {
-                "modules": [{"name": MODULE, "channels": ["regular"]}],
-                "onFailure": "Revert",
-                "waves": [
-                    {"name": "canary", "selector": {"matchLabels": {names.ROLLOUT_RING_LABEL: "canary"}}},
-                    {"name": "rest", "upToPercent": 100},
-                ],
-            },
+            "policy": _policy_spec(),
         },
     }
 
@@ -137,6 +147,15 @@ async def test_held_kymas_are_not_written_released_ones_once_and_a_revert_is_rec
     await kcp_client.create(MODULE_RELEASE_METAS, release_meta(ns, {"regular": OLD}))
     await kcp_client.create(KYMAS, _kyma(ns, "canary", {names.ROLLOUT_RING_LABEL: "canary"}))
     await kcp_client.create(KYMAS, _kyma(ns, "other", {}))
+    await kcp_client.create(
+        MODULE_ROLLOUT_POLICIES,
+        {
+            "apiVersion": names.MODULE_ROLLOUT_POLICY.api_version,
+            "kind": names.MODULE_ROLLOUT_POLICY.kind,
+            "metadata": {"name": "gated", "namespace": ns},
+            "spec": _policy_spec(),
+        },
+    )
     async with _env(kcp_client, ns) as env:
         await eventually(lambda: env.sync.catalog.release_meta(ns, MODULE), "release meta in the informer")
         canary, applied, _ = await _sync(env, "canary")
@@ -146,10 +165,19 @@ async def test_held_kymas_are_not_written_released_ones_once_and_a_revert_is_rec
         other_before = env.manifest_of("other")
         assert other_before is not None and other_before["spec"]["version"] == OLD
 
-        # the channel moves and the leader's run releases the canary wave only
+        # the channel moves; until the leader has created the run, nobody is upgraded
         meta = await kcp_client.get(MODULE_RELEASE_METAS, MODULE, ns)
         meta["spec"]["channels"] = [{"channel": "regular", "version": NEW}]
         await kcp_client.update(MODULE_RELEASE_METAS, meta)
+        await eventually(
+            lambda: (env.release_metas.get(ns, MODULE) or {})["spec"]["channels"][0]["version"] == NEW,
+            "the moved channel in the informer",
+        )
+        for name, kyma in (("canary", canary), ("other", other)):
+            kept, applied_now, _ = await _sync(env, name, kyma)
+            assert applied_now == [] and kept.status.modules[0].version == OLD, name
+
+        # the leader's run releases the canary wave only
         await kcp_client.create(MODULE_ROLLOUTS, _run(ns))
         await kcp_client.patch_status(
             MODULE_ROLLOUTS,

@@ -11,7 +11,7 @@ import pytest
 from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
 from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.rollouts.selection import choose_policy, run_in_force
-from kyma_operator.rollouts.target import Reason, Target, explain, target
+from kyma_operator.rollouts.target import Governed, Reason, Target, explain, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, kymas_in_wave, run
 
@@ -171,7 +171,9 @@ def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> 
     objects = [good, bad]
     index = RunIndex(lambda: objects)
     found = index("serverless", "regular")
-    assert found is not None and found.spec.to_version == "1.5.0", "the invalid newer run holds nobody"
+    assert isinstance(found, ModuleRollout) and found.spec.to_version == "1.5.0", (
+        "the invalid run holds nobody"
+    )
     assert list(index.invalid) == ["kcp-system/serverless-regular-1.6.0"]
     assert index("serverless", "regular") is found, "not parsed again at the same resourceVersion"
     good["metadata"]["resourceVersion"] = "3"
@@ -179,3 +181,35 @@ def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> 
     assert index("serverless", "regular") is None
     objects.clear()
     assert index.runs() == [] and index.invalid == {}
+
+
+def test_a_governed_channel_that_moved_keeps_kymas_until_its_run_exists() -> None:
+    waiting = Governed("gated")
+    assert target(waiting, TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
+    assert target(waiting, TO, {}, EARLY, None) == Target(TO, Reason.CHANNEL), "first install: upstream"
+    assert target(waiting, TO, {}, EARLY, TO) == Target(TO, Reason.CHANNEL), "nothing to hold"
+    assert target(waiting, FROM, {}, EARLY, TO) == Target(FROM, Reason.CHANNEL), (
+        "moved down: no-downgrade rule"
+    )
+    assert target(waiting, TO, {}, EARLY, FROM, switching=True) == Target(TO, Reason.CHANNEL)
+    holding = Governed("gated", hold_channel_switches=True)
+    assert target(holding, TO, {}, EARLY, FROM, switching=True) == Target(FROM, Reason.AWAITING_RUN)
+    # an older finished run does not release the new version; the run of this version does
+    done = run({"phase": "Completed"}, spec={"fromVersion": "1.3.0", "toVersion": FROM})
+    assert target(Governed("gated", run=done), TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
+    assert target(Governed("gated", run=ROLLOUT), TO, {}, EARLY, FROM) == Target(TO, Reason.RELEASED, RUN)
+    assert target(Governed("gated", run=ROLLOUT), TO, {}, REST, FROM) == Target(FROM, Reason.HELD)
+    assert "waiting for the rollout of 1.5.0 (policy gated) to start" in explain(waiting, TO, {}, EARLY, FROM)
+
+
+def test_run_index_with_policies_answers_governed() -> None:
+    policy = _policy("gated", 0, [{"name": "serverless", "channels": ["regular"]}]).to_object()
+    policy["metadata"]["resourceVersion"] = "1"
+    current = run(_status("Progressing")).to_object()
+    current["metadata"]["resourceVersion"] = "2"
+    index = RunIndex(lambda: [current], lambda: [policy])
+    found = index("serverless", "regular")
+    assert isinstance(found, Governed) and found.policy == "gated" and found.run is not None
+    assert found.run.name == RUN
+    assert index("serverless", "fast") is None
+    assert index("keda", "regular") is None
