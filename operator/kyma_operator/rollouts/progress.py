@@ -35,11 +35,21 @@ from kyma_operator.api.modulerollout import (
     WaveStatus,
     scaled,
 )
-from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, observe
+from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, member_of, observe
 from kyma_operator.rollouts.target import in_revert_scope
 from kyma_operator.rollouts.waves import placement, threshold_for
 
-__all__ = ["Class", "Event", "EventReason", "Member", "StepResult", "classify", "observe", "step"]
+__all__ = [
+    "Class",
+    "Event",
+    "EventReason",
+    "Member",
+    "StepResult",
+    "classify",
+    "member_of",
+    "observe",
+    "step",
+]
 
 _seconds = datetime.timedelta
 
@@ -71,7 +81,8 @@ class ConditionType(StrEnum):
     HALTED = "Halted"
     COMPLETED = "Completed"
     REVERT_UNAVAILABLE = "RevertUnavailable"
-    """Set by the starter when ``fromVersion``'s template is gone: a breach halts instead (§8.5)."""
+    """Set by the leader (before ``step``) when ``fromVersion``'s template is gone: a breach then
+    halts instead of reverting (§8.5)."""
 
 
 class HaltKind(StrEnum):
