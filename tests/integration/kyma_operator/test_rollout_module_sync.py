@@ -4,8 +4,9 @@
 a governed channel moves, no Kyma is written before the leader has created the move's run; then a
 Kyma outside the released waves keeps its Manifest untouched (no write at all), a released Kyma gets one
 server-side apply at ``toVersion`` carrying the run's label, a revert writes the old version back
-with the ``reverted-by`` annotation and reports it for the Kyma event, and a reconcile at rest
-writes nothing. The leader is not part of this test: the run's status is written by the test.
+with the ``reverted-by`` annotation (without waiting for a maintenance window) and reports it for
+the Kyma event, and a reconcile at rest writes nothing. The leader is not part of this test: the
+run's status is written by the test.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kyma_operator.api.resources import (
     MODULE_TEMPLATES,
 )
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.maintenance import MaintenanceWindows
 from kyma_operator.controllers.kyma.modulesync import ModuleSync
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
@@ -78,6 +80,8 @@ async def _env(client: KubeClient, ns: str) -> AsyncIterator[Env]:
             catalog=Catalog(templates, metas),
             manifests=manifests,
             rollouts=RunIndex(runs.list, policies.list),
+            # no window policy: an upgrade to a requiresDowntime version could never be placed
+            maintenance=MaintenanceWindows(None),
         )
         yield Env(client, ns, sync, manifests, metas, runs)
     finally:
@@ -143,7 +147,9 @@ async def test_held_kymas_are_not_written_released_ones_once_and_a_revert_is_rec
 ) -> None:
     ns = kcp_namespace
     for version in (OLD, NEW):
-        await kcp_client.create(MODULE_TEMPLATES, template(ns, version))
+        body = template(ns, version)
+        body["spec"]["requiresDowntime"] = version == OLD  # a revert must not wait for a window
+        await kcp_client.create(MODULE_TEMPLATES, body)
     await kcp_client.create(MODULE_RELEASE_METAS, release_meta(ns, {"regular": OLD}))
     await kcp_client.create(KYMAS, _kyma(ns, "canary", {names.ROLLOUT_RING_LABEL: "canary"}))
     await kcp_client.create(KYMAS, _kyma(ns, "other", {}))
