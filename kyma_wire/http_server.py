@@ -837,7 +837,8 @@ class HttpServer:
             connection.close_if_idle()
         if self.connections:
             try:
-                await asyncio.wait_for(drained.wait(), self.graceful_seconds)
+                async with asyncio.timeout(self.graceful_seconds):
+                    await drained.wait()
             except TimeoutError:
                 for connection in list(self.connections):
                     connection.abort()
