@@ -567,6 +567,7 @@ class _Connection(asyncio.Protocol):
             self._server.busy(self)
             transport.write_eof()
             self._loop.call_later(linger, transport.close)
+            self._deadlines.set(self, linger + self._limits.write_timeout)  # see ``_close``
             return
         self._close()
 
@@ -578,8 +579,12 @@ class _Connection(asyncio.Protocol):
         self._closing = True
         self._cancel_timer()
         self._server.busy(self)
-        if self._transport is not None:
-            self._transport.close()  # after the buffered answer is written
+        transport = self._transport
+        if transport is not None:
+            transport.close()  # after the buffered answer is written
+            if transport.get_write_buffer_size():
+                # a client that does not read it would keep the connection (and its slot) for good
+                self._deadlines.set(self, self._limits.write_timeout)
 
     @property
     def receiving(self) -> bool:
@@ -612,6 +617,10 @@ class _Connection(asyncio.Protocol):
     def expired(self) -> None:
         """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
+            if self._transport is not None:  # its last answer still unread after the write timeout
+                self._server.timeouts += 1
+                self._server.timed_out("write")
+                self._transport.abort()
             return
         if self._pending is not None and not self._write_paused:
             self._arm(self._limits.body_timeout)  # not read while its answer is awaited: not late
