@@ -146,7 +146,8 @@ class EmbeddedServer:
             return
         server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(task), self.graceful_seconds + 5)
+            async with asyncio.timeout(self.graceful_seconds + 5):
+                await asyncio.shield(task)
         except TimeoutError:
             server.force_exit = True
             await asyncio.gather(task, return_exceptions=True)

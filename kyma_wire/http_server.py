@@ -37,6 +37,8 @@ What it does for the clients it has (the kube-apiserver's webhook client: HTTP/1
   that have been answered before (the API server's pooled connections are shed last); only when
   every connection is busy with a fresh request is the new one refused. So held-open connections,
   idle or slow, cannot keep the API server's admissions or the kubelet's probes out;
+* new connections are taken from the kernel's queue ``accepts_per_turn`` at a time, so a burst of
+  (re)connecting clients is set up over several event-loop turns with admissions served in between;
 * graceful stop: stop accepting, close idle connections at once, let requests that are arriving
   finish (answered with ``Connection: close``) within ``graceful_seconds``, then abort the rest.
 
@@ -192,6 +194,13 @@ class Limits:
     can destroy the answer before the client reads it. 0: close at once."""
     answer_timeouts: bool = True
     """Answer 408 to a request that did not arrive in time (else just close, as Go's ``net/http``)."""
+    accepts_per_turn: int = 16
+    """New connections taken from the kernel's queue per event-loop turn (the rest wait in the queue,
+    ``listen_backlog`` long, for the next turns). asyncio's loop accepts up to its ``backlog`` at once
+    (100 by default) and sets them all up in the next turn: a burst of reconnecting attackers then
+    held every admission behind ~5 ms of connection set-up."""
+    listen_backlog: int = 1024
+    """The kernel's queue of connections not yet accepted."""
 
 
 class _NoCallbacks:
@@ -558,6 +567,7 @@ class _Connection(asyncio.Protocol):
             self._server.busy(self)
             transport.write_eof()
             self._loop.call_later(linger, transport.close)
+            self._deadlines.set(self, linger + self._limits.write_timeout)  # see ``_close``
             return
         self._close()
 
@@ -569,8 +579,12 @@ class _Connection(asyncio.Protocol):
         self._closing = True
         self._cancel_timer()
         self._server.busy(self)
-        if self._transport is not None:
-            self._transport.close()  # after the buffered answer is written
+        transport = self._transport
+        if transport is not None:
+            transport.close()  # after the buffered answer is written
+            if transport.get_write_buffer_size():
+                # a client that does not read it would keep the connection (and its slot) for good
+                self._deadlines.set(self, self._limits.write_timeout)
 
     @property
     def receiving(self) -> bool:
@@ -603,6 +617,10 @@ class _Connection(asyncio.Protocol):
     def expired(self) -> None:
         """The current state's timeout has passed (called by ``Deadlines``)."""
         if self._closing:
+            if self._transport is not None:  # its last answer still unread after the write timeout
+                self._server.timeouts += 1
+                self._server.timed_out("write")
+                self._transport.abort()
             return
         if self._pending is not None and not self._write_paused:
             self._arm(self._limits.body_timeout)  # not read while its answer is awaited: not late
@@ -709,7 +727,12 @@ class HttpServer:
         self.port = sock.getsockname()[1]
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(self._protocol_factory(), sock=sock)
+            self._server = await loop.create_server(
+                self._protocol_factory(), sock=sock, backlog=self.limits.accepts_per_turn
+            )
+            # asyncio's ``backlog`` is both how many it accepts per turn and the kernel's queue (it
+            # listens again with it): give the queue back its own length
+            sock.listen(self.limits.listen_backlog)
         except BaseException:
             sock.close()
             raise
@@ -837,7 +860,8 @@ class HttpServer:
             connection.close_if_idle()
         if self.connections:
             try:
-                await asyncio.wait_for(drained.wait(), self.graceful_seconds)
+                async with asyncio.timeout(self.graceful_seconds):
+                    await drained.wait()
             except TimeoutError:
                 for connection in list(self.connections):
                     connection.abort()

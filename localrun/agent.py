@@ -226,7 +226,8 @@ class LocalAgent:
             return
         process.send_signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(process.wait(), 10.0)
+            async with asyncio.timeout(10.0):
+                await process.wait()
         except TimeoutError:
             process.kill()
             await process.wait()

@@ -225,7 +225,8 @@ async def local_system(
         operator.kyma.intake.observers.append(routed)
         operator.kyma.reconciler.observers.append(reconciled)
         tasks.append(asyncio.create_task(operator.run(), name="operator"))
-        await asyncio.wait_for(operator.manager.started.wait(), 30.0)
+        async with asyncio.timeout(30.0):
+            await operator.manager.started.wait()
         say(
             f"operator running: listener on 127.0.0.1:{listener_port} (agents send there directly, no "
             f"gateway), agents address from Gateway {KCP_NAMESPACE}/klm-watcher: {operator.kcp_addr}, "

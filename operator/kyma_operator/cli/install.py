@@ -301,7 +301,8 @@ async def _reconcile_until_ready(
     operator = await build_operator(config, client)
     task = asyncio.create_task(operator.run())
     try:
-        await asyncio.wait_for(operator.manager.started.wait(), 60.0)
+        async with asyncio.timeout(60.0):
+            await operator.manager.started.wait()
         confirmations = _Confirmations(client, operator, Request(namespace, kyma))
 
         async def read() -> dict[str, Any]:

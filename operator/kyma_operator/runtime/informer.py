@@ -276,7 +276,8 @@ class Informer:
         if self.synced.is_set():
             return True
         try:
-            await asyncio.wait_for(self.synced.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.synced.wait()
         except TimeoutError:
             return False
         return True

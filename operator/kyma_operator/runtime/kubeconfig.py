@@ -139,7 +139,8 @@ class ExecCredentials:
         except OSError as exc:
             raise KubeTransportError(f"{what}: {exc}") from exc
         try:
-            out, err = await asyncio.wait_for(process.communicate(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                out, err = await process.communicate()
         except TimeoutError as exc:
             process.kill()
             await process.wait()

@@ -203,7 +203,8 @@ class LeaderElector:
         started = self.clock.now()
         self._unseen_write = True  # until this attempt's outcome is known
         try:
-            renewed = await asyncio.wait_for(self._attempt(), self.config.request_timeout)
+            async with asyncio.timeout(self.config.request_timeout):
+                renewed = await self._attempt()
         except (KubeError, TimeoutError) as exc:
             # an API server's answer is an outcome; a timeout or a broken connection is not
             self._unseen_write = isinstance(exc, (KubeTransportError, ServerError, TimeoutError))
@@ -281,9 +282,8 @@ class LeaderElector:
         """Stopped while not knowing whether an acquire landed: read the Lease, release it if ours."""
         cfg = self.config
         try:
-            lease = await asyncio.wait_for(
-                self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace), cfg.request_timeout
-            )
+            async with asyncio.timeout(cfg.request_timeout):
+                lease = await self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace)
         except (KubeError, TimeoutError):
             return
         if (lease.get("spec") or {}).get("holderIdentity") == cfg.identity:
@@ -309,7 +309,8 @@ class LeaderElector:
         }
         for attempt in range(2):
             try:
-                await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                async with asyncio.timeout(cfg.request_timeout):
+                    await self.client.update(LEASES, body)
                 log.info("%s: released lease %s", self.identity, self._lease_ref())
                 return
             except Conflict as exc:
@@ -319,9 +320,8 @@ class LeaderElector:
                     log.warning("%s: could not release lease %s: %s", self.identity, self._lease_ref(), exc)
                     return
                 try:
-                    current = await asyncio.wait_for(
-                        self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace), cfg.request_timeout
-                    )
+                    async with asyncio.timeout(cfg.request_timeout):
+                        current = await self.client.get(LEASES, cfg.lease_name, cfg.lease_namespace)
                 except (KubeError, TimeoutError):
                     return
                 if (current.get("spec") or {}).get("holderIdentity") != cfg.identity:

@@ -176,10 +176,12 @@ class ShardCountLease:
         }
         try:
             if current is None:
-                await asyncio.wait_for(self.client.create(LEASES, body), self.request_timeout)
+                async with asyncio.timeout(self.request_timeout):
+                    await self.client.create(LEASES, body)
             else:
                 body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                await asyncio.wait_for(self.client.update(LEASES, body), self.request_timeout)
+                async with asyncio.timeout(self.request_timeout):
+                    await self.client.update(LEASES, body)
         except (AlreadyExists, Conflict, NotFound):
             return Verdict(
                 agree=False, reason=f"the shard-count lease {self.name} changed concurrently; re-reading"

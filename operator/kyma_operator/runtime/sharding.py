@@ -391,10 +391,10 @@ class ShardCoordinator:
         self.rounds += 1
         await self._renew_membership()
         started = self.clock.now()
-        listed = await asyncio.wait_for(
-            self.client.list(LEASES, cfg.namespace, label_selector=f"{SHARD_LEASE_LABEL}={cfg.lease_prefix}"),
-            cfg.request_timeout,
-        )
+        async with asyncio.timeout(cfg.request_timeout):
+            listed = await self.client.list(
+                LEASES, cfg.namespace, label_selector=f"{SHARD_LEASE_LABEL}={cfg.lease_prefix}"
+            )
         leases = {str(item["metadata"]["name"]): item for item in listed.items}
         self._observed.forget_missing(set(leases))
         observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
@@ -472,13 +472,14 @@ class ShardCoordinator:
             if held.draining_since is None:
                 held.draining_since = now
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wait_drained(), self.config.drain_timeout)
+            async with asyncio.timeout(self.config.drain_timeout):
+                await self._wait_drained()
         await asyncio.gather(*(self._release(shard) for shard in list(self._held)), return_exceptions=True)
         try:
-            await asyncio.wait_for(
-                self.client.delete(LEASES, self.config.member_lease(self.identity), self.config.namespace),
-                self.config.request_timeout,
-            )
+            async with asyncio.timeout(self.config.request_timeout):
+                await self.client.delete(
+                    LEASES, self.config.member_lease(self.identity), self.config.namespace
+                )
         except (KubeError, TimeoutError) as exc:
             log.info("%s: could not delete membership lease: %s", self.identity, exc)
         log.info("%s: left the shard group", self.identity)
@@ -508,22 +509,24 @@ class ShardCoordinator:
             if self._member_rv:
                 body["metadata"]["resourceVersion"] = self._member_rv
                 try:
-                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                    async with asyncio.timeout(cfg.request_timeout):
+                        written = await self.client.update(LEASES, body)
                 except (Conflict, NotFound):
-                    current = await asyncio.wait_for(
-                        self.client.get(LEASES, name, cfg.namespace), cfg.request_timeout
-                    )
+                    async with asyncio.timeout(cfg.request_timeout):
+                        current = await self.client.get(LEASES, name, cfg.namespace)
                     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                    async with asyncio.timeout(cfg.request_timeout):
+                        written = await self.client.update(LEASES, body)
             else:
                 try:
-                    written = await asyncio.wait_for(self.client.create(LEASES, body), cfg.request_timeout)
+                    async with asyncio.timeout(cfg.request_timeout):
+                        written = await self.client.create(LEASES, body)
                 except AlreadyExists:  # our own Lease from an earlier run
-                    current = await asyncio.wait_for(
-                        self.client.get(LEASES, name, cfg.namespace), cfg.request_timeout
-                    )
+                    async with asyncio.timeout(cfg.request_timeout):
+                        current = await self.client.get(LEASES, name, cfg.namespace)
                     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                    written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                    async with asyncio.timeout(cfg.request_timeout):
+                        written = await self.client.update(LEASES, body)
         except (KubeError, TimeoutError) as exc:
             self._member_rv = ""
             log.info("%s: membership renewal failed: %s", self.identity, exc)
@@ -632,7 +635,8 @@ class ShardCoordinator:
                     },
                     "spec": lease_spec(self.identity, cfg.lease_duration, now_wall, now_wall, 0),
                 }
-                written = await asyncio.wait_for(self.client.create(LEASES, body), cfg.request_timeout)
+                async with asyncio.timeout(cfg.request_timeout):
+                    written = await self.client.create(LEASES, body)
             else:
                 transitions = int(seen.spec.get("leaseTransitions") or 0)
                 acquire = str(seen.spec.get("acquireTime") or now_wall) if renew else now_wall
@@ -651,7 +655,8 @@ class ShardCoordinator:
                         transitions if renew else transitions + 1,
                     ),
                 }
-                written = await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+                async with asyncio.timeout(cfg.request_timeout):
+                    written = await self.client.update(LEASES, body)
         except (AlreadyExists, Conflict):
             if renew:
                 log.info("%s: shard %d lease changed under us; re-reading next round", self.identity, shard)
@@ -720,7 +725,8 @@ class ShardCoordinator:
             "spec": spec,
         }
         try:
-            await asyncio.wait_for(self.client.update(LEASES, body), cfg.request_timeout)
+            async with asyncio.timeout(cfg.request_timeout):
+                await self.client.update(LEASES, body)
             log.info("%s: released shard %d", self.identity, shard)
         except (KubeError, TimeoutError) as exc:
             # Not released: it expires after its duration (we stopped acting on it already).

@@ -354,3 +354,53 @@ async def test_a_candidate_stopped_before_it_saw_its_acquire_releases_the_lease(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await unseen.close()
+
+
+class StoppedAsARenewalLands(KubeClient):
+    """The real client; once ``stop`` is set, the next Lease update's answer arrives in the same
+    event-loop turn as a cancel of ``stop`` (a SIGTERM while a renewal's answer is on its way)."""
+
+    stop: asyncio.Task[None] | None = None
+
+    async def update(self, res: Resource, body: dict[str, Any], *, field_manager: str | None = None) -> Any:
+        updated = await super().update(res, body, field_manager=field_manager)
+        if res == LEASES and self.stop is not None:
+            asyncio.get_running_loop().call_soon(self.stop.cancel)
+            self.stop = None
+        return updated
+
+
+async def test_a_leader_stopped_as_its_renewal_lands_stops_and_releases_the_lease(
+    client: KubeClient, namespace: str, kcp: APIServer
+) -> None:
+    """fresh5 (test_replay_failover): a SIGTERM'd operator took 30 s to exit because its elector,
+    cancelled in the turn its renewal's answer came, went on renewing. Python 3.11's
+    ``asyncio.wait_for`` returns the inner result when a cancel arrives after the inner call has
+    finished, swallowing the cancel; the Manager then waited its 30 s grace for the elector."""
+    racing = StoppedAsARenewalLands.from_kubeconfig_file(kcp.kubeconfig_path)
+    assert isinstance(racing, StoppedAsARenewalLands)
+    config = LeaderElectionConfig(
+        "racing", namespace, identity="leader", lease_duration=15.0, renew_deadline=10.0, retry_period=0.2
+    )
+    elector = LeaderElector(racing, config)
+    task = asyncio.create_task(elector.run())
+    try:
+
+        async def leads() -> bool:
+            try:
+                lease = await client.get(LEASES, "racing", namespace)
+            except NotFound:
+                return False
+            return bool(lease["spec"].get("holderIdentity") == "leader")
+
+        await eventually(leads, what="the elector leads", within=30)
+        racing.stop = task  # the next renewal's answer comes with the cancel
+        await eventually(lambda: racing.stop is None, what="a renewal answered", within=30)
+        await eventually(task.done, what="the cancelled elector ended", within=10)
+        assert task.cancelled()
+        lease = await client.get(LEASES, "racing", namespace)
+        assert lease["spec"]["holderIdentity"] == "" and lease["spec"]["leaseDurationSeconds"] == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await racing.close()

@@ -137,7 +137,8 @@ class HelmEngine:
         except PermissionError:
             raise HelmError(f"the helm binary {self.binary!r} is not executable") from None
         try:
-            stdout, stderr = await asyncio.wait_for(self._collect(process), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                stdout, stderr = await self._collect(process)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
