@@ -38,6 +38,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"kyma_operator.api"},
         {"kyma_operator.modules", "kyma_operator.remote", "kyma_operator.identity", "kyma_operator.listener"},
         {"kyma_operator.agentinstall"},
+        # fleet rollouts: pure wave/target/progress functions and the leader's rollout controllers;
+        # the Kyma controller's resolution and wiring read them
+        {"kyma_operator.rollouts"},
         {"kyma_operator.controllers"},
         # the operator's flags build each controller's typed sub-config
         {"kyma_operator.config"},
