@@ -70,6 +70,7 @@ from kyma_operator.controllers.kyma.manifestbuild import (
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve, template_name
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
@@ -185,11 +186,14 @@ class ModuleSync:
         descriptors: ModuleDescriptors | None = None,
         maintenance: MaintenanceWindows | None = None,
         oci_registry: str | None = None,
+        rollouts: RunIndex | None = None,
     ) -> None:
         """``oci_registry``: the registry (``host[/subpath]``) module descriptors are read from,
         written as the Manifests' ``install.source.repo`` like upstream (``None``: each
-        descriptor's repository context)."""
+        descriptor's repository context); ``rollouts``: the fleet-rollout runs in force, passed
+        to ``resolve()`` (None: versions follow the channels, as upstream)."""
         self.client = client
+        self.rollouts = rollouts
         self.maintenance = maintenance
         """Upgrades that require downtime wait for a window (None: no such gate)."""
         self.oci_registry = oci_registry
