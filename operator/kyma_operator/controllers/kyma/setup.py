@@ -180,7 +180,7 @@ def _module_half(
         restricted_modules=cfg.restricted_modules,
         descriptors=descriptors,
         maintenance=maintenance,
-        rollouts=runs,
+        rollouts=runs.lookup(cfg.namespace) if runs is not None else None,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
