@@ -450,7 +450,6 @@ async def build_operator(
             registry=manager.registry,
             clock=clock,
             wall_clock=wall_clock,
-            leading=lambda: manager.is_leader,
         )
         rollouts.add_to(manager)  # leader-only, like the Watcher controller
     manifest: ManifestController | None = None

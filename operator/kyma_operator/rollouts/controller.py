@@ -116,25 +116,6 @@ class RolloutReconciler:
         """(object name, reason) of every event recorded (tests, logs)."""
         self._first_failure: dict[Request, float] = {}
 
-    async def kyma_reverted(self, manifest: Mapping[str, Any]) -> None:
-        """Record ``ModuleRevertedByRollout`` on the Kyma whose Manifest a run just took back."""
-        meta = _meta(manifest)
-        kyma = str((meta.get("labels") or {}).get(names.KYMA_NAME_LABEL) or "")
-        run = str((meta.get("annotations") or {}).get(names.REVERTED_BY_ANNOTATION) or "")
-        module = str((meta.get("labels") or {}).get(names.MODULE_NAME_LABEL) or "")
-        version = str((manifest.get("spec") or {}).get("version") or "")
-        if not kyma or not run:
-            return
-        event = RolloutEvent(
-            "ModuleRevertedByRollout",
-            f"module {module} reverted to {version} by rollout {run} (a recorded exception to the "
-            "no-downgrade rule)",
-            warning=True,
-            kyma=kyma,
-        )
-        target = self.rollouts.get(str(meta.get("namespace") or ""), run) or {"metadata": dict(meta)}
-        await self._emit(target, event)
-
     def failure_seen(self, request: Request, at: float) -> None:
         """A member's Manifest turned Error at ``at`` (clock seconds): the halt latency starts."""
         self._first_failure.setdefault(request, at)
@@ -304,6 +285,30 @@ def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list
             continue
         members.append(classify.observe(kyma, found, module))
     return members
+
+
+def module_reverted(
+    kyma: Mapping[str, Any], module: str, run: str, version: str
+) -> tuple[JSON, RolloutEvent]:
+    """The Kyma's ``ModuleRevertedByRollout`` (the one per-Kyma event, only on the revert path,
+    docs/rollouts.md §8.5): recorded by the Kyma reconcile with the Manifest write that reverts."""
+    event = RolloutEvent(
+        "ModuleRevertedByRollout",
+        f"module {module} reverted to {version} by rollout {run} (the recorded exception to the "
+        "no-downgrade rule)",
+        warning=True,
+        kyma=str(_meta(kyma).get("name") or ""),
+    )
+    target: JSON = {
+        "apiVersion": names.KYMA.api_version,
+        "kind": names.KYMA.kind,
+        "metadata": {
+            "name": _meta(kyma).get("name"),
+            "namespace": _meta(kyma).get("namespace"),
+            "uid": _meta(kyma).get("uid"),
+        },
+    }
+    return target, event
 
 
 def halt_reason(status: ModuleRolloutStatus) -> str:

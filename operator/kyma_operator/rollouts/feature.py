@@ -14,7 +14,6 @@ replica. The Kyma controller's own part (the run informer, the target look-up pa
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -109,10 +108,8 @@ def build_rollout_feature(
     registry: CollectorRegistry | None = None,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
-    leading: Callable[[], bool] = lambda: True,
 ) -> RolloutFeature:
-    """The two leader-only controllers over the shared informers (see the module docstring).
-    ``leading``: whether this replica holds the leader-election Lease now (``Manager.is_leader``)."""
+    """The two leader-only controllers over the shared informers (see the module docstring)."""
     policies = policies if policies is not None else policy_informer(client, namespace, clock=clock)
     metrics = RolloutMetrics(registry, rollouts)
     reconciler = RolloutReconciler(
@@ -126,17 +123,6 @@ def build_rollout_feature(
         wall_clock=wall_clock,
     )
     controller = Controller(ROLLOUT_CONTROLLER, reconciler, clock=clock)
-    pending: set[asyncio.Task[None]] = set()
-
-    def reverted(manifest: dict[str, Any]) -> None:
-        # handlers fire on every replica: only the leader records (a new leader's initial list
-        # brings adds, not this update, so nothing is recorded twice)
-        if not leading():
-            return
-        task = asyncio.get_running_loop().create_task(reconciler.kyma_reverted(manifest))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-
     controller.watch(
         rollouts,
         EnqueueMapped(run_and_siblings(rollouts)),
@@ -150,7 +136,6 @@ def build_rollout_feature(
             clock=clock,
             on_failure_seen=reconciler.failure_seen,
             on_written=metrics.manifest_written,
-            on_reverted=reverted,
         )
     )
     starter = RolloutStarter(

@@ -108,18 +108,15 @@ class ManifestToRollout:
         clock: Clock | None = None,
         on_failure_seen: Callable[[Request, float], None] | None = None,
         on_written: Callable[[str, str], None] | None = None,
-        on_reverted: Callable[[JSON], None] | None = None,
     ) -> None:
         """``on_failure_seen(run, at)``: a member's Manifest turned Error (halt latency starts);
         ``on_written(module, kind)``: a Manifest's version was written by a run, ``upgrade`` (its
-        ``rollout`` label) or ``revert`` (its ``reverted-by`` annotation); ``on_reverted(manifest)``:
-        such a revert write was seen (the Kyma's ``ModuleRevertedByRollout`` event)."""
+        ``rollout`` label) or ``revert`` (its ``reverted-by`` annotation)."""
         self.manifests = manifests
         self.rollouts = rollouts
         self._clock = clock or RealClock()
         self._on_failure_seen = on_failure_seen
         self._on_written = on_written
-        self._on_reverted = on_reverted
         self._queue: Enqueuer | None = None
 
     def bind(self, queue: Enqueuer) -> None:
@@ -156,8 +153,6 @@ class ManifestToRollout:
         if (meta.get("annotations") or {}).get(names.REVERTED_BY_ANNOTATION):
             if self._on_written is not None:
                 self._on_written(module, "revert")
-            if self._on_reverted is not None:
-                self._on_reverted(manifest)
         elif (meta.get("labels") or {}).get(names.ROLLOUT_LABEL) and self._on_written is not None:
             self._on_written(module, "upgrade")
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
 from kyma_operator.controllers.common.layers import ReconcilerLayer, build_controller
@@ -74,6 +75,7 @@ from kyma_operator.remote.cache import (
 )
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
+from kyma_operator.rollouts.controller import module_reverted, record_event
 from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.rollouts.sources import RolloutToKymas
 from kyma_operator.rollouts.waves import placement_of_object
@@ -167,6 +169,7 @@ def _module_half(
     descriptors: ModuleDescriptors | None,
     maintenance: MaintenanceWindows | None,
     runs: RunIndex | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
     if not cfg.modules:
@@ -185,7 +188,14 @@ def _module_half(
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
     )
-    return ModuleHalf(module_sync, catalog_sync)
+
+    async def reverted(kyma: Kyma, module: str, rollout: str) -> None:
+        run = runs.rollouts.get(kyma.namespace, rollout) if runs is not None else None
+        version = str(((run or {}).get("spec") or {}).get("fromVersion") or "its previous version")
+        target, event = module_reverted(kyma.to_object(), module, rollout, version)
+        await record_event(client, target, event, wall_clock())
+
+    return ModuleHalf(module_sync, catalog_sync, reverted=reverted if runs is not None else None)
 
 
 def build_kyma_controller(
@@ -270,7 +280,7 @@ def build_kyma_controller(
         if rollouts is not None
         else None
     )
-    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance, runs)
+    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance, runs, wall_clock)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
