@@ -55,6 +55,7 @@ COMPONENT = "rollout-controller"
 """``source.component`` / ``reportingComponent`` of the events this controller records."""
 
 TIMER = "rollout deadline"
+STALE = "rollout status changed since read"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -112,6 +113,8 @@ class RolloutReconciler:
         self.clock = clock or RealClock()
         self.wall_clock = wall_clock
         self.status_writes = 0
+        self.conflicts = 0
+        """Status writes refused for a stale resourceVersion (then decided again)."""
         self.events: list[tuple[str, str]] = []
         """(object name, reason) of every event recorded (tests, logs)."""
         self._first_failure: dict[Request, float] = {}
@@ -140,13 +143,15 @@ class RolloutReconciler:
                 update={"phase": Phase.SUPERSEDED, "message": f"superseded by rollout {successor}"}
             )
             events = [RolloutEvent("RolloutSuperseded", f"a newer version started rollout {successor}")]
-            await self._write(run, obj, status, events, now)
+            if await self._write(run, obj, status, events, now) is None:
+                return Result(requeue=True, reason=STALE)
             return Result()
         if run.status.started_at is None:
             self._check_revert_source(run, now)
         result = progress.step(run, members_of(run, self.kymas, self.manifests), now)
         events = [RolloutEvent(str(e.reason), e.message, warning=e.warning) for e in result.events]
-        await self._write(run, obj, result.status, events, now)
+        if await self._write(run, obj, result.status, events, now) is None:
+            return Result(requeue=True, reason=STALE)
         if result.next_timer is None:
             return Result()
         delay = (result.next_timer - now).total_seconds()
@@ -201,7 +206,8 @@ class RolloutReconciler:
         status: ModuleRolloutStatus,
         events: Iterable[RolloutEvent],
         now: datetime.datetime,
-    ) -> bool:
+    ) -> bool | None:
+        """True: written; False: nothing to write; None: refused (stale resourceVersion)."""
         desired = status_body(status)
         if desired == written_status(obj):
             return False
@@ -209,9 +215,11 @@ class RolloutReconciler:
         try:
             await self.client.update_status(MODULE_ROLLOUTS, body)
         except Conflict:
-            # our cache lags behind a write, or another leader wrote: the informer brings the
-            # object, the next reconcile decides again (nothing was recorded, nothing emitted)
-            raise
+            # our cache lags behind a write, or another leader wrote: nothing was recorded, nothing
+            # emitted; the informer brings the object and the next reconcile decides again
+            self.conflicts += 1
+            log.info("rollout %s/%s: status changed since read; deciding again", run.namespace, run.name)
+            return None
         self.status_writes += 1
         self._observe_transition(run, status, now)
         for event in events:
