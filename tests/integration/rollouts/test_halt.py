@@ -16,6 +16,7 @@ import pytest
 from kyma_operator.api import names
 from kyma_operator.runtime.kube import KubeClient
 from tests.integration.kyma_operator.harness import RunningOperator
+from tests.integration.kyma_operator.modules_env import MODULE
 from tests.integration.rollouts.fleet import (
     CANARIES,
     KYMA_COUNT,
@@ -69,6 +70,15 @@ async def test_unavailable_deployment_halts_in_canary(
         reasons = Counter(e["reason"] for e in await events_of(kcp_client, ns, name))
         assert reasons["RolloutHalted"] == 1, reasons
         assert reasons["WaveReleased"] == 1, reasons
+        registry = operator.operator.manager.registry
+        reason = "failure_budget" if bad == "Error" else "progress_deadline"
+        halts = registry.get_sample_value(
+            "kyma_operator_rollout_halts_total", {"module": MODULE, "reason": reason}
+        )
+        assert halts == 1.0
+        if bad == "Error":  # from the first Error seen to the halt written
+            latency = registry.get_sample_value("kyma_operator_rollout_halt_latency_seconds_count")
+            assert latency == 1.0
 
 
 async def test_revert_returns_canary_to_old_version(
