@@ -56,6 +56,7 @@ COMPONENT = "rollout-controller"
 
 TIMER = "rollout deadline"
 STALE = "rollout status changed since read"
+SYNCING = "fleet view still listing"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -128,6 +129,10 @@ class RolloutReconciler:
         if obj is None:
             self._first_failure.pop(request, None)
             return Result()
+        if not (self.kymas.synced.is_set() and self.manifests.synced.is_set()):
+            # the fleet view is still being listed (a leader's own informers, shard-scoped caches):
+            # deciding on a partial member list could settle a wave nobody has upgraded yet
+            return Result(requeue_after=1.0, reason=SYNCING)
         now = self.wall_clock()
         try:
             run = ModuleRollout.from_object(obj)
