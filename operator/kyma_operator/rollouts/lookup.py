@@ -13,7 +13,11 @@ would resolve the new version ungated. So every replica notes, from the same rel
 that wakes the Kymas, each channel move a policy selects (``starter.matching_policy``) and answers
 with that run as it will be created (nothing released yet: every Kyma keeps its version) until the
 real run is in the informer, for at most ``hold_for`` seconds (a run that is never created, e.g. a
-policy the API server refuses, holds nobody longer than that).
+policy the API server refuses, holds nobody longer than that). The same gap opens when a process
+starts after a channel moved while no operator ran: the leader's starter then creates the missed run
+(``starter``, §12), and until it is there a channel a policy selects whose version is newer than its
+newest run's ``toVersion`` (or, with no run, than the version most of its Manifests are at) is held
+the same way, judged once per channel version.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from kyma_operator.api.modulerollout import ModuleRollout
 from kyma_operator.rollouts.starter import (
     channel_changes,
     channel_versions,
+    installed_majority,
     matching_policy,
     module_of_release_meta,
     newer,
@@ -66,17 +71,23 @@ class RunIndex:
         *,
         policies: Informer | None = None,
         release_metas: Informer | None = None,
+        manifests: Informer | None = None,
         clock: Clock | None = None,
         hold_for: float = HOLD_FOR,
     ) -> None:
+        """``manifests``: with ``policies`` and ``release_metas``, the channel moves missed while no
+        operator ran are held too (see the module docstring)."""
         self.rollouts = rollouts
         self.policies = policies
+        self.release_metas = release_metas
+        self.manifests = manifests
         self.hold_for = hold_for
         self._clock = clock or RealClock()
         with contextlib.suppress(ValueError):  # already indexed (a second controller built one)
             rollouts.add_indexer(RUNS_BY_MODULE_CHANNEL, _index)
         self._parsed: dict[tuple[str, str], tuple[str, ModuleRollout | None]] = {}
         self._starting: dict[tuple[str, str, str], tuple[float, ModuleRollout]] = {}
+        self._missed: dict[tuple[str, str, str, str], tuple[float, ModuleRollout] | None] = {}
         if policies is not None and release_metas is not None:
             release_metas.add_handler(FuncHandler(on_update=self._release_meta_updated))
 
@@ -91,14 +102,53 @@ class RunIndex:
         key = (namespace, module, channel)
         starting = self._starting.get(key)
         if starting is None:
-            return run
+            missed = self._missed_run(namespace, module, channel, run)
+            return missed if missed is not None else run
         until, upcoming = starting
         if (run is not None and not newer(upcoming.spec.to_version, run.spec.to_version)) or (
             self._clock.now() >= until
         ):
             del self._starting[key]  # created (or given up on): the informer's run decides
+            self._missed[(*key, upcoming.spec.to_version)] = None  # and no second hold for it
             return run
         return upcoming
+
+    def _missed_run(
+        self, namespace: str, module: str, channel: str, run: ModuleRollout | None
+    ) -> ModuleRollout | None:
+        """The run the starter will create for a channel move it has not seen yet (a start after
+        the move), while it is not there and ``hold_for`` has not passed; None otherwise."""
+        if self.policies is None or self.release_metas is None or self.manifests is None:
+            return None
+        meta = self.release_metas.get(namespace, module)
+        version = channel_versions(meta).get(channel) if meta is not None else None
+        if version is None or (run is not None and not newer(version, run.spec.to_version)):
+            return None
+        key = (namespace, module, channel, version)
+        if key not in self._missed:  # judged once per channel version (a fleet-wide count)
+            self._missed[key] = self._judge_missed(namespace, module, channel, version, run)
+        found = self._missed[key]
+        if found is None or self._clock.now() >= found[0]:
+            return None
+        return found[1]
+
+    def _judge_missed(
+        self, namespace: str, module: str, channel: str, version: str, run: ModuleRollout | None
+    ) -> tuple[float, ModuleRollout] | None:
+        assert self.policies is not None and self.manifests is not None
+        policy = matching_policy(self.policies.list(namespace), module, channel)
+        if policy is None:
+            return None
+        base = run.spec.to_version if run is not None else None
+        if base is None:
+            base = installed_majority(self.manifests.list(namespace), module, channel)
+        if base is None or not newer(version, base):
+            return None
+        try:
+            upcoming = ModuleRollout.from_object(run_body(namespace, module, channel, base, version, policy))
+        except InvalidObjectError:
+            return None
+        return self._clock.now() + self.hold_for, upcoming
 
     def _release_meta_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         assert self.policies is not None

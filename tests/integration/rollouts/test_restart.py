@@ -20,9 +20,13 @@ from typing import Any
 
 import pytest
 
+from kyma_operator.api.modulerollout import ModuleRollout
+from kyma_operator.rollouts import waves
 from kyma_operator.runtime.kube import KubeClient
 from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.harness import operator_config, running_operator
 from tests.integration.kyma_operator.operator_process import OperatorProcess
+from tests.integration.rollouts.conftest import rollout_config
 from tests.integration.rollouts.fleet import (
     KYMA_COUNT,
     NEW,
@@ -30,6 +34,8 @@ from tests.integration.rollouts.fleet import (
     create_policy,
     events_of,
     fleet_at,
+    frontier_moves,
+    kymas_of,
     manifests_of,
     publish,
     rollout_name,
@@ -175,3 +181,33 @@ async def test_shard_move_during_wave(
     finally:
         for process in fleet.processes.values():
             await process.stop()  # SIGKILL: how fast a replica shuts down is not what this test is about
+
+
+async def test_a_change_missed_while_no_operator_ran_starts_its_run(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """§12: the channel moved while no operator ran; on start the starter compares the channel with
+    the newest run (none) and the version most Kymas have installed, and starts the missing run."""
+    ns, name = kcp_namespace, rollout_name()
+    await publish(kcp_client, ns, {"regular": OLD})
+    config = operator_config(ns, **rollout_config(ns))
+    async with runtimes(kcp_client, ns, {OLD: "Ready", NEW: "Ready"}) as sim:
+        async with running_operator(kcp_client, config):
+            await fleet_at(kcp_client, ns)
+        await create_policy(kcp_client, ns, soak="1s", deadline="20s")
+        await set_channel(kcp_client, ns, {"regular": NEW})  # nobody watching
+        async with run_history(kcp_client, ns) as history, running_operator(kcp_client, config) as running:
+            run = await eventually(
+                lambda: run_in_phase(kcp_client, ns, name, "Completed"), "the missed run Completed", within=60
+            )
+            assert (run["spec"]["fromVersion"], run["spec"]["toVersion"]) == (OLD, NEW)
+            assert running.operator.rollouts is not None
+            assert running.operator.rollouts.starter.created == [name]
+        assert sorted(sim.spec_writes.values()) == [2] * KYMA_COUNT, sim.spec_writes
+        # gated from the first reconcile on: no Kyma upgraded before the frontier reached its wave
+        parsed = ModuleRollout.from_object(run)
+        kymas = {k["metadata"]["name"]: k for k in await kymas_of(kcp_client, ns)}
+        moves = frontier_moves(history)
+        for change in sim.upgraded():
+            wave = waves.placement_of_object(parsed, kymas[change.kyma]).wave
+            assert change.resource_version > moves[wave], (change, moves)

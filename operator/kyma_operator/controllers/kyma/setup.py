@@ -275,6 +275,7 @@ def build_kyma_controller(
             rollouts,
             policies=rollout_policies,
             release_metas=catalog.release_metas_informer if catalog is not None else None,
+            manifests=manifests,
             clock=clock,
         )
         if rollouts is not None
