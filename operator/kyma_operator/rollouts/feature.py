@@ -157,7 +157,7 @@ def build_rollout_feature(
         manifests=manifests,
     )
     starter_controller = Controller(STARTER_CONTROLLER, starter, clock=clock)
-    starter_controller.add_source(MrmToStarter(release_metas, starter))
+    starter_controller.add_source(MrmToStarter(release_metas, starter, policies))
     return RolloutFeature(
         controller=controller,
         reconciler=reconciler,
