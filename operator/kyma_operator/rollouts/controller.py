@@ -253,27 +253,16 @@ class RolloutReconciler:
                 self.metrics.wave_soaked(module, (now - released).total_seconds())
 
     async def _emit(self, run: Mapping[str, Any], event: RolloutEvent) -> None:
-        meta = _meta(run)
-        target: Mapping[str, Any] = run
-        if event.kyma is not None:
-            kyma = self.kymas.get(str(meta.get("namespace") or ""), event.kyma)
-            target = (
-                kyma
-                if kyma is not None
-                else {
-                    "apiVersion": names.KYMA.api_version,
-                    "kind": names.KYMA.kind,
-                    "metadata": {"name": event.kyma, "namespace": meta.get("namespace")},
-                }
-            )
-        await record_event(self.client, target, event, self.wall_clock())
-        self.events.append((str(_meta(target).get("name")), event.reason))
+        await record_event(self.client, run, event, self.wall_clock())
+        self.events.append((str(_meta(run).get("name")), event.reason))
 
 
 def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list[classify.Member]:
     """The run's members as the informers show them: the Kymas of its namespace with a Manifest of
     its module on its channel (for ``mandatory``: the mandatory Manifest), leaving out Kymas that
-    are being deleted or not reconciled (they could never become Ready and would stall a wave)."""
+    are being deleted or not reconciled (they could never become Ready and would stall a wave) and
+    Manifests being deleted (a disabled module). Manifests, not the KCP Kyma's ``spec.modules``:
+    a remote runtime's modules are listed in its own Kyma, which KCP does not hold."""
     namespace, module, channel = run.namespace, run.spec.module, run.spec.channel
     mandatory = channel == MANDATORY_CHANNEL
     by_kyma: dict[str, JSON] = {}
@@ -285,6 +274,8 @@ def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list
             continue
         if not mandatory and labels.get(names.CHANNEL_LABEL) != channel:
             continue
+        if _meta(manifest).get("deletionTimestamp"):
+            continue  # a module being disabled follows its channel ungated: no member
         kyma = labels.get(names.KYMA_NAME_LABEL)
         if kyma:
             by_kyma[str(kyma)] = manifest
