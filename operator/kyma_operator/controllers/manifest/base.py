@@ -41,6 +41,13 @@ KYMA_CACHE_KEY_LOCAL = Request("", "<kcp>")
 """Discovery key of the KCP itself (Manifests installed next to the operator, see ``installs_locally``)."""
 
 
+class ManifestChanged(Exception):
+    """A metadata write of the KCP Manifest conflicted: another writer (the Kyma controller's new
+    spec, a user) changed it since the cache was read. Not the module's fault, so never a state
+    Error (a fleet rollout counts Error as a failed upgrade): the reconcile ends and runs again on
+    the new object, which the informer delivers."""
+
+
 class ManifestBase:
     def __init__(
         self,
@@ -190,7 +197,13 @@ class ManifestBase:
             meta["finalizers"] = [*manifest.metadata.finalizers, *missing]
         if changed:
             meta["annotations"] = changed
-        return await self._patch_meta(manifest, meta)
+        try:
+            return await self._patch_meta(manifest, meta)
+        except Conflict as exc:
+            raise ManifestChanged(
+                f"Manifest {manifest.namespace}/{manifest.name} changed while reconciled "
+                f"(resourceVersion {manifest.metadata.resource_version} is stale)"
+            ) from exc
 
     async def _drop_finalizers(self, manifest: Manifest, drop: Sequence[str]) -> Manifest:
         kept = [f for f in manifest.metadata.finalizers if f not in drop]

@@ -55,14 +55,19 @@ from kyma_operator.controllers.common.heartbeat import AgentHealth
 from kyma_operator.controllers.manifest import defaultcr
 from kyma_operator.controllers.manifest import status as st
 from kyma_operator.controllers.manifest.apply import Applier, ApplyError, synced_id
-from kyma_operator.controllers.manifest.base import KYMA_CACHE_KEY_LOCAL, MANIFESTS, removal_delay
+from kyma_operator.controllers.manifest.base import (
+    KYMA_CACHE_KEY_LOCAL,
+    MANIFESTS,
+    ManifestChanged,
+    removal_delay,
+)
 from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.readiness import Readiness, module_readiness
 from kyma_operator.controllers.manifest.rendering import RenderFailed, render_objects
+from kyma_operator.controllers.manifest.report import CHANGED_OUTCOME, ManifestReport
 from kyma_operator.controllers.manifest.report import Collector as _Report
-from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.requeuereasons import requeue_reasons
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
@@ -159,7 +164,10 @@ class ManifestReconciler(ManifestUninstall):
         if manifest.skip_reconciliation():
             report.set("skipped", f"label {names.SKIP_RECONCILIATION_LABEL}=true")
             return Result(requeue_after=self.config.skip_interval)
-        manifest = await self._ensure_finalizers(manifest)
+        try:
+            manifest = await self._ensure_finalizers(manifest)
+        except ManifestChanged as exc:
+            return self._changed(report, exc)
         try:
             skr, key = await self._runtime(manifest)
         except SkrAccessError as exc:
@@ -175,10 +183,18 @@ class ManifestReconciler(ManifestUninstall):
             )
         try:
             return await self._install(manifest, kyma, skr, key, report)
+        except ManifestChanged as exc:
+            return self._changed(report, exc)
         except KubeError as exc:
             if is_connection_error(exc) and key != KYMA_CACHE_KEY_LOCAL:
                 await self.skr_clients.evict_on_error(key, exc)
             return await self._fail(manifest, report, f"runtime API: {exc}")
+
+    @staticmethod
+    def _changed(report: _Report, exc: ManifestChanged) -> Result:
+        """The Manifest changed under this reconcile: no status written, run again on the new one."""
+        report.set(CHANGED_OUTCOME, str(exc))
+        return Result(requeue=True)
 
     # -- install ---------------------------------------------------------------------------------
 

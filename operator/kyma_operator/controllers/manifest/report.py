@@ -4,9 +4,13 @@ details) and its mutable collector while the reconcile runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from kyma_operator.controllers.common.report import ReconcileReport
 from kyma_operator.runtime.request import Request
+
+CHANGED_OUTCOME: Final = "changed"
+"""The outcome of a reconcile cut short because the Manifest changed under it (no status written)."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Final
 
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.common.requeuemetrics import INTENDED, UNEXPECTED
-from kyma_operator.controllers.manifest.report import Collector
+from kyma_operator.controllers.manifest.report import CHANGED_OUTCOME, Collector
 from kyma_operator.runtime.request import Result
 
 MANIFEST_ADD_FINALIZER: Final = "manifest_add_finalizer"
@@ -39,8 +39,10 @@ def requeue_reasons(report: Collector, result: Result, *, added_finalizer: bool)
     """(reason, type) pairs to count for one finished reconcile (none for a Manifest that is gone)."""
     reasons: list[tuple[str, str]] = []
     outcome = report.outcome
-    if outcome in ("", "gone", "skipped"):
-        return reasons  # nothing of upstream's flow ran (skipped: upstream's own skip requeue only)
+    if outcome in ("", "gone", "skipped", CHANGED_OUTCOME):
+        # nothing of upstream's flow ran (skipped: upstream's own skip requeue only; changed: the
+        # Manifest changed under the reconcile, which runs again on the new object)
+        return reasons
     if added_finalizer:
         reasons.append((MANIFEST_ADD_FINALIZER, INTENDED))
     if outcome == State.ERROR.value:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import base64
 
+import pytest
 import yaml
 
 from kyma_operator.api import names
+from kyma_operator.api.manifest import Manifest
 from kyma_operator.controllers.kyma.deletion import RUNTIME_UNREACHABLE_WHILE_DELETING
+from kyma_operator.controllers.manifest.base import ManifestChanged
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL, PART_OF_LABEL
-from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, PODS, SECRETS
 from tests.controlplane.cluster import free_port
@@ -254,3 +257,22 @@ async def test_skip_label_stops_and_resumes_reconciliation(setup: Setup) -> None
         return await s.exists(CONFIGMAPS, "sample-config", s.module_ns)
 
     await eventually(restored, "sample-config restored once the skip label is gone")
+
+
+async def test_a_metadata_write_on_a_changed_manifest_is_no_module_error(setup: Setup) -> None:
+    """A Manifest changed under the reconcile (the Kyma controller's new spec, a user's edit) makes
+    our metadata write conflict: that is ``ManifestChanged`` (run again on the new object), not a
+    ``KubeError`` the reconcile would report as state Error ("runtime API: 409 Conflict"), which a
+    fleet rollout would count as a failed upgrade. Nothing is written."""
+    s = setup
+    await s.create(await s.publish(workload="none"))
+    await s.wait_state("Ready")
+    controller = s.running.operator.manifest
+    assert controller is not None
+    stale = Manifest.from_object(await s.kcp.get(s.manifests, "sample", s.ns))
+    await s.kcp.patch(s.manifests, "sample", {"metadata": {"labels": {"edited": "by-user"}}}, s.ns)
+    with pytest.raises(ManifestChanged, match="changed while reconciled"):
+        await controller.reconciler._ensure_meta(stale, annotations={"test.kyma-project.io/probe": "x"})
+    fresh = await s.kcp.get(s.manifests, "sample", s.ns)
+    assert "test.kyma-project.io/probe" not in (fresh["metadata"].get("annotations") or {})
+    assert not issubclass(ManifestChanged, KubeError)

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
-from kyma_operator.controllers.manifest.report import Collector
+from kyma_operator.controllers.manifest.report import CHANGED_OUTCOME, Collector
 from kyma_operator.controllers.manifest.requeuereasons import (
     MANIFEST_ADD_FINALIZER,
     MANIFEST_CLIENT_INIT,
@@ -111,3 +111,9 @@ def test_mandatory_modules_count_at_scrape_time() -> None:
     assert registry.get_sample_value("lifecycle_mgr_mandatory_modules") == 3
     offered[0] = 0
     assert registry.get_sample_value("lifecycle_mgr_mandatory_modules") == 0
+
+
+def test_a_reconcile_cut_short_by_a_changed_manifest_counts_no_reason() -> None:
+    assert (
+        requeue_reasons(report(CHANGED_OUTCOME, "changed"), Result(requeue=True), added_finalizer=False) == []
+    )
