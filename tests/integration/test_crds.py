@@ -17,6 +17,8 @@ from kyma_operator.api import (
     Kyma,
     Manifest,
     ModuleReleaseMeta,
+    ModuleRollout,
+    ModuleRolloutPolicy,
     ModuleTemplate,
     VirtualService,
     Watcher,
@@ -27,7 +29,17 @@ from tests.controlplane.crds import crd_documents, install_crds, sample_document
 
 MODELS: dict[str, type[KubeObject]] = {
     model.RESOURCE.kind: model
-    for model in (Kyma, Manifest, ModuleTemplate, ModuleReleaseMeta, Watcher, Gateway, VirtualService)
+    for model in (
+        Kyma,
+        Manifest,
+        ModuleTemplate,
+        ModuleReleaseMeta,
+        Watcher,
+        Gateway,
+        VirtualService,
+        ModuleRolloutPolicy,
+        ModuleRollout,
+    )
 }
 SAMPLES = {doc["kind"]: doc for _, doc in sample_documents()}
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -301,6 +313,58 @@ INVALID: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
     ),
     ("unknown TLS mode", "Gateway", _set("spec.servers.0.tls.mode", "STRICT"), "spec.servers[0].tls.mode"),
     ("selector is a list", "Gateway", _set("spec.selector", ["istio"]), "spec.selector"),
+    (
+        "wave without selector or percentage",
+        "ModuleRolloutPolicy",
+        _set("spec.waves.1", {"name": "early"}),
+        "exactly one of selector or upToPercent must be set",
+    ),
+    (
+        "upToPercent not increasing",
+        "ModuleRolloutPolicy",
+        _set("spec.waves.2.upToPercent", 10),
+        "upToPercent must increase from wave to wave",
+    ),
+    (
+        "last wave not 100",
+        "ModuleRolloutPolicy",
+        _set("spec.waves.3.upToPercent", 90),
+        "the last wave must have upToPercent: 100",
+    ),
+    ("duplicate wave names", "ModuleRolloutPolicy", _set("spec.waves.2.name", "early"), "Duplicate value"),
+    (
+        "selector wave after a percentage wave",
+        "ModuleRolloutPolicy",
+        lambda doc: doc["spec"]["waves"].insert(0, doc["spec"]["waves"].pop(1)),
+        "selector waves must come before percentage waves",
+    ),
+    (
+        "revertScope without Revert",
+        "ModuleRolloutPolicy",
+        _set("spec.onFailure", "Halt"),
+        "revertScope needs onFailure: Revert",
+    ),
+    (
+        "bad duration",
+        "ModuleRolloutPolicy",
+        _set("spec.waves.0.progressDeadline", "10 minutes"),
+        "spec.waves[0].progressDeadline",
+    ),
+    (
+        "failure budget over 100%",
+        "ModuleRolloutPolicy",
+        _set("spec.waves.1.maxFailures", "200%"),
+        "spec.waves[1].maxFailures",
+    ),
+    ("zero concurrency", "ModuleRolloutPolicy", _set("spec.waves.3.maxConcurrency", 0), "maxConcurrency"),
+    ("negative budget", "ModuleRolloutPolicy", _set("spec.waves.1.maxFailures", -1), "must not be negative"),
+    (
+        "frozen policy without waves",
+        "ModuleRollout",
+        _set("spec.policy.waves", []),
+        "spec.policy.waves",
+    ),
+    ("unknown run state", "ModuleRollout", _set("spec.state", "Stopped"), "spec.state"),
 ]
 
 
@@ -345,3 +409,48 @@ def test_invalid_status_is_rejected(
     assert code == 422, body
     assert message in json.loads(body)["message"]
     assert "status" not in _get(api, doc)
+
+
+def test_unknown_policy_field_is_rejected_under_strict_field_validation(
+    api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    doc = _sample("ModuleRolloutPolicy", namespace)
+    doc["spec"]["waves"][1]["maxSurge"] = 3
+    group, version, plural = _coordinates(doc)
+    objects = kubernetes.client.CustomObjectsApi(api)
+    status, body = _status_code(
+        lambda: objects.create_namespaced_custom_object(
+            group, version, namespace, plural, doc, field_validation="Strict"
+        )
+    )
+    assert status == 400 and 'unknown field "spec.waves[1].maxSurge"' in json.loads(body)["message"], body
+    assert _status_code(lambda: _get(api, doc))[0] == 404
+
+
+def test_rollout_spec_is_immutable_except_the_operators_intent(
+    api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    doc = _sample("ModuleRollout", namespace)
+    _create(api, doc)
+    group, version, plural = _coordinates(doc)
+    objects = kubernetes.client.CustomObjectsApi(api)
+    name = doc["metadata"]["name"]
+
+    def patch(spec: dict[str, Any]) -> dict[str, Any]:
+        patched: dict[str, Any] = objects.patch_namespaced_custom_object(
+            group, version, namespace, plural, name, {"spec": spec}
+        )
+        return patched
+
+    for change in ({"toVersion": "9.9.9"}, {"policyRef": "other"}, {"policy": {"onFailure": "Halt"}}):
+        status, body = _status_code(lambda change=change: patch(change))  # type: ignore[misc]
+        assert status == 422 and "is immutable" in json.loads(body)["message"], body
+    assert (
+        patch({"state": "Paused", "ignoredKymas": ["kyma-1"], "approvedWaves": ["half"]})["spec"]["state"]
+        == "Paused"
+    )
+    assert patch({"state": "Aborted"})["spec"]["state"] == "Aborted"
+    status, body = _status_code(lambda: patch({"state": "Running"}))
+    assert status == 422 and "an Aborted rollout cannot be resumed" in json.loads(body)["message"], body
+    stored = ModuleRollout.from_object(_get(api, doc))
+    assert (stored.spec.to_version, stored.spec.state) == ("1.0.1", "Aborted")

@@ -1,8 +1,9 @@
 """Typed models of the custom resources the operator reads and writes.
 
 One module per kind (``kyma``, ``manifest``, ``moduletemplate``, ``modulereleasemeta``, ``watcher``,
-``istio``), shared building blocks in ``meta`` and the upstream label/annotation/finalizer names and
-API resource names in ``names``. The CRDs themselves live in ``manifests/crds``.
+``istio``; ours: ``modulerollout`` for ModuleRolloutPolicy and ModuleRollout), shared building
+blocks in ``meta`` and the upstream label/annotation/finalizer names and API resource names in
+``names``. The CRDs themselves live in ``manifests/crds``.
 """
 
 from kyma_operator.api.istio import Gateway, VirtualService
@@ -18,6 +19,7 @@ from kyma_operator.api.meta import (
     State,
 )
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.watcher import Watcher
 
@@ -31,6 +33,8 @@ __all__ = [
     "LabelSelector",
     "Manifest",
     "ModuleReleaseMeta",
+    "ModuleRollout",
+    "ModuleRolloutPolicy",
     "ModuleTemplate",
     "ObjectMeta",
     "State",

@@ -101,6 +101,13 @@ VIRTUAL_SERVICE: Final = ResourceInfo(
 )
 
 OPERATOR_RESOURCES: Final = (KYMA, MANIFEST, MODULE_TEMPLATE, MODULE_RELEASE_META, WATCHER)
+# Ours (no upstream counterpart): fleet rollouts of module versions, KCP only (docs/rollouts.md).
+ROLLOUT_VERSION: Final = "v1alpha1"
+MODULE_ROLLOUT_POLICY: Final = ResourceInfo(
+    OPERATOR_GROUP, ROLLOUT_VERSION, "modulerolloutpolicies", "ModuleRolloutPolicy"
+)
+MODULE_ROLLOUT: Final = ResourceInfo(OPERATOR_GROUP, ROLLOUT_VERSION, "modulerollouts", "ModuleRollout")
+ROLLOUT_RESOURCES: Final = (MODULE_ROLLOUT_POLICY, MODULE_ROLLOUT)
 ISTIO_RESOURCES: Final = (GATEWAY, VIRTUAL_SERVICE)
 # CRDs lifecycle-manager installs into every runtime.
 SKR_SYNCED_RESOURCES: Final = (KYMA, MODULE_TEMPLATE, MODULE_RELEASE_META)
@@ -122,6 +129,11 @@ SYNC_LABEL: Final = f"{OPERATOR_GROUP}/sync"
 MANDATORY_MODULE_LABEL: Final = f"{OPERATOR_GROUP}/mandatory-module"
 PURPOSE_LABEL: Final = f"{OPERATOR_GROUP}/purpose"
 WATCHER_GATEWAY_LABEL: Final = f"{OPERATOR_GROUP}/watcher-gateway"
+ROLLOUT_LABEL: Final = f"{OPERATOR_GROUP}/rollout"
+"""Ours, on a Manifest written at a ModuleRollout's ``toVersion``: the run's name (routes the
+Manifest's status events to the rollout leader, docs/rollouts.md §5, §7.2)."""
+ROLLOUT_RING_LABEL: Final = f"{OPERATOR_GROUP}/rollout-ring"
+"""Ours, on a Kyma: the ring the sample policies' selector waves pick (e.g. ``canary``)."""
 
 INSTANCE_ID_LABEL: Final = "kyma-project.io/instance-id"
 GLOBAL_ACCOUNT_ID_LABEL: Final = "kyma-project.io/global-account-id"
@@ -146,6 +158,10 @@ SYNC_OCI_REF_ANNOTATION: Final = "sync-oci-ref"
 SKR_DOMAIN_ANNOTATION: Final = "skr-domain"
 SKR_WEBHOOK_HASH_ANNOTATION: Final = f"{OPERATOR_GROUP}/skr-webhook-hash"
 """Ours: digest of what the agent installer applied to an object (skip unchanged writes)."""
+REVERTED_BY_ANNOTATION: Final = f"{OPERATOR_GROUP}/reverted-by"
+"""Ours, on a Manifest a rollout reverted to its ``fromVersion``: the run's name (docs/rollouts.md §8.5)."""
+STATE_REASON_ANNOTATION: Final = f"{OPERATOR_GROUP}/state-reason"
+"""Ours, on a ModuleRollout: why the CLI paused, resumed or aborted it."""
 WARDEN_VALIDATE_LABEL: Final = "namespaces.warden.kyma-project.io/validate"
 
 # --- finalizers ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ __all__ = [
     "KYMAS",
     "MANIFESTS",
     "MODULE_RELEASE_METAS",
+    "MODULE_ROLLOUTS",
+    "MODULE_ROLLOUT_POLICIES",
     "MODULE_TEMPLATES",
     "VIRTUAL_SERVICES",
     "WATCHERS",
@@ -33,5 +35,7 @@ MANIFESTS = resource_for(names.MANIFEST)
 MODULE_TEMPLATES = resource_for(names.MODULE_TEMPLATE)
 MODULE_RELEASE_METAS = resource_for(names.MODULE_RELEASE_META)
 WATCHERS = resource_for(names.WATCHER)
+MODULE_ROLLOUT_POLICIES = resource_for(names.MODULE_ROLLOUT_POLICY)
+MODULE_ROLLOUTS = resource_for(names.MODULE_ROLLOUT)
 GATEWAYS = resource_for(names.GATEWAY)
 VIRTUAL_SERVICES = resource_for(names.VIRTUAL_SERVICE)

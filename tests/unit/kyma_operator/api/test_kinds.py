@@ -160,7 +160,10 @@ def test_string_match_sets_at_most_one_kind() -> None:
         StringMatch(prefix="/a", exact="/a")
 
 
-@pytest.mark.parametrize("resource", names.OPERATOR_RESOURCES + names.ISTIO_RESOURCES, ids=lambda r: r.kind)
+ALL_RESOURCES = names.OPERATOR_RESOURCES + names.ROLLOUT_RESOURCES + names.ISTIO_RESOURCES
+
+
+@pytest.mark.parametrize("resource", ALL_RESOURCES, ids=lambda r: r.kind)
 def test_names_match_the_crd_files(resource: names.ResourceInfo) -> None:
     path = CRD_DIR / resource.crd_file_name
     assert path in crd_files()
@@ -175,14 +178,14 @@ def test_names_match_the_crd_files(resource: names.ResourceInfo) -> None:
     assert spec["scope"] == ("Namespaced" if resource.namespaced else "Cluster")
     served = {v["name"] for v in spec["versions"] if v["served"]}
     assert resource.version in served
-    assert [v["name"] for v in spec["versions"] if v["storage"]] in (["v1beta2"], ["v1"])
+    assert [v["name"] for v in spec["versions"] if v["storage"]] in (["v1beta2"], ["v1"], ["v1alpha1"])
 
 
 def test_every_crd_file_is_listed_and_known() -> None:
     listed = set(crd_files())
     on_disk = {p for p in CRD_DIR.glob("*.yaml") if p.name != "kustomization.yaml"}
     assert listed == on_disk
-    known = {r.crd_file_name for r in names.OPERATOR_RESOURCES + names.ISTIO_RESOURCES}
+    known = {r.crd_file_name for r in ALL_RESOURCES}
     assert {p.name for p in on_disk} == known
 
 

@@ -14,6 +14,8 @@ from kyma_operator.api import (
     Kyma,
     Manifest,
     ModuleReleaseMeta,
+    ModuleRollout,
+    ModuleRolloutPolicy,
     ModuleTemplate,
     VirtualService,
     Watcher,
@@ -27,7 +29,17 @@ from tests.controlplane.crds import sample_documents
 
 MODELS: dict[str, type[KubeObject]] = {
     model.RESOURCE.kind: model
-    for model in (Kyma, Manifest, ModuleTemplate, ModuleReleaseMeta, Watcher, Gateway, VirtualService)
+    for model in (
+        Kyma,
+        Manifest,
+        ModuleTemplate,
+        ModuleReleaseMeta,
+        Watcher,
+        Gateway,
+        VirtualService,
+        ModuleRolloutPolicy,
+        ModuleRollout,
+    )
 }
 SAMPLES = list(sample_documents())
 
