@@ -37,6 +37,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"skr_watcher", "kcp_listener", "kyma_operator.runtime"},
         {"kyma_operator.api"},
         {"kyma_operator.modules", "kyma_operator.remote", "kyma_operator.identity", "kyma_operator.listener"},
+        # fleet rollouts' pure wave/target/progress logic: module resolution (controllers) calls it
+        {"kyma_operator.rollouts"},
         {"kyma_operator.agentinstall"},
         {"kyma_operator.controllers"},
         # the operator's flags build each controller's typed sub-config

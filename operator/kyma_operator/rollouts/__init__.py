@@ -1,0 +1,9 @@
+"""Fleet rollouts of module versions in gated waves (docs/rollouts.md).
+
+Why a package: a version change reaches the fleet wave by wave, and three kinds of code must give
+the same answers without talking to each other: every Kyma reconcile (which version does this Kyma
+get now?), the rollout leader (may the next wave go?) and the CLI (why is this Kyma held?). The
+answers are pure functions kept here: ``waves`` (which wave a Kyma is in, whether the frontier
+covers it), ``target`` (the version a Kyma gets), ``progress`` (classify a wave's Kymas and take
+one gate step). They read the API models and nothing else: no I/O, no clock (``now`` is passed in).
+"""
