@@ -34,6 +34,8 @@ from kyma_operator.cli.errors import CliError, describe, expected_errors
 from kyma_operator.cli.output import OutputFormat, emit, note, stdout
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kyma_operator.runtime.kube import KubeClient
 
 FIELD_MANAGER = "kyma-cli"
@@ -295,10 +297,12 @@ async def _read_kyma(client: KubeClient, namespace: str, name: str) -> dict[str,
 class Redraw:
     """Draws each change: in place on a terminal, one line (or document) per changed run otherwise."""
 
-    def __init__(self, output: OutputFormat, kyma: dict[str, Any] | None) -> None:
+    def __init__(
+        self, output: OutputFormat, kyma: dict[str, Any] | None, console: Console | None = None
+    ) -> None:
         self.output = output
         self.kyma = kyma
-        self.console = stdout()
+        self.console = console or stdout()
         self.live: Any = None
         self.last: dict[str, str] = {}
         if output is OutputFormat.TABLE and self.console.is_terminal:

@@ -392,3 +392,23 @@ def test_a_reverting_run_takes_its_wave_back() -> None:
         "1.4.0",
         "in the revert scope: goes back to 1.4.0 (recorded on the run)",
     )
+
+
+def test_watch_redraws_in_place_on_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from kyma_operator.cli.output import OutputFormat
+    from kyma_operator.cli.rollout import Redraw
+
+    screen = io.StringIO()
+    redraw = Redraw(OutputFormat.TABLE, None, Console(file=screen, force_terminal=True, width=120))
+    try:
+        for obj in (run_object("Progressing", frontier={"wave": 1, "threshold": 1}), run_object("Halted")):
+            redraw.draw([(ModuleRollout.from_object(obj), obj)])
+    finally:
+        redraw.close()
+    text = screen.getvalue()
+    assert "\x1b[" in text  # cursor movement: the table is redrawn in place, not appended
+    assert "Progressing" in text and "Halted" in text and "WAVE" in text and "canary" in text
