@@ -426,6 +426,22 @@ async def set_channel(kcp: KubeClient, version: str) -> float:
     return now()
 
 
+def spread_line(sim: Simulator, version: str, t0: float, max_delay: float) -> str:
+    """When the Manifests showed the version: the spread itself vs the operator's throughput."""
+    times = sorted(at - t0 for at in sim.received.get(version, {}).values())
+    if not times:
+        return "no Manifest received the version"
+    within = sum(1 for t in times if t <= max_delay)
+
+    def q(p: float) -> float:
+        return times[min(len(times) - 1, int(p * len(times)))]
+
+    return (
+        f"Manifest at the new version after the channel change: p50 {q(0.5):.1f} s, p90 {q(0.9):.1f} s, "
+        f"last {times[-1]:.1f} s; {within} of {len(times)} within the {max_delay:.0f} s max delay"
+    )
+
+
 def writes_table(writes: Sequence[Write], start: float, end: float, upgraded: int) -> list[str]:
     ours = [w for w in writes if w.agent.startswith(OPERATOR_AGENT) and start <= w.at <= end]
     counts = Counter((w.resource, w.verb) for w in ours)
@@ -474,6 +490,7 @@ async def scenario(
         first = min(sim.received.get(version, {}).values(), default=t0)
         errors = sum(1 for s, _ in sim.answered.get(version, {}).values() if s == "Error")
         out.lines += [
+            spread_line(sim, version, t0, args.max_delay),
             f"Kymas that received the bad version: **{sim.holding(version)} of {args.kymas}**, "
             f"all within {took:.1f} s of the channel change (first after {first - t0:.1f} s; "
             f"--module-upgrade-rollout-max-delay {args.max_delay:.0f} s); nothing stopped it "
@@ -484,6 +501,7 @@ async def scenario(
         took = await _until(
             lambda: len(sim.ready_at(version)) >= args.kymas, limit, "good version Ready everywhere"
         )
+        out.lines.append(spread_line(sim, version, t0, args.max_delay))
         out.lines.append(
             f"time to 100 % Ready at the new version, no policy (upstream's spread, max delay "
             f"{args.max_delay:.0f} s): **{took:.1f} s**"
