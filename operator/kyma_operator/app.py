@@ -11,6 +11,9 @@ controllers' intakes. Nothing is attached or mutated after construction.
    rotator wired to the fan-out, the fan-out itself as a ``Source`` over the Kyma informer);
 3. the Kyma controller with its sources: Kyma informer, access Secrets, the listener intake, the
    heartbeat sweep, the fan-out;
+   with the module half, the ModuleRollout informer (every replica: the target look-up in
+   ``resolve()`` and ``RolloutToKymas``) and the leader-only fleet-rollout controllers
+   (``rollouts.feature``: the run controller and the starter, docs/rollouts.md §5);
 4. the Manifest controller (when it has a source of raw manifests: the module registry), sharing
    the Kyma informer, the access Secrets and the heartbeat tracker, its Manifest informer shared
    with the listener's routing;
@@ -98,6 +101,12 @@ from kyma_operator.listener.wiring import OperatorListener
 from kyma_operator.modules.signing import KeyFileError, load_public_key
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets
+from kyma_operator.rollouts.feature import (
+    RolloutFeature,
+    build_rollout_feature,
+    policy_informer,
+    rollout_informer,
+)
 from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
@@ -209,6 +218,9 @@ class Operator:
     coordinator: ShardCoordinator | None = None
     """The shard coordinator (the ``ShardView`` the gates and the listener's hand-off ask) with
     ``--sharding``; None without."""
+    rollouts: RolloutFeature | None = None
+    """Fleet rollouts (docs/rollouts.md): the leader's rollout and starter controllers; None
+    without the module half (``--kyma-modules=false``)."""
 
     async def _close(self) -> None:
         await self.kyma.close()
@@ -372,6 +384,9 @@ async def build_operator(
     catalog = Catalog(
         template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)
     )
+    # fleet rollouts: every replica's Kyma reconcile reads the runs; the leader decides them
+    runs = rollout_informer(client, ns, clock=clock) if config.kyma_modules else None
+    policies = policy_informer(client, ns, clock=clock) if config.kyma_modules else None
     heartbeats = (
         HeartbeatTracker(clock=time.time, max_silence=config.heartbeat_max_silence)
         if config.listener_enabled
@@ -414,10 +429,29 @@ async def build_operator(
         if config.kyma_modules
         else None,
         maintenance_clock=maintenance_clock,
+        rollouts=runs,
+        rollout_policies=policies,
     )
     if feature is not None:
         feature.add_to(manager)
     kyma.add_to(manager)
+    rollouts: RolloutFeature | None = None
+    if runs is not None:
+        assert kyma.manifests is not None
+        rollouts = build_rollout_feature(
+            client,
+            namespace=ns,
+            rollouts=runs,
+            policies=policies,
+            kymas=kymas,
+            manifests=kyma.manifests,
+            release_metas=catalog.release_metas_informer,
+            templates=catalog.templates_informer,
+            registry=manager.registry,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
+        rollouts.add_to(manager)  # leader-only, like the Watcher controller
     manifest: ManifestController | None = None
     manifest_requests: ManifestRequestLog | Intake
     oci: OciSource | None = None
@@ -506,4 +540,5 @@ async def build_operator(
         api_requests=api_requests,
         helm=helm,
         coordinator=sharding.coordinator if sharding is not None else None,
+        rollouts=rollouts,
     )

@@ -4,8 +4,8 @@ Why: the product brief says the installer "can be shipped as a single binary (cl
 without a control plane and without an operator deployment gets its modules from the same code that
 runs in KCP. The command
 
-1. applies our CRDs (Kyma, Manifest, ModuleTemplate, ModuleReleaseMeta, shipped with the package)
-   and the namespace;
+1. applies our CRDs (Kyma, Manifest, ModuleTemplate, ModuleReleaseMeta, and the fleet-rollout
+   kinds the operator's module half watches, shipped with the package) and the namespace;
 2. creates or updates the single-cluster Kyma ``<namespace>/<kyma>`` (label
    ``operator.kyma-project.io/sync=false``: the cluster is its own runtime) with the requested
    modules (``--module name[@channel]``, added to what it already lists);
@@ -50,7 +50,13 @@ if TYPE_CHECKING:
     from kyma_operator.runtime.request import Request
 
 FIELD_MANAGER = "kyma-cli"
-INSTALLED_CRDS = (names.KYMA, names.MANIFEST, names.MODULE_TEMPLATE, names.MODULE_RELEASE_META)
+INSTALLED_CRDS = (
+    names.KYMA,
+    names.MANIFEST,
+    names.MODULE_TEMPLATE,
+    names.MODULE_RELEASE_META,
+    *names.ROLLOUT_RESOURCES,
+)
 
 
 def parse_module(value: str) -> dict[str, str]:

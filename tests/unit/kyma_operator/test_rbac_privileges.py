@@ -104,7 +104,9 @@ def test_kcp_system_has_the_manager_and_the_leader_election_role() -> None:
     assert _bound_grants(bindings["klm-controller-manager"]) == _expand(
         (OPERATOR, ("kymas", "watchers"), ("get", "list", "watch", "update", "patch")),
         (OPERATOR, ("manifests",), ALL),
-        (OPERATOR, ("moduletemplates", "modulereleasemetas"), READ),
+        (OPERATOR, ("moduletemplates", "modulereleasemetas", "modulerolloutpolicies"), READ),
+        (OPERATOR, ("modulerollouts",), ("get", "list", "watch", "create")),
+        (OPERATOR, ("modulerollouts/status",), ("get", "update", "patch")),
         (OPERATOR, ("kymas/status", "manifests/status", "watchers/status"), ("get", "update", "patch")),
         (OPERATOR, ("kymas/finalizers", "manifests/finalizers", "watchers/finalizers"), ("update",)),
         (ISTIO, ("gateways",), READ),

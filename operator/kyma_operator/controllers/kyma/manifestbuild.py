@@ -105,10 +105,14 @@ def desired_manifest(
         labels[names.CHANNEL_LABEL] = resolved.channel
     if template.labels:  # upstream copies it whenever the template has labels, "" if it has not this one
         labels[names.CONTROLLER_NAME_LABEL] = template.labels.get(names.CONTROLLER_NAME_LABEL, "")
+    if resolved.rollout:  # ours: routes its status events to the rollout (docs/rollouts.md §5)
+        labels[names.ROLLOUT_LABEL] = resolved.rollout
     annotations = {
         names.OCM_COMPONENT_NAME_ANNOTATION: component,
         names.FQDN_ANNOTATION: component,
     }
+    if resolved.reverted_by:  # ours: the recorded downgrade (docs/rollouts.md §8.5)
+        annotations[names.REVERTED_BY_ANNOTATION] = resolved.reverted_by
     if unmanaged:
         annotations[names.UNMANAGED_ANNOTATION] = names.ENABLE_LABEL_VALUE
     module_spec = next((m for m in kyma.spec.modules if m.name == resolved.module), None)

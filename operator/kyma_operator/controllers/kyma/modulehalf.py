@@ -4,11 +4,16 @@ their results fold into the Kyma's outcome.
 
 Without ``--kyma-modules`` the reconciler gets ``NO_MODULE_HALF`` (a null object): no Manifests, no
 ``status.modules``, no catalog condition, and the rest of the flow is the same.
+
+A Manifest a fleet rollout wrote back to its ``fromVersion`` (``ModuleSyncResult.reverted``) is
+reported on the Kyma with the event ``ModuleRevertedByRollout`` (``reverted``), right after the
+write that reverted it (docs/rollouts.md §8.5).
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -37,9 +42,17 @@ class ModulesRun:
 class ModuleHalf:
     enabled = True
 
-    def __init__(self, modules: ModuleSync, catalog: RuntimeCatalogSync) -> None:
+    def __init__(
+        self,
+        modules: ModuleSync,
+        catalog: RuntimeCatalogSync,
+        *,
+        reverted: Callable[[Kyma, str, str], Awaitable[None]] | None = None,
+    ) -> None:
+        """``reverted(kyma, module, rollout)``: records that ``rollout`` took the module back."""
         self.modules = modules
         self.catalog = catalog
+        self.reverted = reverted
 
     async def run(
         self, kyma: Kyma, spec_source: JSON, now: datetime.datetime, report: Collector
@@ -58,6 +71,9 @@ class ModuleHalf:
         # skipMaintenanceWindows is the control plane's (upstream: the KCP Kyma's spec)
         spec = spec.model_copy(update={"skip_maintenance_windows": kyma.spec.skip_maintenance_windows})
         result = await self.modules.sync(kyma.model_copy(update={"spec": spec}))
+        if self.reverted is not None:
+            for module, rollout in result.reverted:
+                await self.reverted(kyma, module, rollout)
         report.wake_after = result.wake_after
         report.applied.extend(result.applied)
         report.deleted.extend(result.deleted)

@@ -6,6 +6,11 @@ following upstream ``pkg/templatelookup`` (MRM ``channels[channel]`` -> template
 by the template's beta/internal labels against the Kyma's, no downgrades), and the exact upstream
 Manifest name (``CreateModuleName``). Look-ups are passed in as already-read objects so the reconcile
 decides how to read them (informer cache or API) and this module stays free of I/O.
+
+Fleet rollouts (docs/rollouts.md §6.4): given a rollout look-up, the channel's version passes
+through ``rollouts.target`` (a Kyma outside the released waves keeps its version; a revert may go
+below the installed version, the one recorded exception to the no-downgrade rule). Without a
+look-up, or with no run for the module and channel, resolution is exactly what it was.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from kyma_operator.api.meta import Condition, ConditionStatus, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.catalog import InvalidCatalogObject
+from kyma_operator.rollouts.target import Reason, RolloutLookup, Target, target
 
 # validation.DNS1035LabelMaxLength upstream; names are cut to one less (upstream does so "for
 # unknown reasons", and the names must match).
@@ -69,6 +75,10 @@ class Resolved:
     version: str
     template: ModuleTemplate
     release_meta: ModuleReleaseMeta
+    rollout: str | None = None
+    """The ModuleRollout whose ``toVersion`` (or revert) this is: the Manifest's rollout label."""
+    reverted_by: str | None = None
+    """The ModuleRollout reverting this module to its ``fromVersion`` (Manifest annotation)."""
 
     @property
     def ocm_component_name(self) -> str:
@@ -116,12 +126,18 @@ def resolve(
     templates: TemplateLookup,
     previous: ModuleStatus | None,
     restricted_modules: Collection[str] = (),
+    *,
+    rollouts: RolloutLookup | None = None,
+    installed_version: str | None = None,
 ) -> Resolution:
     """Resolve ``module`` on ``channel`` for ``kyma``.
 
     ``release_meta``: the MRM named after the module in the Kyma's namespace (None if missing);
     ``templates``: looks a template of that namespace up by name; ``previous``: the module's
-    current ``status.modules`` entry, if any.
+    current ``status.modules`` entry, if any; ``rollouts``: the ModuleRollout in force for a module
+    and channel (None: no rollouts); ``installed_version``: the version its Manifest holds, for the
+    rollout's decision (default: the status entry's; the live Manifest is the better answer when a
+    status write lagged).
     """
 
     def fail(state: State, message: str, *, keep: bool = False, blocked: bool = False) -> Unresolved:
@@ -176,8 +192,24 @@ def resolve(
             f"module {module!r}: channel {channel!r} not found in ModuleReleaseMeta {module!r} "
             f"(channels: {known})",
         )
+    installed = previous.version if previous is not None else None
+    decision: Target | None = None
+    run = rollouts(module, channel) if rollouts is not None else None
+    if run is not None:
+        switching = previous is not None and bool(previous.channel) and previous.channel != channel
+        current = installed_version or installed
+        decision = target(run, version, kyma.labels, kyma.name, current, switching=switching)
+        version = decision.version
     name = template_name(module, version)
     template = templates(name)
+    if template is None and decision is not None and decision.reason is Reason.HELD:
+        assert run is not None
+        return fail(
+            State.WARNING,
+            f"module {module!r} channel {channel!r}: held at version {version!r} by rollout "
+            f"{run.name!r}, and ModuleTemplate {name!r} is not in namespace {kyma.namespace!r}",
+            keep=previous is not None and previous.template is not None,
+        )
     if isinstance(template, InvalidCatalogObject):
         return fail(State.ERROR, f"module {module!r} channel {channel!r}: {template.message}")
     if template is None:
@@ -200,8 +232,7 @@ def resolve(
             "Kyma is not labelled beta",
             blocked=True,
         )
-    installed = previous.version if previous is not None else None
-    if installed and is_downgrade(installed, version):
+    if installed and is_downgrade(installed, version) and not (decision and decision.allows_downgrade):
         assert previous is not None
         if previous.channel and previous.channel != channel:
             message = CHANNEL_SKEW.format(old=previous.channel, new=channel, installed=installed)
@@ -211,6 +242,10 @@ def resolve(
                 f"installed {installed!r}; downgrades are not allowed"
             )
         return fail(State.WARNING, message, keep=True)
+    if decision is not None:
+        return Resolved(
+            module, channel, version, template, release_meta, decision.rollout, decision.reverted_by
+        )
     return Resolved(module, channel, version, template, release_meta)
 
 

@@ -20,6 +20,10 @@ driven and tested on its own against a real API server. Per reconcile it reads t
   controller then strips our label from the runtime objects and leaves them), the entry is
   ``Unmanaged`` without references (upstream §4.6).
 
+Fleet rollouts (docs/rollouts.md): given a rollout look-up (``rollouts``), a module whose channel
+(or mandatory version) is under a ModuleRollout gets the version ``rollouts.target`` names for this
+Kyma; the Manifest write carries the run's label (and, on a revert, its annotation), nothing else.
+
 Bad input never stops the other modules: a duplicate module name, an invalid template or release
 meta, a template without a raw-manifest layer each become that module's Error entry.
 
@@ -50,6 +54,7 @@ from kyma_operator.api.kyma import (
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.meta import InvalidObjectError, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.modulerollout import MANDATORY_CHANNEL
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MANIFESTS
 from kyma_operator.controllers.common.drift import up_to_date
@@ -70,6 +75,7 @@ from kyma_operator.controllers.kyma.manifestbuild import (
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, Unresolved, resolve, template_name
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.modules.descriptor import ComponentDescriptor
+from kyma_operator.rollouts.target import RolloutLookup, target
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
@@ -89,6 +95,9 @@ class ModuleSyncResult:
     """Mandatory module -> its Manifest's state (no status entry; for metrics and the log)."""
     wake_after: float | None = None
     """Seconds until the earliest maintenance window an upgrade waits for (None: none waits)."""
+    reverted: list[tuple[str, str]] = field(default_factory=list)
+    """(module, ModuleRollout) of each Manifest this pass wrote back to a rollout's ``fromVersion``
+    (the caller records the Kyma event ``ModuleRevertedByRollout``)."""
 
 
 def _tracking(obj: Manifest | ModuleTemplate) -> TrackingObject:
@@ -185,11 +194,14 @@ class ModuleSync:
         descriptors: ModuleDescriptors | None = None,
         maintenance: MaintenanceWindows | None = None,
         oci_registry: str | None = None,
+        rollouts: RolloutLookup | None = None,
     ) -> None:
         """``oci_registry``: the registry (``host[/subpath]``) module descriptors are read from,
         written as the Manifests' ``install.source.repo`` like upstream (``None``: each
-        descriptor's repository context)."""
+        descriptor's repository context); ``rollouts``: the ModuleRollout in force for a module
+        and channel (``mandatory`` for mandatory modules; None: no rollouts, versions as today)."""
         self.client = client
+        self.rollouts = rollouts
         self.maintenance = maintenance
         """Upgrades that require downtime wait for a window (None: no such gate)."""
         self.oci_registry = oci_registry
@@ -281,6 +293,7 @@ class ModuleSync:
         ns = kyma.namespace
         previous = kyma.status.module(module.name)
         channel = kyma.desired_channel(module)
+        manifest = existing[0] if existing is not None else None
         resolution = resolve(
             kyma,
             module.name,
@@ -289,8 +302,9 @@ class ModuleSync:
             lambda name: self.catalog.template(ns, name),
             previous,
             self.restricted_modules,
+            rollouts=self.rollouts,
+            installed_version=manifest.spec.version if manifest is not None else None,
         )
-        manifest = existing[0] if existing is not None else None
         if isinstance(resolution, Unresolved):
             if resolution.template_not_allowed and manifest is not None:
                 await self._delete(manifest, result)
@@ -329,6 +343,8 @@ class ModuleSync:
             applied = await self.client.apply(MANIFESTS, apply_body(desired), field_manager=FIELD_MANAGER)
             current = Manifest.from_object(applied)
             result.applied.append(desired.name)
+            if resolution.reverted_by:
+                result.reverted.append((module.name, resolution.reverted_by))
         assert current is not None
         if not module.managed:
             result.modules.append(unmanaged_entry(resolution))
@@ -379,11 +395,19 @@ class ModuleSync:
             module = meta.spec.module_name or meta.name
             wanted.add(module)
             version = meta.spec.mandatory.version
+            current = existing.get(module)
+            rollout: str | None = None
+            reverted_by: str | None = None
+            run = self.rollouts(module, MANDATORY_CHANNEL) if self.rollouts is not None else None
+            if run is not None:
+                installed = current[0].spec.version if current is not None else None
+                decision = target(run, version, kyma.labels, kyma.name, installed)
+                version, rollout, reverted_by = decision.version, decision.rollout, decision.reverted_by
             template = self.catalog.template(ns, template_name(module, version))
             if not isinstance(template, ModuleTemplate):
                 result.mandatory[module] = State.ERROR
                 continue
-            resolved = Resolved(module, "", version, template, meta)
+            resolved = Resolved(module, "", version, template, meta, rollout, reverted_by)
             try:
                 desired = desired_manifest(
                     kyma,
@@ -396,10 +420,11 @@ class ModuleSync:
             except (ManifestBuildError, DescriptorUnavailable):
                 result.mandatory[module] = State.ERROR
                 continue
-            current = existing.get(module)
             if needs_apply(current[0] if current else None, current[1] if current else None, desired):
                 applied = await self.client.apply(MANIFESTS, apply_body(desired), field_manager=FIELD_MANAGER)
                 result.applied.append(desired.name)
+                if reverted_by:
+                    result.reverted.append((module, reverted_by))
                 result.mandatory[module] = manifest_state(Manifest.from_object(applied))
             elif current is not None:
                 result.mandatory[module] = manifest_state(current[0])

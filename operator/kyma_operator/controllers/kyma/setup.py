@@ -19,6 +19,10 @@ What enqueues a Kyma (docs/architecture.md, "What enqueues what"), each a ``Sour
   every other Kyma's runtime catalog (spread);
 * with ``--skr-image-pull-secret`` (``pullsecret``): that KCP Secret created, changed or deleted
   -> every Kyma, so each runtime's copy follows at once;
+* the ModuleRollout informer (``rollouts.sources.RolloutToKymas``, with the module half): a run's
+  frontier moved -> the Kymas it released, a run started or stopped holding Kymas back (revert,
+  invalid, superseded, deleted) -> the module's users; the same informer answers ``resolve()``'s
+  rollout look-up (``rollouts.lookup.RunIndex``, docs/rollouts.md §5);
 * the reconcile's own requeues (backoff, readiness polling, adaptive safety net).
 
 Shared pieces (the Kyma and Manifest informers, the catalog informers, the listener's heartbeat
@@ -34,12 +38,17 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
+from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.common.heartbeat import NO_AGENT_HEALTH, AgentHealth
 from kyma_operator.controllers.common.layers import ReconcilerLayer, build_controller
 from kyma_operator.controllers.common.secretsource import SecretChanges
 from kyma_operator.controllers.kyma.catalog import Catalog
-from kyma_operator.controllers.kyma.catalogtriggers import CatalogFanout, ManifestToKyma
+from kyma_operator.controllers.kyma.catalogtriggers import (
+    KYMAS_BY_STATUS_MODULE,
+    CatalogFanout,
+    ManifestToKyma,
+)
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import ModuleDescriptors
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
@@ -66,6 +75,10 @@ from kyma_operator.remote.cache import (
 )
 from kyma_operator.remote.metrics import RuntimeApiRequests
 from kyma_operator.remote.secrets import AccessSecrets, access_secret_informer
+from kyma_operator.rollouts.controller import module_reverted, record_event
+from kyma_operator.rollouts.lookup import RunIndex
+from kyma_operator.rollouts.sources import RolloutToKymas
+from kyma_operator.rollouts.waves import placement_of_object
 from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.controller import (
     AnyOf,
@@ -101,6 +114,9 @@ class KymaController:
     catalog: Catalog | None = None
     crd_informers: tuple[Informer, ...] = ()
     descriptors: ModuleDescriptors | None = None
+    rollouts: Informer | None = None
+    """The ModuleRollout informer (module half only): target versions while a rollout runs."""
+    rollout_policies: Informer | None = None
 
     @property
     def informers(self) -> list[Informer]:
@@ -108,6 +124,10 @@ class KymaController:
         found = [self.kymas, self.access_secrets, *self.crd_informers]
         if self.manifests is not None:
             found.append(self.manifests)
+        if self.rollouts is not None:
+            found.append(self.rollouts)
+        if self.rollout_policies is not None:
+            found.append(self.rollout_policies)
         if self.catalog is not None:
             found.extend(self.catalog.informers)
         return found
@@ -148,6 +168,8 @@ def _module_half(
     catalog: Catalog | None,
     descriptors: ModuleDescriptors | None,
     maintenance: MaintenanceWindows | None,
+    runs: RunIndex | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
     if not cfg.modules:
@@ -161,11 +183,19 @@ def _module_half(
         restricted_modules=cfg.restricted_modules,
         descriptors=descriptors,
         maintenance=maintenance,
+        rollouts=runs.lookup(cfg.namespace) if runs is not None else None,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
     )
-    return ModuleHalf(module_sync, catalog_sync)
+
+    async def reverted(kyma: Kyma, module: str, rollout: str) -> None:
+        run = runs.rollouts.get(kyma.namespace, rollout) if runs is not None else None
+        version = str(((run or {}).get("spec") or {}).get("fromVersion") or "its previous version")
+        target, event = module_reverted(kyma.to_object(), module, rollout, version)
+        await record_event(client, target, event, wall_clock())
+
+    return ModuleHalf(module_sync, catalog_sync, reverted=reverted if runs is not None else None)
 
 
 def build_kyma_controller(
@@ -189,6 +219,8 @@ def build_kyma_controller(
     layers: Sequence[ReconcilerLayer] = (),
     descriptors: ModuleDescriptors | None = None,
     maintenance_clock: Callable[[], datetime.datetime] | None = None,
+    rollouts: Informer | None = None,
+    rollout_policies: Informer | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -203,6 +235,9 @@ def build_kyma_controller(
     registry; without it such a template's module is an Error naming the missing configuration).
     ``maintenance_clock``: the time maintenance windows are judged by (default
     ``wall_clock``; tests set it instead of waiting for a window).
+    ``rollouts``: the shared ModuleRollout informer; with it (and the module half) a module's
+    version follows the run in force for its channel (docs/rollouts.md §6.4); with
+    ``rollout_policies`` too, a channel move a policy selects holds the Kymas until its run exists.
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -233,7 +268,19 @@ def build_kyma_controller(
         if cfg.modules
         else None
     )
-    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance)
+    if not cfg.modules:
+        rollouts = rollout_policies = None
+    runs = (
+        RunIndex(
+            rollouts,
+            policies=rollout_policies,
+            release_metas=catalog.release_metas_informer if catalog is not None else None,
+            clock=clock,
+        )
+        if rollouts is not None
+        else None
+    )
+    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance, runs, wall_clock)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
@@ -307,6 +354,16 @@ def build_kyma_controller(
             rng=rng,
         )
     )
+    if rollouts is not None:
+        controller.add_source(
+            RolloutToKymas(
+                rollouts,
+                kymas,
+                lambda run, kyma: placement_of_object(run, kyma).released(run.status.frontier),
+                users_index=KYMAS_BY_STATUS_MODULE,
+                rng=rng,
+            )
+        )
     if pull_secret is not None:
         controller.watch(
             pull_secret.informer, EnqueueMapped(every_kyma(kymas)), reason=KymaTrigger.IMAGE_PULL_SECRET
@@ -325,4 +382,6 @@ def build_kyma_controller(
         catalog=catalog,
         crd_informers=tuple(crds),
         descriptors=descriptors,
+        rollouts=rollouts,
+        rollout_policies=rollout_policies,
     )

@@ -1,0 +1,364 @@
+"""The leader's rollout controller: one reconcile of a ``ModuleRollout`` run (docs/rollouts.md §5, §7).
+
+Why one writer: the run's status is the fleet's decision (frontier, phase, timestamps). Only the
+replica holding the leader-election Lease runs this controller; it writes the status with the
+resourceVersion it read (a deposed leader's late write conflicts and is dropped).
+
+A reconcile:
+
+1. reads the run from the informer (gone: its metrics go; a run that does not parse is ``Invalid``
+   and holds nobody back; a terminal run is left alone);
+2. a newer run of the same module and channel exists -> this one is ``Superseded`` (§8.4);
+3. otherwise observes the run's members from the Kyma and Manifest informers (``observe``) and asks
+   the pure ``progress.step`` for the next status, the events of the transition and the next
+   deadline;
+4. writes the status only when it changed (compared with what the informer holds, as the Kyma's
+   status writer does), with the resourceVersion precondition, and emits the step's Kubernetes
+   events exactly then: a replayed reconcile finds the transition written and emits nothing;
+5. returns the next deadline as ``requeue_after``: one timer per run, armed from persisted
+   timestamps (a new leader re-arms it on its first reconcile), not a poll.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kyma_operator.api import names
+from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, set_condition
+from kyma_operator.api.modulerollout import (
+    MANDATORY_CHANNEL,
+    TERMINAL_PHASES,
+    ModuleRollout,
+    ModuleRolloutStatus,
+    OnFailure,
+    Phase,
+)
+from kyma_operator.api.resources import MODULE_ROLLOUTS
+from kyma_operator.rollouts import classify, progress
+from kyma_operator.rollouts.metrics import RolloutMetrics
+from kyma_operator.rollouts.starter import newer
+from kyma_operator.runtime.clock import Clock, RealClock, utc_now
+from kyma_operator.runtime.errors import Conflict, KubeError, NotFound
+from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.request import Request, Result
+from kyma_operator.runtime.resources import CORE_EVENTS
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "rollout-controller"
+"""``source.component`` / ``reportingComponent`` of the events this controller records."""
+
+TIMER = "rollout deadline"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def status_body(status: ModuleRolloutStatus) -> JSON:
+    """The status as written (JSON, aliases, no unset fields)."""
+    body: JSON = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return body
+
+
+def written_status(obj: Mapping[str, Any]) -> JSON | None:
+    """The status the informer holds, normalised like ``status_body`` (None: none or unreadable)."""
+    raw = obj.get("status")
+    if not isinstance(raw, dict) or not raw:
+        return None
+    try:
+        return status_body(ModuleRolloutStatus.model_validate(raw))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RolloutEvent:
+    """A Kubernetes event to record with a status write: on the run, or on a Kyma (``kyma``)."""
+
+    reason: str
+    message: str
+    warning: bool = False
+    kyma: str | None = None
+
+
+class RolloutReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        rollouts: Informer,
+        kymas: Informer,
+        manifests: Informer,
+        templates: Informer | None = None,
+        metrics: RolloutMetrics | None = None,
+        clock: Clock | None = None,
+        wall_clock: Callable[[], datetime.datetime] = utc_now,
+    ) -> None:
+        self.client = client
+        self.rollouts = rollouts
+        self.kymas = kymas
+        self.manifests = manifests
+        self.templates = templates
+        """ModuleTemplates (the catalog's informer): is ``fromVersion`` still there to revert to?"""
+        self.metrics = metrics or RolloutMetrics(None)
+        self.clock = clock or RealClock()
+        self.wall_clock = wall_clock
+        self.status_writes = 0
+        self.events: list[tuple[str, str]] = []
+        """(object name, reason) of every event recorded (tests, logs)."""
+        self._first_failure: dict[Request, float] = {}
+
+    def failure_seen(self, request: Request, at: float) -> None:
+        """A member's Manifest turned Error at ``at`` (clock seconds): the halt latency starts."""
+        self._first_failure.setdefault(request, at)
+
+    async def reconcile(self, request: Request) -> Result:
+        obj = self.rollouts.get(request.namespace, request.name)
+        if obj is None:
+            self._first_failure.pop(request, None)
+            return Result()
+        now = self.wall_clock()
+        try:
+            run = ModuleRollout.from_object(obj)
+        except InvalidObjectError as exc:
+            await self._invalid(obj, str(exc), now)
+            return Result()
+        if run.phase() in TERMINAL_PHASES:
+            self._first_failure.pop(request, None)
+            return Result()
+        successor = self._successor(run)
+        if successor is not None:
+            status = run.status.model_copy(
+                update={"phase": Phase.SUPERSEDED, "message": f"superseded by rollout {successor}"}
+            )
+            events = [RolloutEvent("RolloutSuperseded", f"a newer version started rollout {successor}")]
+            await self._write(run, obj, status, events, now)
+            return Result()
+        if run.status.started_at is None:
+            self._check_revert_source(run, now)
+        result = progress.step(run, members_of(run, self.kymas, self.manifests), now)
+        events = [RolloutEvent(str(e.reason), e.message, warning=e.warning) for e in result.events]
+        await self._write(run, obj, result.status, events, now)
+        if result.next_timer is None:
+            return Result()
+        delay = (result.next_timer - now).total_seconds()
+        return Result(requeue_after=max(0.05, delay), reason=TIMER)
+
+    def _check_revert_source(self, run: ModuleRollout, now: datetime.datetime) -> None:
+        """At the start: ``onFailure: Revert`` needs ``fromVersion``'s template; without it the
+        run records ``RevertUnavailable`` and a breach halts instead (docs/rollouts.md §8.5)."""
+        if run.spec.policy.on_failure is not OnFailure.REVERT or self.templates is None:
+            return
+        name = f"{run.spec.module}-{run.spec.from_version}"
+        if self.templates.get(run.namespace, name) is not None:
+            return
+        set_condition(
+            run.status.conditions,
+            Condition(
+                type=progress.ConditionType.REVERT_UNAVAILABLE.value,
+                status=ConditionStatus.TRUE,
+                reason="TemplateNotFound",
+                message=f"ModuleTemplate {name} is gone: a failure halts instead of reverting",
+                last_transition_time=now,
+                observed_generation=run.metadata.generation,
+            ),
+        )
+
+    def _successor(self, run: ModuleRollout) -> str | None:
+        """The name of a newer run of the same module and channel, if one exists."""
+        for other in self.rollouts.list(run.namespace):
+            spec = other.get("spec") or {}
+            if spec.get("module") != run.spec.module or spec.get("channel") != run.spec.channel:
+                continue
+            if newer(str(spec.get("toVersion") or ""), run.spec.to_version):
+                return str(_meta(other).get("name"))
+        return None
+
+    async def _invalid(self, obj: Mapping[str, Any], message: str, now: datetime.datetime) -> None:
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        if isinstance(status, dict) and status.get("phase") == Phase.INVALID.value:
+            return
+        body = {**obj, "status": {"phase": Phase.INVALID.value, "message": message[:1024]}}
+        try:
+            await self.client.update_status(MODULE_ROLLOUTS, body)
+        except Conflict:
+            return
+        self.status_writes += 1
+        await self._emit(obj, RolloutEvent("RolloutInvalid", message, warning=True))
+
+    async def _write(
+        self,
+        run: ModuleRollout,
+        obj: Mapping[str, Any],
+        status: ModuleRolloutStatus,
+        events: Iterable[RolloutEvent],
+        now: datetime.datetime,
+    ) -> bool:
+        desired = status_body(status)
+        if desired == written_status(obj):
+            return False
+        body = {**obj, "status": desired}
+        try:
+            await self.client.update_status(MODULE_ROLLOUTS, body)
+        except Conflict:
+            # our cache lags behind a write, or another leader wrote: the informer brings the
+            # object, the next reconcile decides again (nothing was recorded, nothing emitted)
+            raise
+        self.status_writes += 1
+        self._observe_transition(run, status, now)
+        for event in events:
+            await self._emit(obj, event)
+        return True
+
+    def _observe_transition(
+        self, run: ModuleRollout, status: ModuleRolloutStatus, now: datetime.datetime
+    ) -> None:
+        before, after = run.status, status
+        request = Request(run.namespace, run.name)
+        module = run.spec.module
+        if after.phase is Phase.HALTED and before.phase is not Phase.HALTED:
+            first = self._first_failure.pop(request, None)
+            latency = self.clock.now() - first if first is not None else None
+            self.metrics.halted(module, halt_reason(after), latency)
+        if after.phase is Phase.REVERTING and before.phase is not Phase.REVERTING:
+            self.metrics.reverted(module)
+        if after.frontier.wave > before.frontier.wave or (
+            after.phase is Phase.COMPLETED and before.phase is not Phase.COMPLETED
+        ):
+            index = before.frontier.wave
+            if index < len(before.waves) and before.waves[index].released_at is not None:
+                released = before.waves[index].released_at
+                assert released is not None
+                self.metrics.wave_soaked(module, (now - released).total_seconds())
+
+    async def _emit(self, run: Mapping[str, Any], event: RolloutEvent) -> None:
+        meta = _meta(run)
+        target: Mapping[str, Any] = run
+        if event.kyma is not None:
+            kyma = self.kymas.get(str(meta.get("namespace") or ""), event.kyma)
+            target = (
+                kyma
+                if kyma is not None
+                else {
+                    "apiVersion": names.KYMA.api_version,
+                    "kind": names.KYMA.kind,
+                    "metadata": {"name": event.kyma, "namespace": meta.get("namespace")},
+                }
+            )
+        await record_event(self.client, target, event, self.wall_clock())
+        self.events.append((str(_meta(target).get("name")), event.reason))
+
+
+def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list[classify.Member]:
+    """The run's members as the informers show them: the Kymas of its namespace with a Manifest of
+    its module on its channel (for ``mandatory``: the mandatory Manifest), leaving out Kymas that
+    are being deleted or not reconciled (they could never become Ready and would stall a wave)."""
+    namespace, module, channel = run.namespace, run.spec.module, run.spec.channel
+    mandatory = channel == MANDATORY_CHANNEL
+    by_kyma: dict[str, JSON] = {}
+    for manifest in manifests.list(namespace):
+        labels = _meta(manifest).get("labels") or {}
+        if labels.get(names.MODULE_NAME_LABEL) != module:
+            continue
+        if (labels.get(names.MANDATORY_MODULE_LABEL) == names.ENABLE_LABEL_VALUE) != mandatory:
+            continue
+        if not mandatory and labels.get(names.CHANNEL_LABEL) != channel:
+            continue
+        kyma = labels.get(names.KYMA_NAME_LABEL)
+        if kyma:
+            by_kyma[str(kyma)] = manifest
+    members: list[classify.Member] = []
+    for kyma in kymas.list(namespace):
+        meta = _meta(kyma)
+        found = by_kyma.get(str(meta.get("name") or ""))
+        if found is None or meta.get("deletionTimestamp"):
+            continue
+        if (meta.get("labels") or {}).get(names.SKIP_RECONCILIATION_LABEL) == names.ENABLE_LABEL_VALUE:
+            continue
+        members.append(classify.observe(kyma, found, module))
+    return members
+
+
+def module_reverted(
+    kyma: Mapping[str, Any], module: str, run: str, version: str
+) -> tuple[JSON, RolloutEvent]:
+    """The Kyma's ``ModuleRevertedByRollout`` (the one per-Kyma event, only on the revert path,
+    docs/rollouts.md §8.5): recorded by the Kyma reconcile with the Manifest write that reverts."""
+    event = RolloutEvent(
+        "ModuleRevertedByRollout",
+        f"module {module} reverted to {version} by rollout {run} (the recorded exception to the "
+        "no-downgrade rule)",
+        warning=True,
+        kyma=str(_meta(kyma).get("name") or ""),
+    )
+    target: JSON = {
+        "apiVersion": names.KYMA.api_version,
+        "kind": names.KYMA.kind,
+        "metadata": {
+            "name": _meta(kyma).get("name"),
+            "namespace": _meta(kyma).get("namespace"),
+            "uid": _meta(kyma).get("uid"),
+        },
+    }
+    return target, event
+
+
+def halt_reason(status: ModuleRolloutStatus) -> str:
+    """The ``reason`` label of the halts counter, from the status' ``Halted`` condition."""
+    text = " ".join(
+        [status.halt_reason or "", *(c.reason or "" for c in status.conditions if c.type == "Halted")]
+    ).lower()
+    if "revert" in text:
+        return "revert_failed"
+    if "deadline" in text:
+        return "progress_deadline"
+    return "failure_budget"
+
+
+async def record_event(
+    client: KubeClient, obj: Mapping[str, Any], event: RolloutEvent, now: datetime.datetime
+) -> None:
+    """A core/v1 Event on ``obj``; best effort (a failed write is logged, the status is written)."""
+    meta = _meta(obj)
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    kind = obj.get("kind") or (names.KYMA.kind if event.kyma else names.MODULE_ROLLOUT.kind)
+    api_version = obj.get("apiVersion") or (
+        names.KYMA.api_version if event.kyma else names.MODULE_ROLLOUT.api_version
+    )
+    body = {
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": meta.get("namespace") or "default"},
+        "involvedObject": {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "type": "Warning" if event.warning else "Normal",
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+    try:
+        await client.create(CORE_EVENTS, body)
+    except (KubeError, NotFound) as exc:
+        log.warning(
+            "could not record event %s on %s/%s: %s",
+            event.reason,
+            meta.get("namespace"),
+            meta.get("name"),
+            exc,
+        )
