@@ -548,6 +548,8 @@ async def scenario(
         phases = " -> ".join(f"{p} (+{at - t0:.1f} s)" for p, at in runs.phases.get(run, []))
         ready = sim.ready_at(version)
         waves = [(w.get("name"), w.get("members"), w.get("ready")) for w in status.get("waves") or []]
+        if status.get("haltReason"):
+            out.lines.append(f"halt reason: {status['haltReason']!r}")
         out.lines += [
             f"run {run}: {phases}; waves (name, members, ready) {waves}",
             f"time to 100 % Ready at the new version with the policy (soak {args.soak} s, deadline "
