@@ -66,7 +66,7 @@ from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, 
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
-from kyma_operator.runtime.errors import Conflict, KubeError, NotFound
+from kyma_operator.runtime.errors import Conflict, KubeError, KubeTransportError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, Resource
 from tests.controlplane.cluster import ControlPlane
@@ -293,7 +293,7 @@ class Simulator:
                 break
             except Conflict:
                 continue
-            except NotFound:
+            except (NotFound, KubeTransportError):  # gone, or the control plane is shutting down
                 return
         at = now()
         self.answered.setdefault(version, {})[name] = (status["state"], at)
