@@ -438,13 +438,22 @@ async def build_operator(
     rollouts: RolloutFeature | None = None
     if runs is not None:
         assert kyma.manifests is not None
+        fleet_kymas, fleet_manifests = kymas, kyma.manifests
+        own: tuple[Informer, ...] = ()
+        if shard_config is not None and config.shard_scoped_caches:
+            # the shared caches hold this replica's shards only; the leader counts the whole fleet
+            fleet_kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="rollout-kymas")
+            fleet_manifests = manifest_informer(client, ns, clock=clock)
+            fleet_manifests.name = "rollout-manifests"
+            own = (fleet_kymas, fleet_manifests)
         rollouts = build_rollout_feature(
             client,
             namespace=ns,
             rollouts=runs,
             policies=policies,
-            kymas=kymas,
-            manifests=kyma.manifests,
+            kymas=fleet_kymas,
+            manifests=fleet_manifests,
+            leader_informers=own,
             release_metas=catalog.release_metas_informer,
             templates=catalog.templates_informer,
             registry=manager.registry,

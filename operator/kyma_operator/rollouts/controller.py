@@ -55,6 +55,8 @@ COMPONENT = "rollout-controller"
 """``source.component`` / ``reportingComponent`` of the events this controller records."""
 
 TIMER = "rollout deadline"
+STALE = "rollout status changed since read"
+SYNCING = "fleet view still listing"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -112,6 +114,8 @@ class RolloutReconciler:
         self.clock = clock or RealClock()
         self.wall_clock = wall_clock
         self.status_writes = 0
+        self.conflicts = 0
+        """Status writes refused for a stale resourceVersion (then decided again)."""
         self.events: list[tuple[str, str]] = []
         """(object name, reason) of every event recorded (tests, logs)."""
         self._first_failure: dict[Request, float] = {}
@@ -125,6 +129,10 @@ class RolloutReconciler:
         if obj is None:
             self._first_failure.pop(request, None)
             return Result()
+        if not (self.kymas.synced.is_set() and self.manifests.synced.is_set()):
+            # the fleet view is still being listed (a leader's own informers, shard-scoped caches):
+            # deciding on a partial member list could settle a wave nobody has upgraded yet
+            return Result(requeue_after=1.0, reason=SYNCING)
         now = self.wall_clock()
         try:
             run = ModuleRollout.from_object(obj)
@@ -140,13 +148,15 @@ class RolloutReconciler:
                 update={"phase": Phase.SUPERSEDED, "message": f"superseded by rollout {successor}"}
             )
             events = [RolloutEvent("RolloutSuperseded", f"a newer version started rollout {successor}")]
-            await self._write(run, obj, status, events, now)
+            if await self._write(run, obj, status, events, now) is None:
+                return Result(requeue=True, reason=STALE)
             return Result()
         if run.status.started_at is None:
             self._check_revert_source(run, now)
         result = progress.step(run, members_of(run, self.kymas, self.manifests), now)
         events = [RolloutEvent(str(e.reason), e.message, warning=e.warning) for e in result.events]
-        await self._write(run, obj, result.status, events, now)
+        if await self._write(run, obj, result.status, events, now) is None:
+            return Result(requeue=True, reason=STALE)
         if result.next_timer is None:
             return Result()
         delay = (result.next_timer - now).total_seconds()
@@ -201,7 +211,8 @@ class RolloutReconciler:
         status: ModuleRolloutStatus,
         events: Iterable[RolloutEvent],
         now: datetime.datetime,
-    ) -> bool:
+    ) -> bool | None:
+        """True: written; False: nothing to write; None: refused (stale resourceVersion)."""
         desired = status_body(status)
         if desired == written_status(obj):
             return False
@@ -209,9 +220,11 @@ class RolloutReconciler:
         try:
             await self.client.update_status(MODULE_ROLLOUTS, body)
         except Conflict:
-            # our cache lags behind a write, or another leader wrote: the informer brings the
-            # object, the next reconcile decides again (nothing was recorded, nothing emitted)
-            raise
+            # our cache lags behind a write, or another leader wrote: nothing was recorded, nothing
+            # emitted; the informer brings the object and the next reconcile decides again
+            self.conflicts += 1
+            log.info("rollout %s/%s: status changed since read; deciding again", run.namespace, run.name)
+            return None
         self.status_writes += 1
         self._observe_transition(run, status, now)
         for event in events:
@@ -240,27 +253,16 @@ class RolloutReconciler:
                 self.metrics.wave_soaked(module, (now - released).total_seconds())
 
     async def _emit(self, run: Mapping[str, Any], event: RolloutEvent) -> None:
-        meta = _meta(run)
-        target: Mapping[str, Any] = run
-        if event.kyma is not None:
-            kyma = self.kymas.get(str(meta.get("namespace") or ""), event.kyma)
-            target = (
-                kyma
-                if kyma is not None
-                else {
-                    "apiVersion": names.KYMA.api_version,
-                    "kind": names.KYMA.kind,
-                    "metadata": {"name": event.kyma, "namespace": meta.get("namespace")},
-                }
-            )
-        await record_event(self.client, target, event, self.wall_clock())
-        self.events.append((str(_meta(target).get("name")), event.reason))
+        await record_event(self.client, run, event, self.wall_clock())
+        self.events.append((str(_meta(run).get("name")), event.reason))
 
 
 def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list[classify.Member]:
     """The run's members as the informers show them: the Kymas of its namespace with a Manifest of
     its module on its channel (for ``mandatory``: the mandatory Manifest), leaving out Kymas that
-    are being deleted or not reconciled (they could never become Ready and would stall a wave)."""
+    are being deleted or not reconciled (they could never become Ready and would stall a wave) and
+    Manifests being deleted (a disabled module). Manifests, not the KCP Kyma's ``spec.modules``:
+    a remote runtime's modules are listed in its own Kyma, which KCP does not hold."""
     namespace, module, channel = run.namespace, run.spec.module, run.spec.channel
     mandatory = channel == MANDATORY_CHANNEL
     by_kyma: dict[str, JSON] = {}
@@ -272,6 +274,8 @@ def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list
             continue
         if not mandatory and labels.get(names.CHANNEL_LABEL) != channel:
             continue
+        if _meta(manifest).get("deletionTimestamp"):
+            continue  # a module being disabled follows its channel ungated: no member
         kyma = labels.get(names.KYMA_NAME_LABEL)
         if kyma:
             by_kyma[str(kyma)] = manifest

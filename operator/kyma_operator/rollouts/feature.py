@@ -8,8 +8,11 @@
 
 Both controllers run only on the replica holding the leader-election Lease (no request gate, like
 the Watcher controller); the informers are shared with the Kyma controller and run on every
-replica. The Kyma controller's own part (the run informer, the target look-up passed into
-``resolve()``, ``sources.RolloutToKymas``) is wired in ``controllers/kyma/setup.py``.
+replica, except with shard-scoped caches: then each replica's Kyma and Manifest caches hold only its
+shards, and the leader counts the fleet from fleet-wide Kyma and Manifest informers of its own,
+run only while it leads (its reconciles wait until they have listed). The Kyma controller's own
+part (the run informer, the target look-up passed into ``resolve()``, ``sources.RolloutToKymas``)
+is wired in ``controllers/kyma/setup.py``.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class RolloutFeature:
     rollouts: Informer
     policies: Informer
     metrics: RolloutMetrics
+    leader_informers: tuple[Informer, ...] = ()
+    """Fleet-wide Kyma and Manifest informers of the leader alone (with shard-scoped caches the
+    shared ones hold only this replica's shards): run only while leading."""
 
     @property
     def informers(self) -> list[Informer]:
@@ -91,6 +97,8 @@ class RolloutFeature:
     def add_to(self, manager: Manager) -> None:
         for informer in self.informers:
             manager.add_informer(informer)
+        for informer in self.leader_informers:
+            manager.add_runnable(informer, leader_only=True)
         manager.add_controller(self.controller)
         manager.add_controller(self.starter_controller)
 
@@ -108,8 +116,11 @@ def build_rollout_feature(
     registry: CollectorRegistry | None = None,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
+    leader_informers: tuple[Informer, ...] = (),
 ) -> RolloutFeature:
-    """The two leader-only controllers over the shared informers (see the module docstring)."""
+    """The two leader-only controllers over the shared informers (see the module docstring).
+    ``leader_informers``: ``kymas`` and ``manifests`` when they are the leader's own (not shared,
+    run only while leading; see ``RolloutFeature.leader_informers``)."""
     policies = policies if policies is not None else policy_informer(client, namespace, clock=clock)
     metrics = RolloutMetrics(registry, rollouts)
     reconciler = RolloutReconciler(
@@ -146,7 +157,7 @@ def build_rollout_feature(
         manifests=manifests,
     )
     starter_controller = Controller(STARTER_CONTROLLER, starter, clock=clock)
-    starter_controller.add_source(MrmToStarter(release_metas, starter))
+    starter_controller.add_source(MrmToStarter(release_metas, starter, policies))
     return RolloutFeature(
         controller=controller,
         reconciler=reconciler,
@@ -155,4 +166,5 @@ def build_rollout_feature(
         rollouts=rollouts,
         policies=policies,
         metrics=metrics,
+        leader_informers=leader_informers,
     )

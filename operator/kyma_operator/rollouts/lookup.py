@@ -1,145 +1,90 @@
-"""The run in force for a module and channel, read from the ModuleRollout informer (docs/rollouts.md §5).
+"""The ``RolloutLookup`` a Kyma reconcile uses: runs (and policies) as informers hold them.
 
-Why: every Kyma reconcile on every replica asks, per module, which run (if any) decides its version
-(``target.RolloutLookup``). The answer must cost a dict look-up, not a list of all runs and a
-pydantic parse per module per reconcile: the informer indexes runs by module and channel, and a
-parsed run is kept until its resourceVersion changes. The run in force is the one with the newest
-``toVersion`` (a newer run supersedes older ones, §8.4); ``target()`` itself ignores it once it is
-``Completed``, ``Invalid`` or ``Superseded``, or when the channel has moved past its ``toVersion``.
-
-The gap between a channel move and its run: the leader creates the run a few milliseconds after
-the release meta changed, but a Kyma reconciled in between (a Manifest event, the catalog fan-out)
-would resolve the new version ungated. So every replica notes, from the same release-meta update
-that wakes the Kymas, each channel move a policy selects (``starter.matching_policy``) and answers
-with that run as it will be created (nothing released yet: every Kyma keeps its version) until the
-real run is in the informer, for at most ``hold_for`` seconds (a run that is never created, e.g. a
-policy the API server refuses, holds nobody longer than that).
+Why: every Kyma reconcile asks, per module, which run (if any) governs its channel; with 5,000
+Kymas that must not mean parsing every ModuleRollout each time. ``RunIndex`` parses each object
+once per resourceVersion and answers from the parsed objects. An object that does not parse (a
+policy the CRD could not fully check) holds nobody back: it is skipped and listed in ``invalid``,
+so a broken policy never freezes the fleet (docs/rollouts.md §4). Given the policies too, it
+answers ``Governed`` for a module and channel a policy selects, so a Kyma woken by a channel move
+keeps its version until the leader has created that move's run (docs/rollouts.md §6.4). No I/O:
+the caller passes the listings (usually ``informer.list``).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 from kyma_operator.api.meta import InvalidObjectError
-from kyma_operator.api.modulerollout import ModuleRollout
-from kyma_operator.rollouts.starter import (
-    channel_changes,
-    channel_versions,
-    matching_policy,
-    module_of_release_meta,
-    newer,
-    newest_run,
-    run_body,
-)
-from kyma_operator.rollouts.target import RolloutLookup
-from kyma_operator.runtime.clock import Clock, RealClock
-from kyma_operator.runtime.informer import FuncHandler, Informer
+from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
+from kyma_operator.rollouts.selection import choose_policy, run_in_force
+from kyma_operator.rollouts.target import Governed
 
-RUNS_BY_MODULE_CHANNEL = "rollout/module-channel"
-"""Index of the ModuleRollout informer: ``<module>/<channel>`` of each run's spec."""
+Listing = Callable[[], Iterable[Mapping[str, Any]]]
+Model = TypeVar("Model", ModuleRollout, ModuleRolloutPolicy)
 
 
-def module_channel_key(module: str, channel: str) -> str:
-    return f"{module}/{channel}"
+class _Parsed(Generic[Model]):
+    """Objects of one kind parsed once per resourceVersion; the ones that do not parse listed."""
 
+    def __init__(self, listing: Listing, model: type[Model]) -> None:
+        self._listing = listing
+        self._model: type[Model] = model
+        self._cache: dict[tuple[str, str], tuple[str, Model | str]] = {}
+        self.invalid: dict[str, str] = {}
 
-def _index(obj: Mapping[str, Any]) -> list[str]:
-    spec = obj.get("spec") or {}
-    if not spec.get("module") or not spec.get("channel"):
-        return []
-    return [module_channel_key(str(spec["module"]), str(spec["channel"]))]
-
-
-HOLD_FOR = 60.0
-"""Seconds a channel move a policy selects holds the Kymas while its run is not yet created."""
+    def items(self) -> list[Model]:
+        seen: set[tuple[str, str]] = set()
+        found: list[Model] = []
+        invalid: dict[str, str] = {}
+        for obj in self._listing():
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            version = str(meta.get("resourceVersion") or "")
+            seen.add(key)
+            cached = self._cache.get(key)
+            if cached is None or cached[0] != version or not version:
+                try:
+                    cached = (version, self._model.from_object(obj))
+                except InvalidObjectError as exc:
+                    cached = (version, str(exc))
+                self._cache[key] = cached
+            parsed = cached[1]
+            if isinstance(parsed, str):
+                invalid[f"{key[0]}/{key[1]}"] = parsed
+            else:
+                found.append(parsed)
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        self.invalid = invalid
+        return found
 
 
 class RunIndex:
-    """``run_for(namespace, module, channel)`` over the shared ModuleRollout informer (and, with
-    ``policies`` and ``release_metas``, the runs about to start; see the module docstring)."""
+    """Callable as a ``RolloutLookup``: ``index(module, channel)`` -> the run in force, or, with
+    ``policies``, ``Governed`` when a policy selects the module and channel, or None."""
 
-    def __init__(
-        self,
-        rollouts: Informer,
-        *,
-        policies: Informer | None = None,
-        release_metas: Informer | None = None,
-        clock: Clock | None = None,
-        hold_for: float = HOLD_FOR,
-    ) -> None:
-        self.rollouts = rollouts
-        self.policies = policies
-        self.hold_for = hold_for
-        self._clock = clock or RealClock()
-        with contextlib.suppress(ValueError):  # already indexed (a second controller built one)
-            rollouts.add_indexer(RUNS_BY_MODULE_CHANNEL, _index)
-        self._parsed: dict[tuple[str, str], tuple[str, ModuleRollout | None]] = {}
-        self._starting: dict[tuple[str, str, str], tuple[float, ModuleRollout]] = {}
-        if policies is not None and release_metas is not None:
-            release_metas.add_handler(FuncHandler(on_update=self._release_meta_updated))
+    def __init__(self, runs: Listing, policies: Listing | None = None) -> None:
+        self._runs = _Parsed(runs, ModuleRollout)
+        self._policies = _Parsed(policies, ModuleRolloutPolicy) if policies is not None else None
 
-    def run_for(self, namespace: str, module: str, channel: str) -> ModuleRollout | None:
-        candidates = [
-            obj
-            for obj in self.rollouts.by_index(RUNS_BY_MODULE_CHANNEL, module_channel_key(module, channel))
-            if (obj.get("metadata") or {}).get("namespace") == namespace
-        ]
-        newest = newest_run(candidates)
-        run = self._parse(newest) if newest is not None else None
-        key = (namespace, module, channel)
-        starting = self._starting.get(key)
-        if starting is None:
+    @property
+    def invalid(self) -> dict[str, str]:
+        """``namespace/name`` -> why it does not parse, for the objects skipped at the last look."""
+        skipped = dict(self._runs.invalid)
+        if self._policies is not None:
+            skipped.update(self._policies.invalid)
+        return skipped
+
+    def runs(self) -> list[ModuleRollout]:
+        """Every run that parses, from the current listing (parsed once per resourceVersion)."""
+        return self._runs.items()
+
+    def __call__(self, module: str, channel: str) -> ModuleRollout | Governed | None:
+        run = run_in_force(self.runs(), module, channel)
+        if self._policies is None:
             return run
-        until, upcoming = starting
-        if (run is not None and not newer(upcoming.spec.to_version, run.spec.to_version)) or (
-            self._clock.now() >= until
-        ):
-            del self._starting[key]  # created (or given up on): the informer's run decides
+        policy = choose_policy(self._policies.items(), module, channel)
+        if policy is None:
             return run
-        return upcoming
-
-    def _release_meta_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-        assert self.policies is not None
-        changes = channel_changes(old, new)
-        if not changes:
-            return
-        namespace = str((new.get("metadata") or {}).get("namespace") or "")
-        module = module_of_release_meta(new)
-        versions = channel_versions(new)
-        for channel, before in changes.items():
-            after = versions[channel]
-            if not newer(after, before):
-                continue  # a channel moved back is no rollout
-            policy = matching_policy(self.policies.list(namespace), module, channel)
-            if policy is None:
-                continue
-            try:
-                upcoming = ModuleRollout.from_object(
-                    run_body(namespace, module, channel, before, after, policy)
-                )
-            except InvalidObjectError:
-                continue  # the run would be Invalid: it holds nobody
-            self._starting[(namespace, module, channel)] = (self._clock.now() + self.hold_for, upcoming)
-
-    def lookup(self, namespace: str) -> RolloutLookup:
-        """The look-up ``resolve()`` is given for the Kymas of ``namespace``."""
-        return lambda module, channel: self.run_for(namespace, module, channel)
-
-    def _parse(self, obj: Mapping[str, Any]) -> ModuleRollout | None:
-        """The parsed run (None: it does not parse; the leader marks it Invalid: it holds nobody)."""
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        rv = str(meta.get("resourceVersion") or "")
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] == rv:
-            return cached[1]
-        try:
-            run: ModuleRollout | None = ModuleRollout.from_object(obj)
-        except InvalidObjectError:
-            run = None
-        if len(self._parsed) > 4 * max(16, len(self.rollouts)):
-            self._parsed.clear()  # runs come and go rarely: drop the memory of deleted ones at once
-        self._parsed[key] = (rv, run)
-        return run
+        return Governed(policy.name, policy.spec.hold_channel_switches, run)

@@ -35,11 +35,21 @@ from kyma_operator.api.modulerollout import (
     WaveStatus,
     scaled,
 )
-from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, observe
+from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, member_of, observe
 from kyma_operator.rollouts.target import in_revert_scope
-from kyma_operator.rollouts.waves import threshold_for
+from kyma_operator.rollouts.waves import placement, threshold_for
 
-__all__ = ["Class", "Event", "EventReason", "Member", "StepResult", "classify", "observe", "step"]
+__all__ = [
+    "Class",
+    "Event",
+    "EventReason",
+    "Member",
+    "StepResult",
+    "classify",
+    "member_of",
+    "observe",
+    "step",
+]
 
 _seconds = datetime.timedelta
 
@@ -71,7 +81,8 @@ class ConditionType(StrEnum):
     HALTED = "Halted"
     COMPLETED = "Completed"
     REVERT_UNAVAILABLE = "RevertUnavailable"
-    """Set by the starter when ``fromVersion``'s template is gone: a breach halts instead (§8.5)."""
+    """Set by the leader (before ``step``) when ``fromVersion``'s template is gone: a breach then
+    halts instead of reverting (§8.5)."""
 
 
 class HaltKind(StrEnum):
@@ -97,42 +108,50 @@ class StepResult(NamedTuple):
     next_timer: datetime.datetime | None
 
 
+_COUNTED = {
+    Class.READY: "ready",
+    Class.WAITING: "waiting",
+    Class.PENDING: "pending",
+    Class.FAILED: "failed",
+}
+
+
 def _counts(run: ModuleRollout, status: ModuleRolloutStatus, classified: Sequence[Classified]) -> None:
-    waves = [
-        WaveStatus(name=w.name, released_at=old.released_at, soaked_at=old.soaked_at)
-        for w, old in zip(run.spec.policy.waves, _wave_status(run, status), strict=True)
-    ]
-    totals = Totals()
+    """The informational counts, per wave and in total (plain counters: 5,000 members per step)."""
+    keys = ("members", "upgraded", "ready", "waiting", "pending", "failed")
+    per_wave = [dict.fromkeys(keys, 0) for _ in run.spec.policy.waves]
+    held = switched_in = 0
+    ignored = set(run.spec.ignored_kymas)
     failed: list[str] = []
     for item in classified:
-        wave = waves[item.where.wave]
-        wave.members += 1
-        totals.members += 1
+        counts = per_wave[item.where.wave]
+        counts["members"] += 1
         cls = item.cls
-        if cls is Class.HELD:
-            totals.held += 1
+        if cls is Class.HELD or cls is Class.SWITCHED_IN:
+            held += 1
+            switched_in += cls is Class.SWITCHED_IN
             continue
-        if cls is Class.SWITCHED_IN:
-            totals.held += 1
-            totals.switched_in += 1
+        counts["upgraded"] += item.upgraded
+        key = _COUNTED.get(cls)
+        if key is None or (cls is Class.FAILED and item.member.name in ignored):
             continue
-        if item.upgraded:
-            wave.upgraded += 1
-            totals.upgraded += 1
-        if cls is Class.READY:
-            wave.ready += 1
-            totals.ready += 1
-        elif cls is Class.WAITING:
-            wave.waiting += 1
-            totals.waiting += 1
-        elif cls is Class.PENDING:
-            wave.pending += 1
-        elif cls is Class.FAILED and item.member.name not in run.spec.ignored_kymas:
-            wave.failed += 1
-            totals.failed += 1
+        counts[key] += 1
+        if cls is Class.FAILED:
             failed.append(item.member.name)
-    status.waves = waves
-    status.totals = totals
+    old = _wave_status(run, status)
+    status.waves = [
+        WaveStatus(name=w.name, released_at=o.released_at, soaked_at=o.soaked_at, **c)
+        for w, o, c in zip(run.spec.policy.waves, old, per_wave, strict=True)
+    ]
+    status.totals = Totals(
+        members=sum(c["members"] for c in per_wave),
+        upgraded=sum(c["upgraded"] for c in per_wave),
+        ready=sum(c["ready"] for c in per_wave),
+        failed=sum(c["failed"] for c in per_wave),
+        waiting=sum(c["waiting"] for c in per_wave),
+        held=held,
+        switched_in=switched_in,
+    )
     status.failed_kymas = sorted(failed)[:MAX_FAILED_KYMAS]
 
 
@@ -164,6 +183,7 @@ class _Step:
     def __init__(self, run: ModuleRollout, members: Iterable[Member], now: datetime.datetime) -> None:
         self.run = run
         self.members = list(members)
+        self.places = [placement(run, m.labels, m.name) for m in self.members]  # once per step
         self.now = now
         self.status = run.status.model_copy(deep=True)
         self.status.waves = _wave_status(run, self.status)
@@ -174,7 +194,10 @@ class _Step:
         self.events.append(Event(reason, message))
 
     def classify(self) -> None:
-        self.classified = [classify(self.run, self.status, m, self.now) for m in self.members]
+        self.classified = [
+            classify(self.run, self.status, m, self.now, where)
+            for m, where in zip(self.members, self.places, strict=True)
+        ]
 
     def of_wave(self, index: int) -> list[Classified]:
         return [c for c in self.classified if c.where.wave == index]

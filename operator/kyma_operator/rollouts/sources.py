@@ -14,7 +14,8 @@
   user of the module, at once.
 * ``MrmToStarter`` (leader's starter controller): a ModuleReleaseMeta added (the initial list
   included: the catch-up of §12) or its channel versions changed -> the release meta, with the
-  changed channels noted in the starter.
+  versions the changed channels were at noted in the starter; a policy added or changed -> every
+  release meta of its namespace.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from kyma_operator.runtime.source import Enqueuer
 MANIFEST_CHANGED = "manifest changed"
 RELEASED = "rollout released"
 RELEASE_META_CHANGED = "release meta changed"
+POLICY_CHANGED = "rollout policy changed"
 
 Released = Callable[[ModuleRollout, JSON], bool]
 """Whether a Kyma (cached object) is inside a run's frontier (``rollouts.waves``)."""
@@ -259,11 +261,15 @@ class RolloutToKymas:
 
 
 class MrmToStarter:
-    """Source: ModuleReleaseMeta added or channel versions changed -> the starter (see above)."""
+    """Source: ModuleReleaseMeta added or channel versions changed -> the starter; a policy added
+    or changed -> every release meta of its namespace (a policy created after a move governs it)."""
 
-    def __init__(self, release_metas: Informer, starter: RolloutStarter) -> None:
+    def __init__(
+        self, release_metas: Informer, starter: RolloutStarter, policies: Informer | None = None
+    ) -> None:
         self.release_metas = release_metas
         self.starter = starter
+        self.policies = policies
         self._queue: Enqueuer | None = None
 
     @property
@@ -275,6 +281,20 @@ class MrmToStarter:
         self.release_metas.add_handler(
             FuncHandler(on_add=self._added, on_update=self._updated, on_delete=self._deleted)
         )
+        if self.policies is not None:
+            self.policies.add_handler(
+                FuncHandler(on_add=self._policy_changed, on_update=self._policy_updated)
+            )
+
+    def _policy_changed(self, policy: JSON) -> None:
+        if self._queue is None:
+            return
+        for meta in self.release_metas.list(str(_meta(policy).get("namespace") or "")):
+            self._queue.add(Request.for_object(meta), POLICY_CHANGED)
+
+    def _policy_updated(self, old: JSON, new: JSON) -> None:
+        if _meta(old).get("generation") != _meta(new).get("generation"):
+            self._policy_changed(new)
 
     def _added(self, obj: JSON) -> None:
         if self._queue is not None:

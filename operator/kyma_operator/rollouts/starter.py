@@ -5,19 +5,24 @@ only; everything else (the gates, the Kymas' target versions) follows from it. C
 ``AlreadyExists``, never a second run, so a new leader, a replayed event or the catch-up below may
 all try again safely.
 
-When a run starts (upstream ``DiffModuleReleaseMetaChannels``): a ModuleReleaseMeta update changed
-``channels[c].version`` (or ``mandatory.version``, the pseudo-channel ``mandatory``) from ``A`` to
-``B``, ``B`` is newer than ``A`` (a channel moved back is no rollout: the no-downgrade rule handles
-it), and a ``ModuleRolloutPolicy`` selects ``(module, c)``: the highest ``priority`` wins, ties in
-name order. The run freezes a copy of that policy's spec. An MRM created or a channel added starts
-nothing (nothing installed to protect).
+When a run starts: a ``ModuleRolloutPolicy`` selects ``(module, c)`` (the highest ``priority``
+wins, ties in name order; ``c`` is a channel of the ModuleReleaseMeta or the pseudo-channel
+``mandatory`` of ``mandatory.version``), the channel's version ``B`` is newer than the newest run's
+``toVersion`` (or there is no run), and some Manifest of the module on ``c`` is installed below
+``B`` (so an MRM created, a channel added, or a channel moved back starts nothing: nothing installed
+to protect, or the no-downgrade rule speaks). The run goes from the newest run's ``toVersion``, else
+from the version the channel was at before the update that moved it (upstream's
+``DiffModuleReleaseMetaChannels``), else from the version most of those Manifests are at; it
+freezes a copy of the policy's spec.
 
-Missed changes (§12): the first time the starter looks at a release meta after it started leading
-(the informer's initial list enqueues every one), it compares every channel with the newest run of
-that module and channel: a channel at a version newer than that run's ``toVersion`` starts the
-missing run from the run's ``toVersion``; with no run at all, from the version most of the
-channel's Manifests are at (if older). A run that is still going when a newer one starts is marked
-``Superseded`` by the rollout controller (it sees the newer sibling), not here.
+Why level-based: while a policy governs a channel, the Kyma reconciles keep every Kyma whose
+installed version is below the channel's at its version until that version's run exists
+(``target.Governed``), so the starter must create the run whatever the way the channel got there:
+an update it saw, a move while no operator ran (§12: the informers' initial list enqueues every
+release meta), a policy created after the move (a policy change enqueues the release metas). A run
+that is still going when a newer one starts is marked ``Superseded`` by the rollout controller (it
+sees the newer sibling), not here. Deleting a run while Kymas are still below the channel's version
+starts it again: ``spec.state: Aborted`` is how a run is stopped.
 """
 
 from __future__ import annotations
@@ -53,13 +58,20 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
+def _version_key(version: str) -> tuple[int, int, int]:
+    match = _SEMVER.match(version)
+    if match is None:
+        return (-1, -1, -1)
+    major, minor, patch = (int(part) for part in match.groups())
+    return (major, minor, patch)
+
+
 def newer(candidate: str, than: str) -> bool:
     """``candidate`` is a newer version than ``than`` on major.minor.patch (unparsable: not newer),
     the order the Kyma reconcile's no-downgrade rule uses."""
-    a, b = _SEMVER.match(candidate), _SEMVER.match(than)
-    if a is None or b is None:
+    if _SEMVER.match(candidate) is None or _SEMVER.match(than) is None:
         return False
-    return tuple(map(int, a.groups())) > tuple(map(int, b.groups()))
+    return _version_key(candidate) > _version_key(than)
 
 
 def module_of_release_meta(obj: Mapping[str, Any]) -> str:
@@ -136,31 +148,11 @@ def newest_run(runs: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return best
 
 
-def installed_majority(manifests: Iterable[Mapping[str, Any]], module: str, channel: str) -> str | None:
-    """The version most of ``module``'s Manifests on ``channel`` are at (ties: the oldest)."""
-    counts: Counter[str] = Counter()
-    for manifest in manifests:
-        labels = _meta(manifest).get("labels") or {}
-        if labels.get(names.MODULE_NAME_LABEL) != module:
-            continue
-        mandatory = labels.get(names.MANDATORY_MODULE_LABEL) == names.ENABLE_LABEL_VALUE
-        if channel == MANDATORY_CHANNEL:
-            if not mandatory:
-                continue
-        elif mandatory or labels.get(names.CHANNEL_LABEL) != channel:
-            continue
-        version = _spec(manifest).get("version")
-        if version:
-            counts[str(version)] += 1
-    if not counts:
-        return None
+def most_common_oldest(counts: Counter[str]) -> str:
+    """The most common version (ties: the oldest)."""
     top = max(counts.values())
-    candidates = [v for v, n in counts.items() if n == top]
-    oldest = candidates[0]
-    for version in candidates[1:]:
-        if newer(oldest, version):
-            oldest = version
-    return oldest
+    candidates = sorted((v for v, n in counts.items() if n == top), key=_version_key)
+    return candidates[0]
 
 
 def run_body(
@@ -187,12 +179,31 @@ def run_body(
     }
 
 
+def installed_below(
+    manifests: Iterable[Mapping[str, Any]], module: str, channel: str, version: str
+) -> Counter[str]:
+    """How many of ``module``'s Manifests on ``channel`` are at each version older than ``version``."""
+    counts: Counter[str] = Counter()
+    for manifest in manifests:
+        labels = _meta(manifest).get("labels") or {}
+        if labels.get(names.MODULE_NAME_LABEL) != module:
+            continue
+        mandatory = labels.get(names.MANDATORY_MODULE_LABEL) == names.ENABLE_LABEL_VALUE
+        if (channel == MANDATORY_CHANNEL) != mandatory:
+            continue
+        if not mandatory and labels.get(names.CHANNEL_LABEL) != channel:
+            continue
+        installed = str(_spec(manifest).get("version") or "")
+        if installed and newer(version, installed):
+            counts[installed] += 1
+    return counts
+
+
 class RolloutStarter:
     """The reconciler of the leader's starter controller; its requests name ModuleReleaseMetas.
 
     ``note_change`` (called by ``sources.MrmToStarter`` from the release-meta informer) records the
-    channels an update changed with their previous versions; ``reconcile`` acts on them, or, the
-    first time it sees a release meta, on every channel (the catch-up).
+    version each moved channel was at before, the run's ``fromVersion`` when no run precedes it.
     """
 
     def __init__(
@@ -211,72 +222,52 @@ class RolloutStarter:
         self.rollouts = rollouts
         self.manifests = manifests
         self.on_created = on_created
-        self._changes: dict[Request, dict[str, str]] = {}
-        self._checked: set[Request] = set()
+        self._before: dict[Request, dict[str, str]] = {}
         self.created: list[str] = []
         """Names of the runs this starter created (tests, logs)."""
 
     def note_change(self, request: Request, changes: Mapping[str, str]) -> None:
         """Channels of ``request`` that moved, with the version each was at before."""
-        pending = self._changes.setdefault(request, {})
-        for channel, before in changes.items():
-            pending.setdefault(channel, before)  # the oldest "before" of a burst of edits
+        before = self._before.setdefault(request, {})
+        for channel, version in changes.items():
+            before.setdefault(channel, version)  # the oldest "before" of a burst of edits
 
     def forget(self, request: Request) -> None:
-        self._checked.discard(request)
-        self._changes.pop(request, None)
+        self._before.pop(request, None)
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.release_metas.get(request.namespace, request.name)
         if obj is None:
             self.forget(request)
             return Result()
-        changes = self._changes.pop(request, {})
-        catch_up = request not in self._checked
-        self._checked.add(request)
         if _meta(obj).get("deletionTimestamp"):
             return Result()
+        before = self._before.get(request, {})
         module = module_of_release_meta(obj)
         policies = self.policies.list(request.namespace)
-        runs = [r for r in self.rollouts.list(request.namespace)]
+        runs = self.rollouts.list(request.namespace)
+        manifests: list[JSON] | None = None
         for channel, version in sorted(channel_versions(obj).items()):
             policy = matching_policy(policies, module, channel)
             if policy is None:
                 continue
-            from_version = self._from_version(
-                request.namespace, module, channel, version, changes, runs, catch_up
-            )
-            if from_version is None:
-                continue
+            latest = newest_run(runs_of(runs, module, channel))
+            if latest is not None and not newer(version, str(_spec(latest).get("toVersion") or "")):
+                continue  # that version's run (or a newer one) exists
+            if manifests is None:
+                manifests = self.manifests.list(request.namespace)
+            below = installed_below(manifests, module, channel, version)
+            if not below:
+                continue  # nothing installed below the channel's version: nobody to protect
+            if latest is not None:
+                from_version = str(_spec(latest).get("toVersion") or "")
+            elif before.get(channel) in below:
+                from_version = before[channel]
+            else:
+                from_version = most_common_oldest(below)
             await self._start(request.namespace, module, channel, from_version, version, policy)
+        self._before.pop(request, None)
         return Result()
-
-    def _from_version(
-        self,
-        namespace: str,
-        module: str,
-        channel: str,
-        version: str,
-        changes: Mapping[str, str],
-        runs: list[JSON],
-        catch_up: bool,
-    ) -> str | None:
-        latest = newest_run(runs_of(runs, module, channel))
-        if latest is not None:
-            latest_to = str(_spec(latest).get("toVersion") or "")
-            if not newer(version, latest_to):
-                return None  # that run (or a newer one) exists
-            if channel in changes or catch_up:
-                return latest_to
-            return None
-        if channel in changes:
-            before = changes[channel]
-            return before if newer(version, before) else None
-        if catch_up:
-            installed = installed_majority(self.manifests.list(namespace), module, channel)
-            if installed is not None and newer(version, installed):
-                return installed
-        return None
 
     async def _start(
         self,

@@ -20,11 +20,28 @@ from kyma_operator.api.modulerollout import (
     ModuleRollout,
     RevertScope,
 )
+from kyma_operator.rollouts.selection import version_key
 from kyma_operator.rollouts.waves import Placement, placement
 
-RolloutLookup = Callable[[str, str], ModuleRollout | None]
-"""``(module, channel) -> the run in force for them, or None`` (channel ``mandatory`` for a
-mandatory module). Injected into module resolution; without one resolution is today's."""
+
+@dataclass(frozen=True, slots=True)
+class Governed:
+    """A policy selects the module and channel: a channel move is (or is about to be) a rollout.
+
+    Returned by a lookup that knows the policies (``lookup.RunIndex`` with a policy listing): it
+    closes the gap between an MRM update and its run's creation by the leader, in which the Kymas
+    the same update wakes would otherwise upgrade ungated (docs/rollouts.md §6.4)."""
+
+    policy: str
+    hold_channel_switches: bool = False
+    run: ModuleRollout | None = None
+    """The run in force, if any (it may be for an older version of the channel)."""
+
+
+RolloutLookup = Callable[[str, str], ModuleRollout | Governed | None]
+"""``(module, channel) -> the run in force for them, or what governs them, or None`` (channel
+``mandatory`` for a mandatory module). Injected into module resolution; without one resolution is
+today's."""
 
 
 class Reason(StrEnum):
@@ -36,6 +53,8 @@ class Reason(StrEnum):
     """The frontier covers the Kyma: the run's ``toVersion``."""
     HELD = "held"
     """Not released (or the run halted/aborted): the installed version, ``fromVersion`` if none."""
+    AWAITING_RUN = "awaiting-run"
+    """A policy governs the channel, which moved, but its run does not exist yet: installed version."""
     REVERT = "revert"
     """In the revert scope at ``toVersion``: back to ``fromVersion`` (the recorded downgrade, §8.5)."""
 
@@ -67,7 +86,7 @@ def in_revert_scope(run: ModuleRollout, where: Placement) -> bool:
 
 
 def target(
-    run: ModuleRollout | None,
+    run: ModuleRollout | Governed | None,
     channel_version: str,
     labels: Mapping[str, str],
     name: str,
@@ -77,11 +96,21 @@ def target(
 ) -> Target:
     """The version a Kyma (``labels``, ``name``) gets while the channel names ``channel_version``.
 
+    ``run``: what the lookup found (a run, a governing policy with its run if any, or nothing);
     ``installed``: the module's installed version (its Manifest's ``spec.version``; None: not
     installed); ``switching``: the user changed the module's channel since it was installed.
     """
-    if run is None or run.status.phase in IGNORED_PHASES or channel_version != run.spec.to_version:
-        # no run, a finished one, or the channel moved elsewhere since the run started
+    governed = run if isinstance(run, Governed) else None
+    if governed is not None:
+        run = governed.run
+    assert not isinstance(run, Governed)
+    if run is None or channel_version != run.spec.to_version:
+        if governed is not None and _awaits_run(governed, channel_version, installed, switching):
+            assert installed is not None
+            return Target(installed, Reason.AWAITING_RUN)
+        # no run (none governs), or the channel moved elsewhere since the run started
+        return Target(channel_version, Reason.CHANNEL)
+    if run.status.phase in IGNORED_PHASES:  # finished: today's resolution
         return Target(channel_version, Reason.CHANNEL)
     spec = run.spec
     if switching and not spec.policy.hold_channel_switches:
@@ -94,3 +123,46 @@ def target(
         return Target(spec.to_version, Reason.RELEASED, run.name)
     kept = installed or spec.from_version
     return Target(kept, Reason.HELD, run.name if kept == spec.to_version else None)
+
+
+def _awaits_run(governed: Governed, channel_version: str, installed: str | None, switching: bool) -> bool:
+    """The channel moved up from the installed version and the leader has not started its run yet:
+    keep the installed version. Not for a first install, a channel that moved down (the
+    no-downgrade rule speaks) or a user's switch the policy does not hold (§8.2)."""
+    if installed is None or (switching and not governed.hold_channel_switches):
+        return False
+    return version_key(channel_version) > version_key(installed)
+
+
+def explain(
+    found: ModuleRollout | Governed,
+    channel_version: str,
+    labels: Mapping[str, str],
+    name: str,
+    installed: str | None,
+    *,
+    switching: bool = False,
+) -> str:
+    """One line for ``kyma module rollout status --kyma``: the Kyma's wave, whether the frontier
+    covers it and the version it gets, computed as the Kyma reconcile computes it."""
+    got = target(found, channel_version, labels, name, installed, switching=switching)
+    tail = f"version {got.version} (installed {installed or 'none'})"
+    run = found.run if isinstance(found, Governed) else found
+    if got.reason is Reason.AWAITING_RUN or run is None:
+        policy = found.policy if isinstance(found, Governed) else ""
+        return f"{name}: waiting for the rollout of {channel_version} (policy {policy}) to start; {tail}"
+    waves = run.spec.policy.waves
+    where = placement(run, labels, name)
+    frontier = run.status.frontier
+    position = f"wave {waves[where.wave].name} ({where.wave + 1} of {len(waves)})"
+    why = {
+        Reason.CHANNEL: f"run {run.status.phase.value} or channel at {channel_version}: follows the channel",
+        Reason.SWITCH: "channel switched by the user: not held",
+        Reason.RELEASED: "released",
+        Reason.REVERT: f"in the revert scope of wave {waves[run.status.revert.wave].name}"
+        if run.status.revert is not None
+        else "reverting",
+        Reason.HELD: f"held (run {run.status.phase.value}, frontier at wave {waves[frontier.wave].name}"
+        f"{'' if frontier.threshold >= 1.0 else f', threshold {frontier.threshold:.2f}'})",
+    }[got.reason]
+    return f"{name}: {position}, {why}; {tail}"

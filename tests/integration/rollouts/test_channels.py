@@ -1,9 +1,9 @@
 """A user's channel switch during a rollout: served at once by default, held when the policy says so
 (docs/rollouts.md §8.2, §15).
 
-The fleet is on ``regular`` at 1.0.0; ``fast`` moves to 1.1.0 under a policy for ``fast``, whose
-run stays in its canary wave (no Kyma of the canary ring is on ``fast``, so the wave never proves
-anything). Then one Kyma outside the canary ring switches to ``fast``.
+The fleet is on ``regular`` at 1.0.0 but for one canary on ``fast``; ``fast`` moves to 1.1.0 under
+a policy for ``fast`` whose canary wave soaks for an hour, so the run stays in its canary wave.
+Then one Kyma outside the canary ring switches to ``fast``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,13 @@ from tests.integration.rollouts.fleet import (
 from tests.polling import eventually
 
 SWITCHER = "k5"
+CANARY = "k0"
+
+
+async def on_fast(kcp: KubeClient, ns: str, kyma: str) -> dict[str, Any] | None:
+    manifest = (await manifests_of(kcp, ns)).get(kyma)
+    labels = (manifest or {}).get("metadata", {}).get("labels") or {}
+    return manifest if labels.get(names.CHANNEL_LABEL) == "fast" else None
 
 
 async def _switch_during_rollout(
@@ -38,23 +45,19 @@ async def _switch_during_rollout(
     await publish(kcp, ns, {"regular": OLD, "fast": OLD})
     async with runtimes(kcp, ns, {OLD: "Ready", NEW: "Ready"}) as sim:
         await fleet_at(kcp, ns)
-        await create_policy(kcp, ns, channels=("fast",), hold_channel_switches=hold)
+        await kcp.patch(KYMAS, CANARY, {"spec": {"channel": "fast"}}, ns)
+        await eventually(lambda: on_fast(kcp, ns, CANARY), f"{CANARY}'s Manifest on channel fast")
+        await create_policy(kcp, ns, channels=("fast",), soak="1h", hold_channel_switches=hold)
         await set_channel(kcp, ns, {"regular": OLD, "fast": NEW})
         await eventually(
-            lambda: run_in_phase(kcp, ns, name, "Progressing"), "the fast run in its canary wave"
+            lambda: run_in_phase(kcp, ns, name, "Soaking"), "the fast run soaking its canary wave"
         )
 
         await kcp.patch(KYMAS, SWITCHER, {"spec": {"channel": "fast"}}, ns)
-
-        async def on_fast() -> dict[str, Any] | None:
-            manifest = (await manifests_of(kcp, ns)).get(SWITCHER)
-            labels = (manifest or {}).get("metadata", {}).get("labels") or {}
-            return manifest if labels.get(names.CHANNEL_LABEL) == "fast" else None
-
-        manifest = await eventually(on_fast, f"{SWITCHER}'s Manifest on channel fast")
+        await eventually(lambda: on_fast(kcp, ns, SWITCHER), f"{SWITCHER}'s Manifest on channel fast")
         await settled(operator, SWITCHER)
         manifest = (await manifests_of(kcp, ns))[SWITCHER]
-        run = await run_in_phase(kcp, ns, name, "Progressing")
+        run = await run_in_phase(kcp, ns, name, "Soaking")
         assert run is not None, "the run left its canary wave"
         return manifest, dict(sim.spec_writes), run
 
@@ -66,12 +69,12 @@ async def test_switch_not_held_by_default(
     assert manifest["spec"]["version"] == NEW  # the user asked for fast's version now
 
     async def switched_in() -> bool:
-        found = await run_in_phase(kcp_client, kcp_namespace, run["metadata"]["name"], "Progressing")
+        found = await run_in_phase(kcp_client, kcp_namespace, run["metadata"]["name"], "Soaking")
         return bool(found and found["status"]["totals"].get("switchedIn") == 1)
 
     await eventually(switched_in, "the run counting the switched-in Kyma")
     manifests = await manifests_of(kcp_client, kcp_namespace)
-    others = [m["metadata"]["name"] for kyma, m in manifests.items() if kyma != SWITCHER]
+    others = [m["metadata"]["name"] for kyma, m in manifests.items() if kyma not in (SWITCHER, CANARY)]
     assert all(writes[name] == 1 for name in others), writes
 
 

@@ -14,8 +14,10 @@ from collections import Counter
 import pytest
 
 from kyma_operator.api import names
+from kyma_operator.api.resources import MODULE_TEMPLATES
 from kyma_operator.runtime.kube import KubeClient
 from tests.integration.kyma_operator.harness import RunningOperator
+from tests.integration.kyma_operator.modules_env import MODULE
 from tests.integration.rollouts.fleet import (
     CANARIES,
     KYMA_COUNT,
@@ -69,6 +71,15 @@ async def test_unavailable_deployment_halts_in_canary(
         reasons = Counter(e["reason"] for e in await events_of(kcp_client, ns, name))
         assert reasons["RolloutHalted"] == 1, reasons
         assert reasons["WaveReleased"] == 1, reasons
+        registry = operator.operator.manager.registry
+        reason = "failure_budget" if bad == "Error" else "progress_deadline"
+        halts = registry.get_sample_value(
+            "kyma_operator_rollout_halts_total", {"module": MODULE, "reason": reason}
+        )
+        assert halts == 1.0
+        if bad == "Error":  # from the first Error seen to the halt written
+            latency = registry.get_sample_value("kyma_operator_rollout_halt_latency_seconds_count")
+            assert latency == 1.0
 
 
 async def test_revert_returns_canary_to_old_version(
@@ -101,3 +112,28 @@ async def test_revert_returns_canary_to_old_version(
         for kyma in CANARIES:
             kyma_reasons = Counter(e["reason"] for e in await events_of(kcp_client, ns, kyma))
             assert kyma_reasons["ModuleRevertedByRollout"] == 1, (kyma, kyma_reasons)
+
+
+async def test_revert_without_the_old_template_halts_instead(
+    kcp_client: KubeClient, kcp_namespace: str, operator: RunningOperator
+) -> None:
+    """§8.5: ``onFailure: Revert`` needs ``fromVersion``'s ModuleTemplate; gone when the run
+    starts, the run records ``RevertUnavailable`` and a breach halts it (nobody is downgraded)."""
+    ns, name = kcp_namespace, rollout_name()
+    await publish(kcp_client, ns, {"regular": OLD})
+    async with runtimes(kcp_client, ns, {OLD: "Ready", NEW: "Error"}):
+        await fleet_at(kcp_client, ns)
+        await create_policy(kcp_client, ns, soak="1s", deadline="20s", on_failure="Revert")
+        await kcp_client.delete(MODULE_TEMPLATES, f"{MODULE}-{OLD}", ns)
+        await set_channel(kcp_client, ns, {"regular": NEW})
+        run = await eventually(
+            lambda: run_in_phase(kcp_client, ns, name, "Halted"), "the run Halted", within=40
+        )
+        conditions = {c["type"]: c for c in run["status"]["conditions"]}
+        assert conditions["RevertUnavailable"]["status"] == "True", conditions
+        assert run["status"].get("revert") is None
+        manifests = await manifests_of(kcp_client, ns)
+        assert not [
+            c for c in (await events_of(kcp_client, ns, name)) if c["reason"] == "RolloutRevertStarted"
+        ]
+        assert {m["spec"]["version"] for k, m in manifests.items() if k not in CANARIES} == {OLD}

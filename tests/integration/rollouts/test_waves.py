@@ -41,7 +41,12 @@ from tests.polling import eventually
 
 
 async def _rolls_through_three_waves(
-    kcp: KubeClient, ns: str, sim: Runtimes, name: str, move: Callable[[], Awaitable[None]]
+    kcp: KubeClient,
+    ns: str,
+    sim: Runtimes,
+    name: str,
+    move: Callable[[], Awaitable[None]],
+    operator: RunningOperator,
 ) -> None:
     """``move`` the version; the run ``name`` must end Completed, each wave released only after
     the one before it soaked, each Kyma upgraded by one Manifest write after its wave's release,
@@ -82,6 +87,29 @@ async def _rolls_through_three_waves(
     released = Counter(e["message"] for e in events if e["reason"] == "WaveReleased")
     assert len(released) == 3 and set(released.values()) == {1}, released
 
+    # the §10.3 metrics: the phase gauge, one upgrade write per Kyma, three waves soaked
+    registry = operator.operator.manager.registry
+    labels = {"rollout": name, "phase": "Completed"}
+    assert registry.get_sample_value("kyma_operator_rollout_phase", {**labels, **_run_labels(run)}) == 1.0
+    writes = registry.get_sample_value(
+        "kyma_operator_rollout_manifest_writes_total", {"module": run.spec.module, "kind": "upgrade"}
+    )
+    assert writes == KYMA_COUNT
+    soaked = registry.get_sample_value(
+        "kyma_operator_rollout_wave_duration_seconds_count", {"module": run.spec.module}
+    )
+    assert soaked == 3
+
+
+def _run_labels(run: ModuleRollout) -> dict[str, str]:
+    spec = run.spec
+    return {
+        "module": spec.module,
+        "channel": spec.channel,
+        "from_version": spec.from_version,
+        "to_version": spec.to_version,
+    }
+
 
 async def test_good_version_reaches_every_runtime_in_three_waves(
     kcp_client: KubeClient, kcp_namespace: str, operator: RunningOperator
@@ -92,7 +120,12 @@ async def test_good_version_reaches_every_runtime_in_three_waves(
         await fleet_at(kcp_client, ns)
         await create_policy(kcp_client, ns, soak="1s", deadline="20s")
         await _rolls_through_three_waves(
-            kcp_client, ns, sim, rollout_name(), lambda: set_channel(kcp_client, ns, {"regular": NEW})
+            kcp_client,
+            ns,
+            sim,
+            rollout_name(),
+            lambda: set_channel(kcp_client, ns, {"regular": NEW}),
+            operator,
         )
 
 
@@ -114,6 +147,7 @@ async def test_mandatory_version_rolls_in_waves(
             sim,
             rollout_name(channel=MANDATORY_CHANNEL),
             lambda: set_mandatory(kcp_client, ns, NEW),
+            operator,
         )
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from kyma_operator.api.kyma import Kyma, ModuleStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, State
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
+from kyma_operator.api.modulerollout import ModuleRollout
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.kyma.catalog import InvalidCatalogObject
-from kyma_operator.rollouts.target import Reason, RolloutLookup, Target, target
+from kyma_operator.rollouts.target import Governed, Reason, RolloutLookup, Target, target
 
 # validation.DNS1035LabelMaxLength upstream; names are cut to one less (upstream does so "for
 # unknown reasons", and the names must match).
@@ -194,20 +195,21 @@ def resolve(
         )
     installed = previous.version if previous is not None else None
     decision: Target | None = None
-    run = rollouts(module, channel) if rollouts is not None else None
-    if run is not None:
+    found = rollouts(module, channel) if rollouts is not None else None
+    if found is not None:
         switching = previous is not None and bool(previous.channel) and previous.channel != channel
         current = installed_version or installed
-        decision = target(run, version, kyma.labels, kyma.name, current, switching=switching)
+        decision = target(found, version, kyma.labels, kyma.name, current, switching=switching)
         version = decision.version
     name = template_name(module, version)
     template = templates(name)
-    if template is None and decision is not None and decision.reason is Reason.HELD:
-        assert run is not None
+    if template is None and decision is not None and decision.reason in (Reason.HELD, Reason.AWAITING_RUN):
+        assert found is not None
         return fail(
             State.WARNING,
-            f"module {module!r} channel {channel!r}: held at version {version!r} by rollout "
-            f"{run.name!r}, and ModuleTemplate {name!r} is not in namespace {kyma.namespace!r}",
+            f"module {module!r} channel {channel!r}: held at version {version!r} by "
+            f"{_holder(found, decision.reason)}, and ModuleTemplate {name!r} is not in namespace "
+            f"{kyma.namespace!r}",
             keep=previous is not None and previous.template is not None,
         )
     if isinstance(template, InvalidCatalogObject):
@@ -247,6 +249,15 @@ def resolve(
             module, channel, version, template, release_meta, decision.rollout, decision.reverted_by
         )
     return Resolved(module, channel, version, template, release_meta)
+
+
+def _holder(found: ModuleRollout | Governed, reason: Reason) -> str:
+    """Who holds a module back, for its status message."""
+    if isinstance(found, Governed):
+        if reason is Reason.AWAITING_RUN or found.run is None:
+            return f"rollout policy {found.policy!r} (the rollout of this version has not started)"
+        found = found.run
+    return f"rollout {found.name!r}"
 
 
 CHANNEL_SKEW = (

@@ -313,7 +313,9 @@ class ModuleSync:
         if not module.managed and manifest is None:
             result.modules.append(unmanaged_entry(resolution))
             return
-        if module.managed and self._held(kyma, resolution, previous, manifest, result):
+        # a rollout's revert does not wait for a maintenance window: the new version already fails
+        reverting = resolution.reverted_by is not None
+        if module.managed and not reverting and self._held(kyma, resolution, previous, manifest, result):
             return
         try:
             descriptor = await self._registry_descriptor(resolution)

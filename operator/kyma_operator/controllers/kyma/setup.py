@@ -22,7 +22,7 @@ What enqueues a Kyma (docs/architecture.md, "What enqueues what"), each a ``Sour
 * the ModuleRollout informer (``rollouts.sources.RolloutToKymas``, with the module half): a run's
   frontier moved -> the Kymas it released, a run started or stopped holding Kymas back (revert,
   invalid, superseded, deleted) -> the module's users; the same informer answers ``resolve()``'s
-  rollout look-up (``rollouts.lookup.RunIndex``, docs/rollouts.md §5);
+  rollout look-up (``rollouts.lookup.RunIndex`` over it and the policy informer, docs/rollouts.md §5);
 * the reconcile's own requeues (backoff, readiness polling, adaptive safety net).
 
 Shared pieces (the Kyma and Manifest informers, the catalog informers, the listener's heartbeat
@@ -168,7 +168,8 @@ def _module_half(
     catalog: Catalog | None,
     descriptors: ModuleDescriptors | None,
     maintenance: MaintenanceWindows | None,
-    runs: RunIndex | None = None,
+    runs: Informer | None = None,
+    policies: Informer | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
 ) -> ModuleHalf:
     """The module half (``--kyma-modules``) over the shared Manifest and catalog informers."""
@@ -183,14 +184,19 @@ def _module_half(
         restricted_modules=cfg.restricted_modules,
         descriptors=descriptors,
         maintenance=maintenance,
-        rollouts=runs.lookup(cfg.namespace) if runs is not None else None,
+        rollouts=RunIndex(
+            lambda: runs.list(cfg.namespace),
+            (lambda: policies.list(cfg.namespace)) if policies is not None else None,
+        )
+        if runs is not None
+        else None,
     )
     catalog_sync = RuntimeCatalogSync(
         catalog, sync_namespace=cfg.sync_namespace, restricted_modules=cfg.restricted_modules
     )
 
     async def reverted(kyma: Kyma, module: str, rollout: str) -> None:
-        run = runs.rollouts.get(kyma.namespace, rollout) if runs is not None else None
+        run = runs.get(kyma.namespace, rollout) if runs is not None else None
         version = str(((run or {}).get("spec") or {}).get("fromVersion") or "its previous version")
         target, event = module_reverted(kyma.to_object(), module, rollout, version)
         await record_event(client, target, event, wall_clock())
@@ -270,17 +276,9 @@ def build_kyma_controller(
     )
     if not cfg.modules:
         rollouts = rollout_policies = None
-    runs = (
-        RunIndex(
-            rollouts,
-            policies=rollout_policies,
-            release_metas=catalog.release_metas_informer if catalog is not None else None,
-            clock=clock,
-        )
-        if rollouts is not None
-        else None
+    module_half = _module_half(
+        client, cfg, manifests, catalog, descriptors, maintenance, rollouts, rollout_policies, wall_clock
     )
-    module_half = _module_half(client, cfg, manifests, catalog, descriptors, maintenance, runs, wall_clock)
     secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
     access = AccessSecrets(secrets_informer)
     if client_factory is None:

@@ -3,6 +3,7 @@ version, under which policy, and the run it creates."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kyma_operator.api import names
@@ -10,8 +11,9 @@ from kyma_operator.api.modulerollout import ModuleRollout
 from kyma_operator.rollouts.starter import (
     channel_changes,
     channel_versions,
-    installed_majority,
+    installed_below,
     matching_policy,
+    most_common_oldest,
     newer,
     newest_run,
     run_body,
@@ -96,13 +98,24 @@ def test_newest_run_is_by_version_then_creation() -> None:
     assert newest_run([]) is None
 
 
-def test_installed_majority_counts_the_channels_manifests_oldest_on_a_tie() -> None:
-    found = [manifest("1.4.0"), manifest("1.4.0"), manifest("1.5.0"), manifest("1.3.0", "fast")]
-    assert installed_majority(found, "serverless", "regular") == "1.4.0"
-    assert installed_majority([manifest("1.5.0"), manifest("1.4.0")], "serverless", "regular") == "1.4.0"
-    assert installed_majority(found, "serverless", "mandatory") is None
-    assert installed_majority([manifest("2.0.0", None)], "serverless", "mandatory") == "2.0.0"
-    assert installed_majority(found, "eventing", "regular") is None
+def test_installed_below_counts_the_channels_manifests_under_the_version() -> None:
+    found = [
+        manifest("1.4.0"),
+        manifest("1.4.0"),
+        manifest("1.5.0"),
+        manifest("1.3.0", "fast"),
+        manifest("1.6.0"),
+    ]
+    assert installed_below(found, "serverless", "regular", "1.6.0") == {"1.4.0": 2, "1.5.0": 1}
+    assert installed_below(found, "serverless", "regular", "1.4.0") == {}
+    assert installed_below(found, "serverless", "mandatory", "9.0.0") == {}
+    assert installed_below([manifest("2.0.0", None)], "serverless", "mandatory", "2.1.0") == {"2.0.0": 1}
+    assert installed_below(found, "eventing", "regular", "9.0.0") == {}
+
+
+def test_the_run_starts_from_the_most_common_installed_version_oldest_on_a_tie() -> None:
+    assert most_common_oldest(Counter({"1.4.0": 2, "1.5.0": 1})) == "1.4.0"
+    assert most_common_oldest(Counter({"1.5.0": 1, "1.10.0": 1, "1.4.1": 1})) == "1.4.1"
 
 
 def test_the_run_body_freezes_the_policy_and_parses_as_a_run() -> None:

@@ -1,13 +1,17 @@
 """``target()``: the table of docs/rollouts.md §6.4 row by row, the user's channel switch (§8.2)
-and the revert scope (§8.5)."""
+and the revert scope (§8.5); which policy governs a change and which run is in force."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from kyma_operator.rollouts.target import Reason, Target, target
+from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
+from kyma_operator.rollouts.lookup import RunIndex
+from kyma_operator.rollouts.selection import choose_policy, run_in_force
+from kyma_operator.rollouts.target import Governed, Reason, Target, explain, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, kymas_in_wave, run
 
@@ -104,3 +108,108 @@ def test_a_users_channel_switch_is_not_held_unless_the_policy_says_so() -> None:
     assert target(held, TO, {}, EARLY, "1.3.0", switching=True) == Target(TO, Reason.RELEASED, RUN)
     # after the switch the Kyma is an ordinary member: held at the version it switched to
     assert target(ROLLOUT, TO, {}, REST, TO) == Target(TO, Reason.HELD, RUN)
+
+
+def _policy(name: str, priority: int, modules: list[dict[str, Any]]) -> ModuleRolloutPolicy:
+    return ModuleRolloutPolicy.from_object(
+        {
+            "metadata": {"name": name, "namespace": "kcp-system"},
+            "spec": {
+                "modules": modules,
+                "priority": priority,
+                "waves": [{"name": "all", "upToPercent": 100}],
+            },
+        }
+    )
+
+
+def test_the_highest_priority_policy_wins_ties_by_name() -> None:
+    everything = _policy("b-all", 0, [{"name": "*", "channels": ["regular", "mandatory"]}])
+    serverless = _policy("z-serverless", 10, [{"name": "serverless", "channels": ["regular"]}])
+    tie = _policy("a-serverless", 10, [{"name": "serverless", "channels": ["regular"]}])
+    policies = [everything, serverless, tie]
+    assert choose_policy(policies, "serverless", "regular") is tie
+    assert choose_policy(policies, "keda", "regular") is everything
+    assert choose_policy(policies, "keda", "mandatory") is everything
+    assert choose_policy(policies, "keda", "fast") is None
+
+
+def test_the_run_in_force_is_the_newest_unfinished_one() -> None:
+    def at(to_version: str, phase: str, channel: str = "regular") -> ModuleRollout:
+        r = run({"phase": phase}, spec={"toVersion": to_version, "channel": channel})
+        r.metadata.name = f"serverless-{channel}-{to_version}"
+        return r
+
+    older, newer = at("1.5.0", "Soaking"), at("1.10.0", "Progressing")
+    done = at("1.11.0", "Completed")
+    fast = at("1.12.0", "Progressing", channel="fast")
+    assert run_in_force([older, newer, done, fast], "serverless", "regular") is newer
+    assert run_in_force([older, done], "serverless", "regular") is older
+    assert run_in_force([done, fast], "serverless", "regular") is None
+    assert run_in_force([older], "keda", "regular") is None
+
+
+def test_explain_says_wave_release_and_version() -> None:
+    assert explain(ROLLOUT, TO, {}, EARLY, FROM) == (
+        f"{EARLY}: wave early (2 of 4), released; version {TO} (installed {FROM})"
+    )
+    assert explain(ROLLOUT, TO, {}, REST, None) == (
+        f"{REST}: wave rest (4 of 4), held (run Progressing, frontier at wave half, threshold 0.50); "
+        f"version {FROM} (installed none)"
+    )
+    assert "channel switched by the user" in explain(ROLLOUT, TO, {}, REST, FROM, switching=True)
+    assert "follows the channel" in explain(run(_status("Completed")), TO, {}, REST, TO)
+
+
+def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> None:
+    good = run(_status("Progressing")).to_object()
+    good["metadata"]["resourceVersion"] = "1"
+    bad = copy.deepcopy(good)
+    bad["metadata"] |= {"name": "serverless-regular-1.6.0", "resourceVersion": "2"}
+    bad["spec"] |= {"toVersion": "1.6.0"}
+    bad["spec"]["policy"]["waves"][-1]["upToPercent"] = 90  # the last wave must be 100
+    objects = [good, bad]
+    index = RunIndex(lambda: objects)
+    found = index("serverless", "regular")
+    assert isinstance(found, ModuleRollout) and found.spec.to_version == "1.5.0", (
+        "the invalid run holds nobody"
+    )
+    assert list(index.invalid) == ["kcp-system/serverless-regular-1.6.0"]
+    assert index("serverless", "regular") is found, "not parsed again at the same resourceVersion"
+    good["metadata"]["resourceVersion"] = "3"
+    good["status"]["phase"] = "Completed"
+    assert index("serverless", "regular") is None
+    objects.clear()
+    assert index.runs() == [] and index.invalid == {}
+
+
+def test_a_governed_channel_that_moved_keeps_kymas_until_its_run_exists() -> None:
+    waiting = Governed("gated")
+    assert target(waiting, TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
+    assert target(waiting, TO, {}, EARLY, None) == Target(TO, Reason.CHANNEL), "first install: upstream"
+    assert target(waiting, TO, {}, EARLY, TO) == Target(TO, Reason.CHANNEL), "nothing to hold"
+    assert target(waiting, FROM, {}, EARLY, TO) == Target(FROM, Reason.CHANNEL), (
+        "moved down: no-downgrade rule"
+    )
+    assert target(waiting, TO, {}, EARLY, FROM, switching=True) == Target(TO, Reason.CHANNEL)
+    holding = Governed("gated", hold_channel_switches=True)
+    assert target(holding, TO, {}, EARLY, FROM, switching=True) == Target(FROM, Reason.AWAITING_RUN)
+    # an older finished run does not release the new version; the run of this version does
+    done = run({"phase": "Completed"}, spec={"fromVersion": "1.3.0", "toVersion": FROM})
+    assert target(Governed("gated", run=done), TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
+    assert target(Governed("gated", run=ROLLOUT), TO, {}, EARLY, FROM) == Target(TO, Reason.RELEASED, RUN)
+    assert target(Governed("gated", run=ROLLOUT), TO, {}, REST, FROM) == Target(FROM, Reason.HELD)
+    assert "waiting for the rollout of 1.5.0 (policy gated) to start" in explain(waiting, TO, {}, EARLY, FROM)
+
+
+def test_run_index_with_policies_answers_governed() -> None:
+    policy = _policy("gated", 0, [{"name": "serverless", "channels": ["regular"]}]).to_object()
+    policy["metadata"]["resourceVersion"] = "1"
+    current = run(_status("Progressing")).to_object()
+    current["metadata"]["resourceVersion"] = "2"
+    index = RunIndex(lambda: [current], lambda: [policy])
+    found = index("serverless", "regular")
+    assert isinstance(found, Governed) and found.policy == "gated" and found.run is not None
+    assert found.run.name == RUN
+    assert index("serverless", "fast") is None
+    assert index("keda", "regular") is None

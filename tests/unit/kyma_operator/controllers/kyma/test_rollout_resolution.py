@@ -15,6 +15,7 @@ from kyma_operator.api.meta import State
 from kyma_operator.api.modulerollout import ModuleRollout
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolution, Resolved, Unresolved, resolve
+from kyma_operator.rollouts.target import Governed
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.controllers.kyma.test_manifestbuild import descriptor
 from tests.unit.kyma_operator.controllers.kyma.test_moduleresolution import NS, mrm, previous, template
@@ -192,3 +193,19 @@ def test_a_users_channel_switch_is_served_at_once_unless_the_policy_holds_it() -
     held_run.spec.policy.hold_channel_switches = True
     held = _resolve(_kyma(canary=False, channel="regular"), fast_before, held_run)
     assert isinstance(held, Resolved) and held.version == "1.3.0"
+
+
+def test_a_governed_channel_without_its_run_yet_keeps_the_installed_version() -> None:
+    waiting = Governed("gated")
+    kept = _resolve(_kyma(canary=True), previous(OLD), rollouts=lambda module, channel: waiting)
+    assert isinstance(kept, Resolved) and (kept.version, kept.rollout) == (OLD, None)
+    fresh = _resolve(_kyma(canary=True), None, rollouts=lambda module, channel: waiting)
+    assert isinstance(fresh, Resolved) and fresh.version == NEW, "a first install is not held"
+    gone = _resolve(_kyma(canary=True), previous(OLD), rollouts=lambda module, channel: waiting, templates={})
+    assert isinstance(gone, Unresolved) and gone.state is State.WARNING
+    assert "rollout policy 'gated' (the rollout of this version has not started)" in gone.message
+    # once the leader created the run, the run decides
+    started = _resolve(
+        _kyma(canary=True), previous(OLD), rollouts=lambda m, c: Governed("gated", run=_run(wave=1))
+    )
+    assert isinstance(started, Resolved) and (started.version, started.rollout) == (NEW, RUN)
