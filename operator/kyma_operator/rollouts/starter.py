@@ -236,6 +236,10 @@ class RolloutStarter:
         self._before.pop(request, None)
 
     async def reconcile(self, request: Request) -> Result:
+        if not all(i.synced.is_set() for i in (self.manifests, self.rollouts, self.policies)):
+            # a leader's own fleet-wide Manifest informer (shard-scoped caches) may still be listing:
+            # "nothing installed below" would be a wrong answer, not a missing one
+            return Result(requeue_after=1.0, reason="fleet view still listing")
         obj = self.release_metas.get(request.namespace, request.name)
         if obj is None:
             self.forget(request)

@@ -1,0 +1,57 @@
+"""The rollout controller's pure parts: a status is written only when it changed (what the informer
+holds, normalised as written), the halts counter's reason from the status, the Kyma's revert event."""
+
+from __future__ import annotations
+
+import datetime
+
+from kyma_operator.api.meta import Condition, ConditionStatus
+from kyma_operator.api.modulerollout import Frontier, ModuleRolloutStatus, Phase
+from kyma_operator.rollouts.controller import halt_reason, module_reverted, status_body, written_status
+
+T0 = datetime.datetime(2026, 11, 25, 7, 0, tzinfo=datetime.UTC)
+
+
+def test_a_status_read_back_compares_equal_to_the_one_written() -> None:
+    status = ModuleRolloutStatus(
+        phase=Phase.SOAKING, started_at=T0, frontier=Frontier(wave=1, threshold=1.0), soak_started_at=T0
+    )
+    body = status_body(status)
+    assert body["startedAt"] == "2026-11-25T07:00:00Z" and "haltedAt" not in body
+    # what the API server and the informer give back: the same JSON, extra keys in another order
+    assert written_status({"status": dict(reversed(list(body.items())))}) == body
+    moved = status.model_copy(update={"frontier": Frontier(wave=2, threshold=0.0)})
+    assert status_body(moved) != body
+    assert written_status({}) is None and written_status({"status": {"phase": "Nonsense"}}) is None
+
+
+def test_the_halt_reason_label() -> None:
+    def halted(reason: str, condition: str = "FailureBudgetExceeded") -> ModuleRolloutStatus:
+        halted_condition = Condition(
+            type="Halted",
+            status=ConditionStatus.TRUE,
+            reason=condition,
+            message=reason,
+            last_transition_time=T0,
+        )
+        return ModuleRolloutStatus(phase=Phase.HALTED, halt_reason=reason, conditions=[halted_condition])
+
+    assert (
+        halt_reason(halted("wave canary: 1 failed > maxFailures 0 (k0: Manifest Error: x)"))
+        == "failure_budget"
+    )
+    deadline = "wave canary: 1 failed > maxFailures 0 (k0: not Ready within progressDeadline 20s)"
+    assert halt_reason(halted(deadline)) == "progress_deadline"
+    assert halt_reason(halted("revert did not become Ready", "RevertNotReady")) == "revert_failed"
+
+
+def test_the_revert_event_goes_to_the_kyma() -> None:
+    kyma = {"metadata": {"name": "k0", "namespace": "kcp-system", "uid": "u-1"}}
+    target, event = module_reverted(kyma, "serverless", "serverless-regular-1.5.0", "1.4.0")
+    assert target["kind"] == "Kyma" and target["metadata"] == {
+        "name": "k0",
+        "namespace": "kcp-system",
+        "uid": "u-1",
+    }
+    assert (event.reason, event.warning) == ("ModuleRevertedByRollout", True)
+    assert "1.4.0" in event.message and "serverless-regular-1.5.0" in event.message
