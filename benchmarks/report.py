@@ -188,6 +188,23 @@ TARGETS: tuple[Target, ...] = (
         "scale", r"full resync speed-up with (\d+) replicas: \*\*([\d.]+)x\*\*", "{1}x with {0}",
         lambda f: f[1] >= 0.8 * f[0],
     ),
+    Target(
+        "§11", "fleet rollout of a bad version (5,000 Kymas): Kymas that received it, halt + 30 s",
+        "<= canary wave + failure budget", "all 5,000 (no gate; upstream's 5-minute spread)", "rollout",
+        r"Kymas with the bad version 30 s after the halt \| \*\*(\d+)\*\* of [\d,]+ \| "
+        r"canary wave (\d+) \+ budget (\d+)",
+        "{0} (canary {1} + budget {2})", lambda f: f[0] <= f[1] + f[2],
+    ),
+    Target(
+        "§11", "fleet rollout: first failure in a Manifest -> rollout halted", "<= 5 s",
+        "never halts", "rollout", r"first failure -> phase Halted seen by a watch \| \*\*([\d.]+) s\*\*",
+        "{0} s", lambda f: f[0] <= 5,
+    ),
+    Target(
+        "§11", "fleet rollout: operator Manifest writes per upgraded Kyma (good version, gated)",
+        "1, nothing else per Kyma", "1 (no rollout state)", "rollout",
+        r"Manifest writes per upgraded Kyma, gated \| \*\*([\d.]+)\*\*", "{0}", lambda f: f[0] <= 1.0,
+    ),
 )  # fmt: skip
 
 
@@ -257,7 +274,7 @@ def render(
         "command, the machine and the date of its run (table at the end); nothing here is typed twice.",
         "",
         f"**{counts['met']} targets met, {counts['NOT met']} not met, "
-        f"{counts['not measured']} not measured** (DESIGN.md §7, §9.3, §10).",
+        f"{counts['not measured']} not measured** (DESIGN.md §7, §9.3, §10, §11).",
         "",
         "| § | what | target | ours | upstream | verdict | from |",
         "|---|---|---|---|---|---|---|",

@@ -167,6 +167,7 @@ def test_every_queried_metric_is_exported(exported: set[str]) -> None:
         "watcher_",
         "kyma_operator_shard",
         "kcp_listener_handoff_",
+        "kyma_operator_rollout_",
     ):
         assert any(name.startswith(prefix) for name in queried), prefix
 

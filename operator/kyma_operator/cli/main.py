@@ -1,15 +1,16 @@
 """The ``kyma`` console script.
 
-``kyma module create|push|pull|sign|verify|template|deploy|list|enable|disable`` and ``kyma install``;
-the commands live in ``artifacts`` (module artifacts), ``cluster`` (control plane and runtimes) and
-``install`` (modules into one cluster with the operator's reconcilers in-process).
+``kyma module create|push|pull|sign|verify|template|deploy|list|enable|disable``, ``kyma module rollout
+status|pause|resume|abort`` and ``kyma install``; the commands live in ``artifacts`` (module
+artifacts), ``cluster`` (control plane and runtimes), ``rollout`` (fleet rollouts in a control plane)
+and ``install`` (modules into one cluster with the operator's reconcilers in-process).
 """
 
 from __future__ import annotations
 
 import typer
 
-from kyma_operator.cli import artifacts, cluster, install
+from kyma_operator.cli import artifacts, cluster, install, rollout
 
 app = typer.Typer(
     name="kyma",
@@ -36,6 +37,7 @@ module.command("deploy")(cluster.deploy)
 module.command("list")(cluster.list_modules)
 module.command("enable")(cluster.enable)
 module.command("disable")(cluster.disable)
+module.add_typer(rollout.app, name="rollout")
 app.command("install")(install.install)
 
 
