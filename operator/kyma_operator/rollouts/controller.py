@@ -17,6 +17,12 @@ A reconcile:
    events exactly then: a replayed reconcile finds the transition written and emits nothing;
 5. returns the next deadline as ``requeue_after``: one timer per run, armed from persisted
    timestamps (a new leader re-arms it on its first reconcile), not a poll.
+
+The counts (``waves[].upgraded`` ... ``totals``, ``failedKymas``) are informational: a status whose
+decision fields (phase, frontier, timestamps, revert, conditions) are unchanged is written at most
+once per ``count_interval`` (2 s), so 5,000 Manifests turning Ready one after the other cost a
+status write every 2 s, not one each (measured before: 2,011 status writes and 172 conflicts for a
+5,000-Kyma rollout, ``benchmarks/results/rollout.md``). A decision is written at once.
 """
 
 from __future__ import annotations
@@ -55,6 +61,11 @@ COMPONENT = "rollout-controller"
 """``source.component`` / ``reportingComponent`` of the events this controller records."""
 
 TIMER = "rollout deadline"
+COUNTS = "rollout counts written moments ago"
+COUNT_INTERVAL = 2.0
+"""Seconds between two status writes that change only the informational counts."""
+_INFORMATIONAL = ("totals", "failedKymas")
+_WAVE_DECISION_KEYS = ("name", "releasedAt", "soakedAt")
 STALE = "rollout status changed since read"
 SYNCING = "fleet view still listing"
 
@@ -81,6 +92,27 @@ def written_status(obj: Mapping[str, Any]) -> JSON | None:
         return None
 
 
+def decision_fields(body: JSON | None) -> JSON | None:
+    """A written status without its informational counts (what a count-only change leaves equal)."""
+    if body is None:
+        return None
+    kept: JSON = {k: v for k, v in body.items() if k not in _INFORMATIONAL}
+    kept["waves"] = [
+        {k: v for k, v in wave.items() if k in _WAVE_DECISION_KEYS} for wave in body.get("waves") or []
+    ]
+    return kept
+
+
+def counts_wait(
+    written: JSON | None, desired: JSON, last_write: float | None, now: float, interval: float
+) -> float:
+    """Seconds to hold back writing ``desired`` over ``written`` (0: write now): only a change of
+    the counts alone within ``interval`` of this replica's last write of the run waits."""
+    if desired == written or decision_fields(desired) != decision_fields(written) or last_write is None:
+        return 0.0
+    return max(0.0, interval - (now - last_write))
+
+
 @dataclass(frozen=True)
 class RolloutEvent:
     """A Kubernetes event to record with a status write: on the run, or on a Kyma (``kyma``)."""
@@ -103,8 +135,12 @@ class RolloutReconciler:
         metrics: RolloutMetrics | None = None,
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = utc_now,
+        count_interval: float = COUNT_INTERVAL,
     ) -> None:
         self.client = client
+        self.count_interval = count_interval
+        self._written_at: dict[Request, float] = {}
+        """When (clock seconds) this replica last wrote each run's status."""
         self.rollouts = rollouts
         self.kymas = kymas
         self.manifests = manifests
@@ -128,6 +164,7 @@ class RolloutReconciler:
         obj = self.rollouts.get(request.namespace, request.name)
         if obj is None:
             self._first_failure.pop(request, None)
+            self._written_at.pop(request, None)
             return Result()
         if not (self.kymas.synced.is_set() and self.manifests.synced.is_set()):
             # the fleet view is still being listed (a leader's own informers, shard-scoped caches):
@@ -155,12 +192,26 @@ class RolloutReconciler:
             self._check_revert_source(run, now)
         result = progress.step(run, members_of(run, self.kymas, self.manifests), now)
         events = [RolloutEvent(str(e.reason), e.message, warning=e.warning) for e in result.events]
+        timer = None if result.next_timer is None else (result.next_timer - now).total_seconds()
+        wait = self._counts_wait(request, obj, result.status) if not events else 0.0
+        if wait > 0:
+            if timer is not None and timer < wait:
+                return Result(requeue_after=max(0.05, timer), reason=TIMER)
+            return Result(requeue_after=wait, reason=COUNTS)
         if await self._write(run, obj, result.status, events, now) is None:
             return Result(requeue=True, reason=STALE)
-        if result.next_timer is None:
+        if timer is None:
             return Result()
-        delay = (result.next_timer - now).total_seconds()
-        return Result(requeue_after=max(0.05, delay), reason=TIMER)
+        return Result(requeue_after=max(0.05, timer), reason=TIMER)
+
+    def _counts_wait(self, request: Request, obj: Mapping[str, Any], status: ModuleRolloutStatus) -> float:
+        return counts_wait(
+            written_status(obj),
+            status_body(status),
+            self._written_at.get(request),
+            self.clock.now(),
+            self.count_interval,
+        )
 
     def _check_revert_source(self, run: ModuleRollout, now: datetime.datetime) -> None:
         """At the start: ``onFailure: Revert`` needs ``fromVersion``'s template; without it the
@@ -226,6 +277,7 @@ class RolloutReconciler:
             log.info("rollout %s/%s: status changed since read; deciding again", run.namespace, run.name)
             return None
         self.status_writes += 1
+        self._written_at[Request(run.namespace, run.name)] = self.clock.now()
         self._observe_transition(run, status, now)
         for event in events:
             await self._emit(obj, event)
