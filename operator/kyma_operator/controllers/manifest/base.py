@@ -188,22 +188,34 @@ class ManifestBase:
     async def _ensure_meta(
         self, manifest: Manifest, *, finalizers: Sequence[str] = (), annotations: dict[str, str] | None = None
     ) -> Manifest:
-        missing = [f for f in finalizers if f not in manifest.metadata.finalizers]
-        changed = {k: v for k, v in (annotations or {}).items() if manifest.annotations.get(k) != v}
-        if not missing and not changed:
-            return manifest
-        meta: JSON = {"resourceVersion": manifest.metadata.resource_version}
-        if missing:
-            meta["finalizers"] = [*manifest.metadata.finalizers, *missing]
-        if changed:
-            meta["annotations"] = changed
-        try:
-            return await self._patch_meta(manifest, meta)
-        except Conflict as exc:
-            raise ManifestChanged(
-                f"Manifest {manifest.namespace}/{manifest.name} changed while reconciled "
-                f"(resourceVersion {manifest.metadata.resource_version} is stale)"
-            ) from exc
+        """Add ``finalizers`` and ``annotations`` where missing. A conflict on a Manifest whose spec
+        is unchanged (``generation``: only its status or metadata moved on, e.g. this controller's
+        own status write the cache has not delivered yet) is retried once on the fresh object; a
+        changed spec is ``ManifestChanged``."""
+        for attempt in range(2):
+            missing = [f for f in finalizers if f not in manifest.metadata.finalizers]
+            changed = {k: v for k, v in (annotations or {}).items() if manifest.annotations.get(k) != v}
+            if not missing and not changed:
+                return manifest
+            meta: JSON = {"resourceVersion": manifest.metadata.resource_version}
+            if missing:
+                meta["finalizers"] = [*manifest.metadata.finalizers, *missing]
+            if changed:
+                meta["annotations"] = changed
+            try:
+                return await self._patch_meta(manifest, meta)
+            except Conflict as exc:
+                stale = manifest.metadata.resource_version
+                fresh = Manifest.from_object(
+                    await self.client.get(MANIFESTS, manifest.name, manifest.namespace)
+                )
+                if attempt or fresh.metadata.generation != manifest.metadata.generation:
+                    raise ManifestChanged(
+                        f"Manifest {manifest.namespace}/{manifest.name} changed while reconciled "
+                        f"(resourceVersion {stale} is stale)"
+                    ) from exc
+                manifest = fresh
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _drop_finalizers(self, manifest: Manifest, drop: Sequence[str]) -> Manifest:
         kept = [f for f in manifest.metadata.finalizers if f not in drop]
