@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -546,6 +547,17 @@ async def one_run(client: KubeClient, selection: Selection) -> ModuleRollout:
     return open_runs[0]
 
 
+def _steer(kubeconfig: Path, selection: Selection, plan: Callable[[ModuleRollout], Change]) -> None:
+    """The body of pause/resume/abort: steer the selected run by ``plan`` and print what was done."""
+
+    async def body() -> int:
+        async with kube_client(kubeconfig) as client:
+            typer.echo(await steer(client, selection, plan))
+        return 0
+
+    _run(body())
+
+
 def _selection(module: str | None, channel: str | None, rollout: str | None, namespace: str) -> Selection:
     if not module and not rollout:
         raise typer.BadParameter("name a MODULE or --rollout NAME")
@@ -564,12 +576,7 @@ def pause(
     failure still halts it)."""
     selection = _selection(module, channel, rollout, namespace)
 
-    async def body() -> int:
-        async with kube_client(kubeconfig) as client:
-            typer.echo(await steer(client, selection, lambda run: plan_pause(run, reason)))
-        return 0
-
-    _run(body())
+    _steer(kubeconfig, selection, lambda run: plan_pause(run, reason))
 
 
 def resume(
@@ -591,12 +598,7 @@ def resume(
     resume a halted one."""
     selection = _selection(module, channel, rollout, namespace)
 
-    async def body() -> int:
-        async with kube_client(kubeconfig) as client:
-            typer.echo(await steer(client, selection, lambda run: plan_resume(run, ignore_failed, namespace)))
-        return 0
-
-    _run(body())
+    _steer(kubeconfig, selection, lambda run: plan_resume(run, ignore_failed, namespace))
 
 
 def abort(
@@ -608,15 +610,11 @@ def abort(
     namespace: NamespaceOpt = names.KCP_NAMESPACE,
 ) -> None:
     """Abort a rollout for good: nothing more is released; Kymas keep the version they have until the
-    channel moves again (deleting the ModuleRollout lets every Kyma follow the channel at once)."""
+    channel moves again (taking the module out of every ModuleRolloutPolicy lets every Kyma follow the
+    channel at once; a deleted ModuleRollout is created again)."""
     selection = _selection(module, channel, rollout, namespace)
 
-    async def body() -> int:
-        async with kube_client(kubeconfig) as client:
-            typer.echo(await steer(client, selection, lambda run: plan_abort(run, reason)))
-        return 0
-
-    _run(body())
+    _steer(kubeconfig, selection, lambda run: plan_abort(run, reason))
 
 
 app.command("status")(status)
