@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kyma_operator.api import names
 from kyma_operator.api.meta import State
-from kyma_operator.api.modulerollout import MANDATORY_CHANNEL, ModuleRollout, ModuleRolloutStatus, Phase
+from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutStatus, Phase
 from kyma_operator.rollouts.waves import Placement, placement
 
 _seconds = datetime.timedelta
@@ -45,26 +44,6 @@ class Member:
     """The Kyma's module entry says ``maintenance: true``: its upgrade waits for its window."""
     window_began: datetime.datetime | None = None
     """Start of the maintenance window it upgraded in (its upgrade start when later than release)."""
-
-
-def member_of(kyma: Mapping[str, Any], module: str, channel: str) -> bool:
-    """Whether a Kyma (as the informer holds it) counts for the run of ``module`` on ``channel``:
-    it lists the module and wants it from that channel (module channel, else the Kyma's, else
-    ``regular``), or, for the ``mandatory`` pseudo-channel, every Kyma. Kymas not reconciled
-    (label ``skip-reconciliation``, being deleted) never count: they could not become Ready."""
-    meta = kyma.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    skipped = str(labels.get(names.SKIP_RECONCILIATION_LABEL, "")).lower() == names.ENABLE_LABEL_VALUE
-    if meta.get("deletionTimestamp") or skipped:
-        return False
-    if channel == MANDATORY_CHANNEL:
-        return True
-    spec = kyma.get("spec") or {}
-    entry = next((m for m in spec.get("modules") or [] if m.get("name") == module), None)
-    if entry is None:
-        return False
-    wanted = entry.get("channel") or spec.get("channel") or names.DEFAULT_CHANNEL
-    return bool(wanted == channel)
 
 
 def observe(kyma: Mapping[str, Any], manifest: Mapping[str, Any] | None, module: str) -> Member:

@@ -35,7 +35,7 @@ from kyma_operator.api.modulerollout import (
     WaveStatus,
     scaled,
 )
-from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, member_of, observe
+from kyma_operator.rollouts.classify import SETTLED, Class, Classified, Member, classify, observe
 from kyma_operator.rollouts.target import in_revert_scope
 from kyma_operator.rollouts.waves import placement, threshold_for
 
@@ -46,7 +46,6 @@ __all__ = [
     "Member",
     "StepResult",
     "classify",
-    "member_of",
     "observe",
     "step",
 ]

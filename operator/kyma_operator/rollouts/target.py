@@ -132,37 +132,3 @@ def _awaits_run(governed: Governed, channel_version: str, installed: str | None,
     if installed is None or (switching and not governed.hold_channel_switches):
         return False
     return version_key(channel_version) > version_key(installed)
-
-
-def explain(
-    found: ModuleRollout | Governed,
-    channel_version: str,
-    labels: Mapping[str, str],
-    name: str,
-    installed: str | None,
-    *,
-    switching: bool = False,
-) -> str:
-    """One line for ``kyma module rollout status --kyma``: the Kyma's wave, whether the frontier
-    covers it and the version it gets, computed as the Kyma reconcile computes it."""
-    got = target(found, channel_version, labels, name, installed, switching=switching)
-    tail = f"version {got.version} (installed {installed or 'none'})"
-    run = found.run if isinstance(found, Governed) else found
-    if got.reason is Reason.AWAITING_RUN or run is None:
-        policy = found.policy if isinstance(found, Governed) else ""
-        return f"{name}: waiting for the rollout of {channel_version} (policy {policy}) to start; {tail}"
-    waves = run.spec.policy.waves
-    where = placement(run, labels, name)
-    frontier = run.status.frontier
-    position = f"wave {waves[where.wave].name} ({where.wave + 1} of {len(waves)})"
-    why = {
-        Reason.CHANNEL: f"run {run.status.phase.value} or channel at {channel_version}: follows the channel",
-        Reason.SWITCH: "channel switched by the user: not held",
-        Reason.RELEASED: "released",
-        Reason.REVERT: f"in the revert scope of wave {waves[run.status.revert.wave].name}"
-        if run.status.revert is not None
-        else "reverting",
-        Reason.HELD: f"held (run {run.status.phase.value}, frontier at wave {waves[frontier.wave].name}"
-        f"{'' if frontier.threshold >= 1.0 else f', threshold {frontier.threshold:.2f}'})",
-    }[got.reason]
-    return f"{name}: {position}, {why}; {tail}"

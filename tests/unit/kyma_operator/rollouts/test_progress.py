@@ -11,7 +11,7 @@ from typing import Any
 
 from kyma_operator.api.meta import State
 from kyma_operator.api.modulerollout import ModuleRollout, Phase
-from kyma_operator.rollouts.progress import EventReason, Member, StepResult, member_of, observe, step
+from kyma_operator.rollouts.progress import EventReason, Member, StepResult, observe, step
 from kyma_operator.rollouts.target import Reason, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, T0, kymas_in_wave, policy, run
@@ -433,22 +433,3 @@ def test_kymas_in_wave_helper_agrees_with_the_fleet() -> None:
     for name in names:
         fleet.members[name] = Member(name, {}, FROM, State.READY)
     assert fleet.wave(rollout, 2) == names
-
-
-def test_member_of_follows_the_desired_channel_and_skips_unreconciled_kymas() -> None:
-    def kyma(spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
-        return {"metadata": {"name": "k", **meta}, "spec": spec}
-
-    on_regular = kyma({"channel": "regular", "modules": [{"name": "serverless"}]})
-    assert member_of(on_regular, "serverless", "regular")
-    assert not member_of(on_regular, "serverless", "fast") and not member_of(on_regular, "keda", "regular")
-    own_channel = kyma({"channel": "regular", "modules": [{"name": "serverless", "channel": "fast"}]})
-    assert member_of(own_channel, "serverless", "fast") and not member_of(
-        own_channel, "serverless", "regular"
-    )
-    assert member_of(kyma({"modules": [{"name": "serverless"}]}), "serverless", "regular"), "default channel"
-    assert member_of(kyma({"channel": "fast"}), "keda", "mandatory"), "every Kyma for a mandatory module"
-    skipped = kyma(on_regular["spec"], labels={"operator.kyma-project.io/skip-reconciliation": "True"})
-    assert not member_of(skipped, "serverless", "regular")
-    deleting = kyma(on_regular["spec"], deletionTimestamp="2026-11-25T07:00:00Z")
-    assert not member_of(deleting, "serverless", "mandatory")

@@ -11,7 +11,7 @@ import pytest
 from kyma_operator.api.modulerollout import ModuleRollout, ModuleRolloutPolicy
 from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.rollouts.selection import choose_policy, run_in_force
-from kyma_operator.rollouts.target import Governed, Reason, Target, explain, target
+from kyma_operator.rollouts.target import Governed, Reason, Target, target
 from kyma_operator.rollouts.waves import placement
 from tests.unit.kyma_operator.rollouts.runs import CANARY, kymas_in_wave, run
 
@@ -149,18 +149,6 @@ def test_the_run_in_force_is_the_newest_unfinished_one() -> None:
     assert run_in_force([older], "keda", "regular") is None
 
 
-def test_explain_says_wave_release_and_version() -> None:
-    assert explain(ROLLOUT, TO, {}, EARLY, FROM) == (
-        f"{EARLY}: wave early (2 of 4), released; version {TO} (installed {FROM})"
-    )
-    assert explain(ROLLOUT, TO, {}, REST, None) == (
-        f"{REST}: wave rest (4 of 4), held (run Progressing, frontier at wave half, threshold 0.50); "
-        f"version {FROM} (installed none)"
-    )
-    assert "channel switched by the user" in explain(ROLLOUT, TO, {}, REST, FROM, switching=True)
-    assert "follows the channel" in explain(run(_status("Completed")), TO, {}, REST, TO)
-
-
 def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> None:
     good = run(_status("Progressing")).to_object()
     good["metadata"]["resourceVersion"] = "1"
@@ -183,6 +171,19 @@ def test_run_index_parses_once_per_resource_version_and_skips_invalid_runs() -> 
     assert index.runs() == [] and index.invalid == {}
 
 
+def test_run_index_with_policies_answers_governed() -> None:
+    policy = _policy("gated", 0, [{"name": "serverless", "channels": ["regular"]}]).to_object()
+    policy["metadata"]["resourceVersion"] = "1"
+    current = run(_status("Progressing")).to_object()
+    current["metadata"]["resourceVersion"] = "2"
+    index = RunIndex(lambda: [current], lambda: [policy])
+    found = index("serverless", "regular")
+    assert isinstance(found, Governed) and found.policy == "gated" and found.run is not None
+    assert found.run.name == RUN
+    assert index("serverless", "fast") is None
+    assert index("keda", "regular") is None
+
+
 def test_a_governed_channel_that_moved_keeps_kymas_until_its_run_exists() -> None:
     waiting = Governed("gated")
     assert target(waiting, TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
@@ -199,17 +200,3 @@ def test_a_governed_channel_that_moved_keeps_kymas_until_its_run_exists() -> Non
     assert target(Governed("gated", run=done), TO, {}, EARLY, FROM) == Target(FROM, Reason.AWAITING_RUN)
     assert target(Governed("gated", run=ROLLOUT), TO, {}, EARLY, FROM) == Target(TO, Reason.RELEASED, RUN)
     assert target(Governed("gated", run=ROLLOUT), TO, {}, REST, FROM) == Target(FROM, Reason.HELD)
-    assert "waiting for the rollout of 1.5.0 (policy gated) to start" in explain(waiting, TO, {}, EARLY, FROM)
-
-
-def test_run_index_with_policies_answers_governed() -> None:
-    policy = _policy("gated", 0, [{"name": "serverless", "channels": ["regular"]}]).to_object()
-    policy["metadata"]["resourceVersion"] = "1"
-    current = run(_status("Progressing")).to_object()
-    current["metadata"]["resourceVersion"] = "2"
-    index = RunIndex(lambda: [current], lambda: [policy])
-    found = index("serverless", "regular")
-    assert isinstance(found, Governed) and found.policy == "gated" and found.run is not None
-    assert found.run.name == RUN
-    assert index("serverless", "fast") is None
-    assert index("keda", "regular") is None
