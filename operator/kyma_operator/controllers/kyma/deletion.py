@@ -132,6 +132,11 @@ class KymaDeletion:
         try:
             fresh = await self.client.get(KYMAS, kyma.name, kyma.namespace)
             meta = fresh.get("metadata") or {}
+            if names.KYMA_FINALIZER not in (meta.get("finalizers") or []):
+                # an earlier reconcile dropped it (this one read a cached copy from before): the
+                # deletion was finished and counted then
+                report.set("deleted", f"{done}; finalizer already dropped")
+                return Result()
             finalizers = [f for f in meta.get("finalizers") or [] if f != names.KYMA_FINALIZER]
             await self.client.patch(
                 KYMAS,
@@ -141,7 +146,8 @@ class KymaDeletion:
                 field_manager=self.config.field_manager,
             )
         except NotFound:
-            pass
+            report.set("deleted", f"{done}; the Kyma is already gone")
+            return Result()  # finished (and counted) by an earlier reconcile
         except Conflict:
             report.set(State.DELETING.value, "finalizer removal conflicted; retrying")
             return Result(requeue=True)
