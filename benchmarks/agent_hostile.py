@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import go_admission_client
 from benchmarks.agent_bench import (
     AGENT_CPU,
     PEER_CPU,
@@ -203,7 +204,15 @@ def endless_scenario(
 
 
 def held_scenario(
-    files: Files, kcp: str, held: int, rate: float, seconds: float, tree: Path, loop_stalls: bool, pin: bool
+    files: Files,
+    kcp: str,
+    held: int,
+    rate: float,
+    seconds: float,
+    tree: Path,
+    loop_stalls: bool,
+    pin: bool,
+    client: str = "python",
 ) -> dict[str, Any]:
     agent = Agent(files, kcp, Variant(tree.name, tree))
     stalls = files.dir / "loop-stalls.json"
@@ -227,17 +236,22 @@ def held_scenario(
             cpu, wall = _cpu_seconds(proc.pid), time.monotonic()
             if loop_stalls:
                 proc.send_signal(signal.SIGUSR1)  # count from here
-            result = load(
-                files,
-                agent,
-                "--mode",
-                "open",
-                "--rate",
-                str(rate),
-                "--duration",
-                str(seconds),
-                cpus=PEER_CPU if pin else None,
-            )
+            if client == "go":
+                result = go_admission_client.load(
+                    files, agent, rate=rate, duration=seconds, cpus=PEER_CPU if pin else None
+                )
+            else:
+                result = load(
+                    files,
+                    agent,
+                    "--mode",
+                    "open",
+                    "--rate",
+                    str(rate),
+                    "--duration",
+                    str(seconds),
+                    cpus=PEER_CPU if pin else None,
+                )
             cpu, wall = _cpu_seconds(proc.pid) - cpu, time.monotonic() - wall
             held_after = _connections(proc.pid)
             rss_after = _rss_mb(proc.pid)
@@ -348,6 +362,13 @@ def main() -> None:
         "the admission load client's reading of its answers (what a latency measured at a client "
         "that shares its core with 1,100 attackers would otherwise include)",
     )
+    parser.add_argument(
+        "--client",
+        choices=("go", "python"),
+        default="go",
+        help="the admission load client: go = Go's net/http like kube-apiserver's webhook client "
+        "(benchmarks/admission_client), python = benchmarks.agent_load on uvloop",
+    )
     args = parser.parse_args()
     Attack.idle_priority = args.attackers_idle
     Files.overrides = dict(item.split("=", 1) for item in args.agent_env)
@@ -361,7 +382,15 @@ def main() -> None:
             kcp = f"127.0.0.1:{receiver.port}"
             endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree, args.pin)
             held = held_scenario(
-                files, kcp, args.held, args.rate, args.duration, args.tree, args.loop_stalls, args.pin
+                files,
+                kcp,
+                args.held,
+                args.rate,
+                args.duration,
+                args.tree,
+                args.loop_stalls,
+                args.pin,
+                args.client,
             )
     print(report(endless, held, args))
     print("\n<details><summary>raw</summary>\n\n```json")

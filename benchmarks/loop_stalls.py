@@ -29,8 +29,10 @@ from typing import Any
 
 class _State:
     out = Path()
+    slow_callbacks: dict[str, list[float]] = {}  # callback name -> [count over 0.5 ms, their CPU s, max]
     iterations: list[float] = []  # one of each per process
     full_collections: list[float] = []
+    young_collections: list[float] = []  # generations 0 and 1
     gc_started = 0.0
     signals = 0
     written = False
@@ -44,6 +46,38 @@ class _TimedLoop(asyncio.SelectorEventLoop):
             _State.iterations.append(time.thread_time() - started)
 
 
+_SLOW_CALLBACK = 0.0005
+"""A callback using more CPU than this is named in ``slow_callbacks`` (what makes a turn long)."""
+
+
+def _callback_name(handle: asyncio.Handle) -> str:
+    callback: Any = handle._callback  # type: ignore[attr-defined]
+    owner = getattr(callback, "__self__", None)
+    name = getattr(callback, "__qualname__", repr(callback))
+    if isinstance(owner, asyncio.Task):
+        return f"task {owner.get_coro().__qualname__}"  # type: ignore[union-attr]
+    if owner is not None and not name.startswith(type(owner).__name__):
+        name = f"{type(owner).__name__}.{name}"
+    return name
+
+
+def _time_callbacks() -> None:
+    """Wrap ``Handle._run`` (benchmark only): each callback's CPU, and which ones are slow."""
+    run = asyncio.events.Handle._run
+
+    def timed(handle: asyncio.Handle) -> None:
+        started = time.thread_time()
+        run(handle)
+        spent = time.thread_time() - started
+        if spent > _SLOW_CALLBACK and not _State.written:
+            entry = _State.slow_callbacks.setdefault(_callback_name(handle), [0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += spent
+            entry[2] = max(entry[2], spent)
+
+    asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
+
+
 class _Policy(asyncio.DefaultEventLoopPolicy):
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
         return _TimedLoop()
@@ -52,8 +86,9 @@ class _Policy(asyncio.DefaultEventLoopPolicy):
 def _gc_callback(phase: str, info: dict[str, int]) -> None:
     if phase == "start":
         _State.gc_started = time.thread_time()
-    elif info["generation"] == 2 and not _State.written:
-        _State.full_collections.append(time.thread_time() - _State.gc_started)
+    elif not _State.written:
+        spent = time.thread_time() - _State.gc_started
+        (_State.full_collections if info["generation"] == 2 else _State.young_collections).append(spent)
 
 
 def statistics(iterations: list[float], full_collections: list[float]) -> dict[str, Any]:
@@ -88,7 +123,17 @@ def statistics(iterations: list[float], full_collections: list[float]) -> dict[s
 def _write() -> None:
     if not _State.written:
         _State.written = True
-        _State.out.write_text(json.dumps(statistics(_State.iterations, _State.full_collections)))
+        result = statistics(_State.iterations, _State.full_collections)
+        young = _State.young_collections
+        result["young_gc"] = len(young)
+        result["young_gc_over_0_5ms"] = sum(1 for spent in young if spent > _SLOW_CALLBACK)
+        result["young_gc_max_ms"] = max(young, default=0.0) * 1000
+        slow = sorted(_State.slow_callbacks.items(), key=lambda item: -item[1][1])
+        result["slow_callbacks"] = [
+            {"callback": name, "over_0_5ms": int(count), "cpu_ms": spent * 1000, "max_ms": longest * 1000}
+            for name, (count, spent, longest) in slow[:15]
+        ]
+        _State.out.write_text(json.dumps(result))
 
 
 def _signal(signum: int, frame: object) -> None:
@@ -96,6 +141,8 @@ def _signal(signum: int, frame: object) -> None:
     if _State.signals == 1:
         _State.iterations.clear()
         _State.full_collections.clear()
+        _State.young_collections.clear()
+        _State.slow_callbacks.clear()
     else:
         _write()
 
@@ -108,6 +155,7 @@ def main() -> None:
     signal.signal(signal.SIGUSR1, _signal)
     asyncio.set_event_loop_policy(_Policy())
     gc.callbacks.append(_gc_callback)
+    _time_callbacks()
     sys.argv = [module, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -3,9 +3,8 @@
 Why: DESIGN.md §7 asks for our listener in xfcc mode against the upstream Go listener, per core, in
 the same run. ``upstream_listener/main.go`` serves upstream's listener package (the Go module
 ``github.com/kyma-project/runtime-watcher/listener``, pinned in ``upstream_listener/go.mod``); this
-module builds it once into ``.cache/bin/upstream-watcher-listener`` (a stamp holds the hash of
-go.mod, go.sum and main.go, like ``tests/controlplane/binaries.py``; built under a temporary name
-and renamed, so parallel runs never see half a binary) and runs it on 127.0.0.1.
+module builds it once into ``.cache/bin/upstream-watcher-listener`` (``benchmarks/gobuild.py``)
+and runs it on 127.0.0.1.
 
 The checksum database does not know the only version the module proxy serves (a pseudo-version
 from 2023), so the build sets ``GONOSUMDB`` for that one module path: the hashes in our go.sum
@@ -15,7 +14,6 @@ from 2023), so the build sets ``GONOSUMDB`` for that one module path: the hashes
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import socket
 import subprocess
@@ -23,6 +21,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks import gobuild
 
 SOURCE = Path(__file__).resolve().parent / "upstream_listener"
 REPO = SOURCE.parents[1]
@@ -33,27 +33,9 @@ PATH_PREFIX = "/v1/lifecycle-manager/event"
 """The contract of the served version (``/v<contract>/<component>/event``; today's is v2)."""
 
 
-def source_hash() -> str:
-    digest = hashlib.sha256()
-    for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((SOURCE / name).read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def build(cache: Path = CACHE) -> Path:
     """The binary, built first if missing or stale (needs Go and the module proxy)."""
-    binary = cache / NAME
-    stamp = cache / f"{NAME}.stamp"
-    wanted = source_hash()
-    if binary.exists() and stamp.exists() and stamp.read_text().strip() == wanted:
-        return binary
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f".{NAME}.{os.getpid()}.tmp"
-    env = {**os.environ, "GONOSUMDB": MODULE, "CGO_ENABLED": "0"}
-    subprocess.run(["go", "build", "-trimpath", "-o", str(partial), "."], cwd=SOURCE, env=env, check=True)
-    partial.replace(binary)
-    stamp.write_text(wanted + "\n")
-    return binary
+    return gobuild.build(SOURCE, NAME, cache=cache, env={"GONOSUMDB": MODULE})
 
 
 @dataclass
