@@ -363,6 +363,12 @@ def main() -> None:
         "that shares its core with 1,100 attackers would otherwise include)",
     )
     parser.add_argument(
+        "--receiver-idle",
+        action="store_true",
+        help="run the KCP receiver at SCHED_IDLE too: with --pin and --attackers-idle the load client "
+        "(standing in for the API server) then has CPU 1 whenever it wants it, as on a machine of its own",
+    )
+    parser.add_argument(
         "--client",
         choices=("go", "python"),
         default="go",
@@ -377,7 +383,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agent-hostile-") as tmp:
         files = Files(Path(tmp))
         receiver = Receiver(files)
-        with process(receiver.argv(), cpus=PEER_CPU if args.pin else None):
+        with process(receiver.argv(), cpus=PEER_CPU if args.pin else None) as receiver_process:
+            if args.receiver_idle:  # its threads, started later, inherit the policy
+                os.sched_setscheduler(receiver_process.pid, os.SCHED_IDLE, os.sched_param(0))
             poll(receiver.ready, 30, "receiver")
             kcp = f"127.0.0.1:{receiver.port}"
             endless = endless_scenario(files, kcp, args.endless, args.endless_seconds, args.tree, args.pin)
