@@ -236,7 +236,7 @@ async def join_run(
     logs: Path | None = None,
 ) -> dict[str, float]:
     """r0, r1 reconcile the fleet; r2 joins: what it takes until its shards' Kymas are reconciled."""
-    extra = (*timings, *JOIN_FLAGS, *(("--shard-scoped-caches",) if scoped else ()))
+    extra = (*timings, *JOIN_FLAGS, f"--shard-scoped-caches={str(scoped).lower()}")
     with tempfile.TemporaryDirectory() as scratch:
         fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *extra)
         try:

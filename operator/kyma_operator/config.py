@@ -81,10 +81,11 @@ class OperatorConfig(BaseModel):
     still runs the Watcher controller and cluster-wide work. Off: the leader reconciles every Kyma."""
     shards: Annotated[int, Field(ge=1, le=1024)] = DEFAULT_SHARDS
     """Number of shards (with ``--sharding``; every replica must use the same number)."""
-    shard_scoped_caches: bool = False
+    shard_scoped_caches: bool = True
     """With ``--sharding``: cache only the Kymas and Manifests of the shards this replica holds (one
     informer per held shard on the shard label, plus one for objects not labelled yet), so memory
-    and resync work follow the replica's share; off: every replica caches the whole fleet."""
+    and resync work follow the replica's share; ``=false``: every replica caches the whole fleet.
+    Without ``--sharding`` it has no effect (the one replica caches everything)."""
     replica_id: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=200)
     """This replica's id in its membership and shard Leases (a lower-case DNS name, unique per
     replica); unset: ``POD_NAME``, else the host name."""
@@ -325,7 +326,7 @@ class OperatorConfig(BaseModel):
             raise ValueError(
                 f"handoff_key_rotation_interval must be 0 (off) or at least {MIN_ROTATION_INTERVAL:.0f} s"
             )
-        if self.shard_scoped_caches and not self.sharding:
+        if "shard_scoped_caches" in self.model_fields_set and self.shard_scoped_caches and not self.sharding:
             raise ValueError("shard_scoped_caches needs sharding (--sharding)")
         if self.kyma_healthy_interval < self.kyma_unhealthy_interval:
             raise ValueError("kyma_healthy_interval must not be smaller than kyma_unhealthy_interval")
