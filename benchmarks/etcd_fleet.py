@@ -226,11 +226,14 @@ _UID = "<uid>"
 
 def _normal(obj: Any) -> Any:
     """``obj`` with uids and timestamps blanked (they differ between any two real objects), and
-    without the shard label in a server-side apply's managed fields: whether the Kyma controller's
+    its managed-fields entries in one order (the order of the writes, which varies), and without
+    the shard label in a server-side apply's managed fields: whether the Kyma controller's
     apply co-owns its Manifest's shard label depends on whether the Kyma was labelled before the
     apply (both occur among the seeds of one run)."""
     data = json.loads(json.dumps(obj))
-    for entry in data.get("metadata", {}).get("managedFields", []):
+    managed = data.get("metadata", {}).get("managedFields", [])
+    managed.sort(key=lambda e: (e.get("manager", ""), e.get("operation", ""), e.get("subresource", "")))
+    for entry in managed:
         if entry.get("operation") == "Apply":
             labels = entry.get("fieldsV1", {}).get("f:metadata", {}).get("f:labels", {})
             labels.pop(f"f:{SHARD_LABEL}", None)

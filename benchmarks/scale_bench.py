@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -471,19 +472,24 @@ async def create_fleet_in_etcd(plane: ControlPlane, kcp: KubeClient, fleet: Flee
     finally:
         await etcd.close()
     count_start = time.monotonic()
-    kymas, ready_kymas, manifests, ready_manifests = await count_fleet(kcp, fleet.namespace)
+    expected = (fleet.kymas, fleet.kymas, fleet.kymas * fleet.modules, fleet.kymas * fleet.modules)
+    while True:  # the watch cache follows etcd's watch: a list right after the puts may be behind
+        counted = await count_fleet(kcp, fleet.namespace)
+        if counted == expected:
+            break
+        if time.monotonic() - count_start > 600:
+            raise RuntimeError(
+                f"the API server serves {counted} (Kymas, Ready, Manifests, Ready), not {expected}"
+            )
+        await asyncio.sleep(1.0)
+    kymas, ready_kymas, manifests, ready_manifests = counted
     print(
         f"etcd: {written} objects put in {put_took:.1f} s ({written / put_took:.0f} objects/s); "
-        f"through the API server (paginated lists, {time.monotonic() - count_start:.0f} s): "
-        f"{kymas} Kymas ({ready_kymas} Ready), "
+        f"the API server served all of them {time.monotonic() - put_start:.0f} s after the first put "
+        f"(paginated lists): {kymas} Kymas ({ready_kymas} Ready), "
         f"{manifests} Manifests ({ready_manifests} Ready)",
         flush=True,
     )
-    expected = (fleet.kymas, fleet.kymas, fleet.kymas * fleet.modules, fleet.kymas * fleet.modules)
-    if (kymas, ready_kymas, manifests, ready_manifests) != expected:
-        raise RuntimeError(
-            f"the API server serves {kymas, ready_kymas, manifests, ready_manifests}, not {expected}"
-        )
     fleet.manifests = manifests
     fleet.created_in = time.monotonic() - start
 
@@ -556,12 +562,45 @@ async def measure_run(
                 f"CPU {cpu} s until every Kyma was reconciled once",
                 flush=True,
             )
+        if args.memprobe:
+            await memprobe(watched)
         if trace is not None:
             await measure_resync(args, watched, trace, expected, start_up_done)
     finally:
         for w in watched:
             await w.process.stop()
         await etcd.close()
+
+
+MEMPROBE = Path(__file__).parent / "memprobe"
+
+
+def memprobe_env(env: dict[str, str] | None, frames: int, path: Path) -> dict[str, str]:
+    """``env`` plus ``benchmarks/memprobe`` first on the path: tracemalloc on, SIGUSR2 dumps to ``path``."""
+    found = dict(env or {})
+    default = f"{REPO_ROOT}:{REPO_ROOT / 'operator'}"
+    found["PYTHONPATH"] = f"{MEMPROBE}:{found.get('PYTHONPATH', default)}"
+    found["PYTHONTRACEMALLOC"] = str(frames)
+    found["KLM_MEMPROBE_FILE"] = str(path)
+    return found
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def memprobe(watched: list[Watched], limit: float = 120) -> None:
+    """SIGUSR2 to every replica; print each one's tracemalloc summary once written."""
+    path = Path(os.environ["KLM_MEMPROBE_FILE"])
+    for w in watched:
+        size = len(_text(path))
+        w.process.signal(signal.SIGUSR2)
+        deadline = time.monotonic() + limit
+        while len(text := _text(path)) <= size or not text.endswith("\n"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no tracemalloc summary from pid {w.process.pid}")
+            await asyncio.sleep(0.5)
+        print(text[size:], flush=True)
 
 
 async def measure_resync(
@@ -653,7 +692,12 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
                 # the other tree may lack --shard-scoped-caches: its sharded runs are plain
                 own = spec if code[1] is None else RunSpec(spec.replicas, spec.sharded, False)
                 runs.append((f"restart, {own.label()} (converged fleet), {code[0]}", own, code))
+        if args.memprobe:
+            probe = Path(tempfile.mkdtemp(prefix="scale-memprobe-")) / "summary.txt"
+            os.environ["KLM_MEMPROBE_FILE"] = str(probe)
         for run, spec, (_, env) in runs:
+            if args.memprobe:
+                env = memprobe_env(env, args.memprobe, Path(os.environ["KLM_MEMPROBE_FILE"]))
             base = None
             if args.base:
                 base = await measure_base(args, kcp_server.kubeconfig_path, empty.namespace, spec, env)
@@ -907,6 +951,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0.0,
         help="run the operators with --kyma-healthy-interval (and unhealthy) of this many seconds and "
         "measure the CPU of the periodic full resync that follows the start-up round (0: not measured)",
+    )
+    kymas.add_argument(
+        "--memprobe",
+        type=int,
+        default=0,
+        help="run the operators with tracemalloc (this many frames) and print each one's top allocation "
+        "sites after the settle (slows them: not for the RSS or CPU figures)",
     )
     kymas.add_argument("--timeout", type=float, default=1800.0)
     kymas.add_argument("--settle", type=float, default=30.0, help="seconds after the last first reconcile")
