@@ -525,6 +525,7 @@ async def measure_run(
     expected: int,
     base: dict[int, int] | None,
     etcd_url: str,
+    plane_pids: dict[str, int],
 ) -> None:
     """One restart of ``spec`` on the fleet: RSS, CPU to the first full round, and (with
     ``--resync-interval``) the CPU of the periodic full resync that follows."""
@@ -538,10 +539,18 @@ async def measure_run(
         trace = TraceReader(path)
     etcd = Etcd(etcd_url)
     revision = await etcd.revision()
+    plane_cpu = {name: _cpu_seconds(pid) for name, pid in plane_pids.items()}
     watched = await start_group(kubeconfig, namespace, spec, flags, env)
     try:
         took, outcomes = await until_reconciled(watched, expected, args.timeout)
         start_up_done = time.monotonic()
+        print(
+            "  control plane CPU s until then: "
+            + ", ".join(
+                f"{name} {_cpu_seconds(pid) - plane_cpu[name]:.1f}" for name, pid in plane_pids.items()
+            ),
+            flush=True,
+        )
         await settle(watched, args.settle)
         writes = await etcd.count(f"/kcp/{GROUP}/", min_mod_revision=revision + 1)
         print(
@@ -689,9 +698,7 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
             runs.append((f"first start, {specs[0].label()} (converges)", specs[0], codes[0]))
         for spec in specs:
             for code in codes:
-                # the other tree may lack --shard-scoped-caches: its sharded runs are plain
-                own = spec if code[1] is None else RunSpec(spec.replicas, spec.sharded, False)
-                runs.append((f"restart, {own.label()} (converged fleet), {code[0]}", own, code))
+                runs.append((f"restart, {spec.label()} (converged fleet), {code[0]}", spec, code))
         if args.memprobe:
             probe = Path(tempfile.mkdtemp(prefix="scale-memprobe-")) / "summary.txt"
             os.environ["KLM_MEMPROBE_FILE"] = str(probe)
@@ -711,6 +718,7 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
                 fleet.kymas,
                 base,
                 plane.etcd_url,
+                {"kube-apiserver": kcp_server.pid or 0, "etcd": plane.etcd_pid or 0},
             )
 
 
@@ -910,7 +918,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     kymas.add_argument(
         "--shard-scoped-caches",
         action="store_true",
-        help="sharded runs (replicas > 1) of this checkout with --shard-scoped-caches (not the other tree)",
+        help="sharded runs (replicas > 1, unless a --runs token says plain) with --shard-scoped-caches",
     )
     kymas.add_argument(
         "--deployment-timings",
