@@ -65,6 +65,7 @@ from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, 
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
+from kyma_operator.runtime.errors import ServerError
 from kyma_operator.runtime.informer import lean_object
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, SECRETS
@@ -473,8 +474,12 @@ async def create_fleet_in_etcd(plane: ControlPlane, kcp: KubeClient, fleet: Flee
         await etcd.close()
     count_start = time.monotonic()
     expected = (fleet.kymas, fleet.kymas, fleet.kymas * fleet.modules, fleet.kymas * fleet.modules)
+    counted: object = None
     while True:  # the watch cache follows etcd's watch: a list right after the puts may be behind
-        counted = await count_fleet(kcp, fleet.namespace)
+        try:
+            counted = await count_fleet(kcp, fleet.namespace)
+        except ServerError as exc:  # 504 "Too large resource version": the cache is catching up
+            counted = str(exc)
         if counted == expected:
             break
         if time.monotonic() - count_start > 600:
@@ -482,7 +487,7 @@ async def create_fleet_in_etcd(plane: ControlPlane, kcp: KubeClient, fleet: Flee
                 f"the API server serves {counted} (Kymas, Ready, Manifests, Ready), not {expected}"
             )
         await asyncio.sleep(1.0)
-    kymas, ready_kymas, manifests, ready_manifests = counted
+    kymas, ready_kymas, manifests, ready_manifests = expected
     print(
         f"etcd: {written} objects put in {put_took:.1f} s ({written / put_took:.0f} objects/s); "
         f"the API server served all of them {time.monotonic() - put_start:.0f} s after the first put "
