@@ -624,7 +624,6 @@ class ShardCoordinator:
         now_wall = micro_time(self._wall())
         started = self.clock.now()
         held = self._held.get(shard)
-        was_fenced = held is not None and not self.holds(shard) and held.draining_since is None
         try:
             if seen is None:
                 body: JSON = {
@@ -676,6 +675,12 @@ class ShardCoordinator:
             self.metrics.handoffs.labels("acquired").inc()
             log.info("%s: acquired shard %d", self.identity, shard)
         else:
+            # Fenced at any moment since the last renewal, also while this write was in flight
+            # (checked now, not before the write): requests of the shard dropped by the gate in
+            # that window are only reconciled again by the full re-enqueue below.
+            was_fenced = held.draining_since is None and (
+                self.clock.now() - held.renewed_at >= cfg.renew_deadline or not self.verdict.agree
+            )
             held.renewed_at = started
             held.resource_version = rv
             held.spec = spec

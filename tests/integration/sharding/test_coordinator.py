@@ -9,11 +9,12 @@ stop and then resume.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import LEASES
+from kyma_operator.runtime.resources import LEASES, Resource
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 
 SHARDS = 16
@@ -240,3 +241,60 @@ async def test_a_replica_joining_a_running_group_takes_its_shards_without_the_jo
     assert_disjoint_cover(group)
     assert sorted(len(c.held()) for c in group) == [5, 5, 6]
     assert joiner.held()
+
+
+class _SlowLeaseWrites:
+    """The real client, but the next shard Lease update after ``slow()`` takes ``delay`` seconds on
+    the fake clock (a renewal still in flight when the renew deadline passes)."""
+
+    def __init__(self, client: KubeClient, clock: FakeClock, delay: float) -> None:
+        self._client = client
+        self._clock = clock
+        self._delay = delay
+        self._armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    async def update(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._armed and str(body["metadata"]["name"]).startswith("klm-shard-"):
+            self._armed = False
+            self._clock.advance(self._delay)
+        return await self._client.update(res, body, *args, **kwargs)
+
+    def slow(self) -> None:
+        self._armed = True
+
+
+async def test_fenced_while_the_renewal_is_in_flight_re_enqueues_every_shard(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """Requests dropped by the gate while a renewal was on its way (the deadline passed during the
+    write) are not lost: the renewal counts as the end of a fenced gap and the shard is re-enqueued
+    in full (before, only a fence seen when the write started counted, so the shard whose write
+    was in flight was never re-enqueued: 14 Kymas of a 5,000-Kyma restart never reconciled)."""
+    clock = FakeClock()
+    client = _SlowLeaseWrites(kcp_client, clock, delay=DEADLINE)
+    a = ShardCoordinator(
+        client,  # type: ignore[arg-type]
+        ShardingConfig(
+            namespace=kcp_namespace,
+            replica_id="a",
+            address="https://a.internal:8083",
+            shards=SHARDS,
+            lease_duration=DURATION,
+            renew_deadline=DEADLINE,
+            retry_period=RETRY,
+        ),
+        clock=clock,
+    )
+    log = acquired_log(a)
+    await rounds([a], 2, clock)
+    assert a.held() == frozenset(range(SHARDS)) and sorted(log) == list(range(SHARDS))
+    log.clear()
+    client.slow()  # the first shard renewal of the next round takes a whole renew deadline
+    await a.tick()
+    assert sorted(log) == list(range(SHARDS))  # every shard re-enqueued, the one mid-write too
+    clock.advance(RETRY)
+    await a.tick()
+    assert a.held() == frozenset(range(SHARDS))
