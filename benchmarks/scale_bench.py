@@ -222,8 +222,11 @@ class Watched:
     _parsed: int = 0
 
     def poll(self) -> None:
-        self.cpu_samples.append((time.monotonic(), _cpu_seconds(self.process.pid)))
-        status = _status(self.process.pid)
+        try:
+            self.cpu_samples.append((time.monotonic(), _cpu_seconds(self.process.pid)))
+            status = _status(self.process.pid)
+        except OSError:  # exited: the caller sees the return code
+            return
         self.peak_rss = max(self.peak_rss, status.get("VmHWM", 0), status.get("VmRSS", 0))
         if self.ready_at is None and self.process.readyz() == 200:
             self.ready_at = time.monotonic() - self.started
@@ -278,7 +281,12 @@ async def until_reconciled(
                     outcomes[state] = outcomes.get(state, 0) + 1
             return time.monotonic() - start, outcomes
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(distinct)} of {expected} Kymas reconciled after {limit:.0f} s")
+            seen = {key.rsplit("/", 1)[-1] for key in distinct}
+            missing = [f"kyma-{i:05d}" for i in range(expected) if f"kyma-{i:05d}" not in seen]
+            raise TimeoutError(
+                f"{len(distinct)} of {expected} Kymas reconciled after {limit:.0f} s; "
+                f"reconciles per replica {[w.reconciles for w in watched]}; never reconciled: {missing[:10]}"
+            )
         await asyncio.sleep(0.25)
 
 
@@ -734,18 +742,24 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
             base = None
             if args.base:
                 base = await measure_base(args, kcp_server.kubeconfig_path, empty.namespace, spec, env)
-            await measure_run(
-                args,
-                kcp_server.kubeconfig_path,
-                fleet.namespace,
-                spec,
-                run,
-                env,
-                fleet.kymas,
-                base,
-                plane.etcd_url,
-                {"kube-apiserver": kcp_server.pid or 0, "etcd": plane.etcd_pid or 0},
-            )
+            try:
+                await measure_run(
+                    args,
+                    kcp_server.kubeconfig_path,
+                    fleet.namespace,
+                    spec,
+                    run,
+                    env,
+                    fleet.kymas,
+                    base,
+                    plane.etcd_url,
+                    {"kube-apiserver": kcp_server.pid or 0, "etcd": plane.etcd_pid or 0},
+                )
+            except (
+                RuntimeError,
+                TimeoutError,
+            ) as exc:  # an operator exited (e.g. lost its Lease): say so, go on
+                print(f"{run}: FAILED: {str(exc)[:300]}", flush=True)
 
 
 # -- scenario: per-runtime cost --------------------------------------------------------------------
@@ -926,7 +940,14 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {cores} cores, Python {platform.python_version()}"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: asyncio.run cancels the scenario, whose ``finally`` blocks stop the
+    operators and the control plane (a background job ignores SIGINT)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scale_bench", description=__doc__.split("\n")[0]
     )
