@@ -76,11 +76,15 @@ class RequestGate(Protocol):
     """Decides per request whether this process may reconcile it (sharding: does it hold the shard?).
 
     ``admit`` returns a ticket (the request is counted in flight until ``release(ticket)``) or
-    None: the request is dropped (forgotten, not retried; whoever may act on it has it queued)."""
+    None: the request is dropped (forgotten, not retried; whoever may act on it has it queued),
+    unless ``deferred`` says it is this process's but may not be acted on right now (sharding: the
+    shard is held but fenced while its renewal is late): then it is retried ``gate_retry`` later."""
 
     def admit(self, request: Request) -> int | None: ...
 
     def release(self, ticket: int) -> None: ...
+
+    def deferred(self, request: Request) -> bool: ...
 
 
 class TerminalError(Exception):
@@ -315,6 +319,14 @@ class Controller:
         request_gate = self._request_gate
         if request_gate is not None:
             ticket = request_gate.admit(request)
+            if ticket is None and request_gate.deferred(request):
+                # Ours, fenced for a moment (a late renewal): no reconcile now, and not lost either.
+                self.gated += 1
+                if self._metrics is not None:
+                    self._metrics.gated.inc()
+                self.queue.done(request)
+                self.queue.add_after(request, self.gate_retry)
+                return
             if ticket is None:
                 # Not this replica's shard: the holder has it queued (and re-enqueues everything
                 # of a shard when it acquires one), so forget it here.

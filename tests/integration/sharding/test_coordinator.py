@@ -95,10 +95,11 @@ async def test_fence_a_replica_that_missed_its_renewals_acts_on_nothing_until_it
     clock.advance(DEADLINE)  # no round for the renew deadline: paused
     assert a.held() == frozenset() and not a.holds(0) and not a.enter(0)
     assert a.holder(0) is None
+    assert a.fenced(0)  # its requests wait (RequestGate.deferred) instead of being dropped
     log.clear()
     await a.tick()  # nobody took over: the renewal succeeds and work resumes ...
-    assert a.held() == frozenset(range(SHARDS))
-    assert sorted(log) == list(range(SHARDS))  # ... with every shard re-enqueued in full
+    assert a.held() == frozenset(range(SHARDS)) and not a.fenced(0)
+    assert log == []  # ... with the waiting requests, no full re-enqueue of every shard
 
 
 async def test_dead_replica_shards_are_taken_over_after_the_lease_duration_and_it_loses_them_on_resume(
@@ -245,34 +246,40 @@ async def test_a_replica_joining_a_running_group_takes_its_shards_without_the_jo
 
 class _SlowLeaseWrites:
     """The real client, but the next shard Lease update after ``slow()`` takes ``delay`` seconds on
-    the fake clock (a renewal still in flight when the renew deadline passes)."""
+    the fake clock (a renewal still in flight when the renew deadline passes); ``seen_fenced``
+    records whether the coordinator called that shard fenced while the write was on its way."""
 
     def __init__(self, client: KubeClient, clock: FakeClock, delay: float) -> None:
         self._client = client
         self._clock = clock
         self._delay = delay
         self._armed = False
+        self.coordinator: ShardCoordinator | None = None
+        self.seen_fenced: dict[int, bool] = {}
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._client, name)
 
     async def update(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        if self._armed and str(body["metadata"]["name"]).startswith("klm-shard-"):
+        name = str(body["metadata"]["name"])
+        if self._armed and name.startswith("klm-shard-") and self.coordinator is not None:
             self._armed = False
             self._clock.advance(self._delay)
+            shard = int(name.rsplit("-", 1)[1])
+            self.seen_fenced[shard] = self.coordinator.fenced(shard)
         return await self._client.update(res, body, *args, **kwargs)
 
     def slow(self) -> None:
         self._armed = True
 
 
-async def test_fenced_while_the_renewal_is_in_flight_re_enqueues_every_shard(
+async def test_requests_wait_while_a_renewal_in_flight_passes_the_deadline(
     kcp_client: KubeClient, kcp_namespace: str
 ) -> None:
-    """Requests dropped by the gate while a renewal was on its way (the deadline passed during the
-    write) are not lost: the renewal counts as the end of a fenced gap and the shard is re-enqueued
-    in full (before, only a fence seen when the write started counted, so the shard whose write
-    was in flight was never re-enqueued: 14 Kymas of a 5,000-Kyma restart never reconciled)."""
+    """A renewal still on its way when the renew deadline passes: the shard is fenced meanwhile and
+    its requests wait (``fenced``: the gate defers them) rather than being dropped, and once the
+    renewal lands the shard is acted on again without a full re-enqueue (before: requests the gate
+    dropped in that window were lost, 14 Kymas of a 5,000-Kyma restart were never reconciled)."""
     clock = FakeClock()
     client = _SlowLeaseWrites(kcp_client, clock, delay=DEADLINE)
     a = ShardCoordinator(
@@ -288,13 +295,15 @@ async def test_fenced_while_the_renewal_is_in_flight_re_enqueues_every_shard(
         ),
         clock=clock,
     )
+    client.coordinator = a
     log = acquired_log(a)
     await rounds([a], 2, clock)
     assert a.held() == frozenset(range(SHARDS)) and sorted(log) == list(range(SHARDS))
     log.clear()
     client.slow()  # the first shard renewal of the next round takes a whole renew deadline
     await a.tick()
-    assert sorted(log) == list(range(SHARDS))  # every shard re-enqueued, the one mid-write too
+    assert list(client.seen_fenced.values()) == [True]  # fenced while its write was in flight
     clock.advance(RETRY)
     await a.tick()
-    assert a.held() == frozenset(range(SHARDS))
+    assert a.held() == frozenset(range(SHARDS)) and not any(a.fenced(s) for s in range(SHARDS))
+    assert log == []
