@@ -37,7 +37,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import Resource
-from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, sharded
+from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, WatchCacheLists, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
 
@@ -123,25 +123,21 @@ def scoped_informers(
     client: KubeClient, namespace: str, shards: int, *, clock: Clock | None = None
 ) -> tuple[ShardedInformer, ShardedInformer]:
     """The Kyma and Manifest informers with shard-scoped caches (``--shard-scoped-caches``): the
-    same names and indexes as the fleet-wide ones (``shared_informers``); every part lists
-    paginated (``KubeClient.list_all``, 500 per page). A consistent paginated list is served from
-    the API server's watch cache (Kubernetes >= 1.34: consistent reads and pagination from the
-    cache; measured: no etcd range for the pages), and each page is parsed and made lean before
-    the next arrives, so a shard of 15,625 Manifests (50,000 Kymas, 5 modules) is never held, or
-    parsed in one piece, in full form: with ``resourceVersion=0`` (the cache ignores ``limit``
-    then) one response of ~1,560 Manifests per shard at 5,000 Kymas already kept the event loop
-    busy long enough for three replicas to lose shard Leases (benchmarks/results/scale.md)."""
+    same names and indexes as the fleet-wide ones (``shared_informers``); each shard listed from the
+    API server's watch cache (``WatchCacheLists``), the unlabelled objects paginated."""
+    lists = WatchCacheLists(client)
     kymas = ShardedInformer(
-        client,
+        lists,
         KYMAS,
         namespace=namespace,
         shards=shards,
         shard_of=lambda obj: shard_of(kyma_shard_key(obj), shards),
         clock=clock,
         name="kymas",
+        unlabelled_client=client,
     )
     manifests = ShardedInformer(
-        client,
+        lists,
         MANIFESTS,
         namespace=namespace,
         shards=shards,
@@ -149,6 +145,7 @@ def scoped_informers(
         indexers={MANIFESTS_BY_KYMA_INDEX: index_by_label(names.KYMA_NAME_LABEL)},
         clock=clock,
         name="manifests",
+        unlabelled_client=client,
     )
     return kymas, manifests
 

@@ -24,7 +24,7 @@ import asyncio
 import builtins
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.informer import (
@@ -38,6 +38,7 @@ from kyma_operator.runtime.informer import (
     lean_object,
     object_key,
 )
+from kyma_operator.runtime.kube import KubeClient, ObjectList, WatchEvent
 from kyma_operator.runtime.metrics import RuntimeMetrics
 from kyma_operator.runtime.resources import Resource
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_label_value
@@ -57,6 +58,58 @@ _TOMBSTONES = 10_000
 _RELABELLED = 10_000
 
 ShardOf = Callable[[JSON], int]
+
+
+class WatchCacheLists:
+    """The ``ListWatcher`` of the shard informers: lists with ``resourceVersion=0``, served from
+    the API server's watch cache (as client-go's reflector lists), not from etcd.
+
+    Why: a label selector is not indexed in etcd, so a consistent list of one shard reads every
+    object of the kind in the namespace and filters it; 16 shards x 2 kinds x N replicas of those
+    at once (a restart) read the fleet dozens of times and starved the API server, whose slow
+    Lease renewals then cost the replicas their Leases. The watch cache filters in memory. The
+    list may be a little older than the latest write; the watch from its resourceVersion brings
+    everything after it, so nothing is missed. One request per list (a shard is small)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def list_all(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        transform: Transform | None = None,
+    ) -> ObjectList:
+        listed = await self.client.list(
+            res, namespace, label_selector=label_selector, field_selector=field_selector, resource_version="0"
+        )
+        items = listed.items if transform is None else [transform(item) for item in listed.items]
+        return ObjectList(items, listed.resource_version, None)
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        return self.client.watch(
+            res,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=allow_bookmarks,
+        )
 
 
 def shard_selector(shard: int) -> str:
@@ -114,6 +167,7 @@ class ShardedInformer(Informer):
         clock: Clock | None = None,
         transform: Transform | None = lean_object,
         name: str | None = None,
+        unlabelled_client: ListWatcher | None = None,
     ) -> None:
         super().__init__(
             client,
@@ -133,13 +187,16 @@ class ShardedInformer(Informer):
         self._relabelled: OrderedDict[ObjectKey, bool] = OrderedDict()
         self._parts: dict[int | None, Informer] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._unlabelled_client = unlabelled_client or client
+        """Lists the unlabelled objects: paginated from etcd (the whole fleet on the first start
+        with the flag) rather than from the watch cache in one response."""
         self.unlabelled = self._part(None, unlabelled_selector(shards))
         self.synced = self.unlabelled.synced
 
     def _part(self, shard: int | None, selector: str) -> Informer:
         suffix = "unlabelled" if shard is None else f"shard-{shard}"
         part = Informer(
-            self.client,
+            self._unlabelled_client if shard is None else self.client,
             self.resource,
             namespace=self.namespace,
             label_selector=selector,
