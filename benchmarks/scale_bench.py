@@ -43,8 +43,10 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 import urllib.request
@@ -53,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.etcd_fleet import GROUP, Cloner, Etcd, Seed
+from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
@@ -61,9 +65,11 @@ from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, 
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
+from kyma_operator.runtime.errors import ServerError
 from kyma_operator.runtime.informer import lean_object
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, SECRETS
+from kyma_operator.runtime.shardmap import SHARD_LABEL
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import APIServer, ControlPlane
 from tests.controlplane.crds import apply_crds
@@ -211,10 +217,16 @@ class Watched:
     reconciles: int = 0
     cpu_at_reconciled: float | None = None
     """CPU seconds from the start until every Kyma of the fleet was reconciled once (a full resync)."""
+    cpu_samples: list[tuple[float, float]] = field(default_factory=list)
+    """(monotonic time, CPU seconds so far) at every poll: CPU spent between two moments."""
     _parsed: int = 0
 
     def poll(self) -> None:
-        status = _status(self.process.pid)
+        try:
+            self.cpu_samples.append((time.monotonic(), _cpu_seconds(self.process.pid)))
+            status = _status(self.process.pid)
+        except OSError:  # exited: the caller sees the return code
+            return
         self.peak_rss = max(self.peak_rss, status.get("VmHWM", 0), status.get("VmRSS", 0))
         if self.ready_at is None and self.process.readyz() == 200:
             self.ready_at = time.monotonic() - self.started
@@ -269,7 +281,12 @@ async def until_reconciled(
                     outcomes[state] = outcomes.get(state, 0) + 1
             return time.monotonic() - start, outcomes
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(distinct)} of {expected} Kymas reconciled after {limit:.0f} s")
+            seen = {key.rsplit("/", 1)[-1] for key in distinct}
+            missing = [f"kyma-{i:05d}" for i in range(expected) if f"kyma-{i:05d}" not in seen]
+            raise TimeoutError(
+                f"{len(distinct)} of {expected} Kymas reconciled after {limit:.0f} s; "
+                f"reconciles per replica {[w.reconciles for w in watched]}; never reconciled: {missing[:10]}"
+            )
         await asyncio.sleep(0.25)
 
 
@@ -312,54 +329,437 @@ DEPLOYMENT_TIMINGS = (
 which three busy replicas on a loaded 2-core machine can miss a renewal and exit."""
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """One operator configuration to start: ``replicas`` processes, sharded (``--sharding``) or not,
+    with ``--shard-scoped-caches`` or not. Written ``1`` (one process, no sharding), ``N`` (N > 1:
+    sharded, scoped if ``--shard-scoped-caches``), ``Nscoped`` or ``Nplain``."""
+
+    replicas: int
+    sharded: bool
+    scoped: bool
+
+    @classmethod
+    def parse(cls, token: str, scoped_default: bool) -> RunSpec:
+        match = re.fullmatch(r"(\d+)(scoped|plain)?", token)
+        if not match or int(match.group(1)) < 1:
+            raise argparse.ArgumentTypeError(f"{token!r}: expected N, Nscoped or Nplain (N >= 1)")
+        replicas, kind = int(match.group(1)), match.group(2)
+        if kind is None:
+            return cls(replicas, replicas > 1, replicas > 1 and scoped_default)
+        return cls(replicas, True, kind == "scoped")
+
+    def label(self) -> str:
+        if not self.sharded:
+            return f"{self.replicas} replica"
+        return f"{self.replicas} x --sharding" + (" --shard-scoped-caches" if self.scoped else "")
+
+
+def _run_specs(args: argparse.Namespace) -> list[RunSpec]:
+    tokens = args.runs if args.runs else [str(n) for n in args.replicas]
+    return [RunSpec.parse(token, args.shard_scoped_caches) for token in tokens]
+
+
+async def start_group(
+    kubeconfig: Path,
+    namespace: str,
+    spec: RunSpec,
+    flags: Sequence[str],
+    env: dict[str, str] | None,
+) -> list[Watched]:
+    watched = []
+    for i in range(spec.replicas):
+        own = [*flags]
+        if spec.sharded:
+            own += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
+            own += ["--shard-scoped-caches"] if spec.scoped else []
+        else:  # a cold start, not a wait for the killed predecessor's Lease to expire
+            own += ["--leader-elect=false"]
+        process = await OperatorProcess.start(kubeconfig, namespace, *own, env_extra=env)
+        watched.append(Watched(process, time.monotonic()))
+    return watched
+
+
+async def _ready(watched: list[Watched], limit: float) -> None:
+    deadline = time.monotonic() + limit
+    while not all(w.ready_at is not None for w in watched):
+        for w in watched:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+            w.poll()
+        if time.monotonic() > deadline:
+            raise TimeoutError("operators not ready")
+        await asyncio.sleep(0.25)
+
+
+async def count_fleet(kcp: KubeClient, namespace: str) -> tuple[int, int, int, int]:
+    """(Kymas, Ready Kymas, Manifests, Ready Manifests) through the API server, paginated."""
+    found = []
+    for res in (KYMAS, MANIFESTS):
+        total = ready = 0
+        token: str | None = None
+        while True:
+            page = await kcp.list(res, namespace, limit=500, continue_token=token)
+            total += len(page.items)
+            ready += sum(1 for item in page.items if (item.get("status") or {}).get("state") == "Ready")
+            token = page.continue_token
+            if not token:
+                break
+        found += [total, ready]
+    return found[0], found[1], found[2], found[3]
+
+
+async def converge_seeds(kubeconfig: Path, kcp: KubeClient, fleet: Fleet, limit: float = 300) -> None:
+    """A real operator (``--sharding --shard-scoped-caches``, holding all 16 shards) converges the
+    seed Kymas: finalizer, status Ready, shard label on each Kyma and its Manifests. Returns once
+    that is so and nothing of the fleet was written for 3 s."""
+    spec = RunSpec(1, True, True)
+    (w,) = await start_group(kubeconfig, fleet.namespace, spec, KYMA_FLAGS, None)
+    try:
+        deadline = time.monotonic() + limit
+        quiet_since: float | None = None
+        last: list[tuple[str, str]] = []
+        while True:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"seed operator exited: {w.process.text()[-3000:]}")
+            kymas = (await kcp.list(KYMAS, fleet.namespace)).items
+            manifests = (await kcp.list(MANIFESTS, fleet.namespace)).items
+            converged = (
+                len(kymas) == fleet.kymas
+                and all(
+                    (k.get("status") or {}).get("state") == "Ready"
+                    and SHARD_LABEL in k["metadata"].get("labels", {})
+                    and names.KYMA_FINALIZER in k["metadata"].get("finalizers", [])
+                    for k in kymas
+                )
+                and len(manifests) == fleet.kymas * fleet.modules
+                and all(SHARD_LABEL in m["metadata"].get("labels", {}) for m in manifests)
+            )
+            versions = sorted(
+                (o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in kymas + manifests
+            )
+            if converged and versions == last:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= 3.0:
+                    return
+            else:
+                quiet_since = None
+            last = versions
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"seed Kymas not converged within {limit:.0f} s: {w.process.text()[-3000:]}"
+                )
+            await asyncio.sleep(0.5)
+    finally:
+        await w.process.stop()
+
+
+async def create_fleet_in_etcd(plane: ControlPlane, kcp: KubeClient, fleet: Fleet, seeds: int) -> None:
+    """``seeds`` Kymas through the API server, converged by the operator, then every other Kyma and
+    its Manifests cloned from the first seed straight into etcd (``benchmarks/etcd_fleet.py``)."""
+    start = time.monotonic()
+    seed_fleet = Fleet(fleet.namespace, seeds, fleet.modules)
+    await create_fleet(kcp, seed_fleet)
+    await converge_seeds(plane["kcp"].kubeconfig_path, kcp, seed_fleet)
+    seeded = time.monotonic()
+    etcd = Etcd(plane.etcd_url)
+    try:
+        prefix = "/kcp"
+        stored = await etcd.objects(f"{prefix}/{GROUP}/")
+        real = [Seed.read(stored, prefix, fleet.namespace, i) for i in range(seeds)]
+        cloner = Cloner(real[0], prefix, fleet.namespace)
+        for other in real[1:]:
+            cloner.verify(other)
+        print(
+            f"{seeds} seed Kymas created and converged through the API server in {seeded - start:.0f} s; "
+            f"clones of seeds 1..{seeds - 1} equal their real stored objects (but uids)",
+            flush=True,
+        )
+        put_start = time.monotonic()
+        written = await etcd.put_all(cloner.fleet(range(seeds, fleet.kymas)))
+        put_took = time.monotonic() - put_start
+    finally:
+        await etcd.close()
+    count_start = time.monotonic()
+    expected = (fleet.kymas, fleet.kymas, fleet.kymas * fleet.modules, fleet.kymas * fleet.modules)
+    counted: object = None
+    while True:  # the watch cache follows etcd's watch: a list right after the puts may be behind
+        try:
+            counted = await count_fleet(kcp, fleet.namespace)
+        except ServerError as exc:  # 504 "Too large resource version": the cache is catching up
+            counted = str(exc)
+        if counted == expected:
+            break
+        if time.monotonic() - count_start > 600:
+            raise RuntimeError(
+                f"the API server serves {counted} (Kymas, Ready, Manifests, Ready), not {expected}"
+            )
+        await asyncio.sleep(1.0)
+    kymas, ready_kymas, manifests, ready_manifests = expected
+    print(
+        f"etcd: {written} objects put in {put_took:.1f} s ({written / put_took:.0f} objects/s); "
+        f"the API server served all of them {time.monotonic() - put_start:.0f} s after the first put "
+        f"(paginated lists): {kymas} Kymas ({ready_kymas} Ready), "
+        f"{manifests} Manifests ({ready_manifests} Ready)",
+        flush=True,
+    )
+    fleet.manifests = manifests
+    fleet.created_in = time.monotonic() - start
+
+
+async def create_fleet_via_api(plane: ControlPlane, kcp: KubeClient, fleet: Fleet, concurrency: int) -> None:
+    """``create_fleet`` with the CPU seconds each party spent on it: where the time goes."""
+    pids = {"kube-apiserver": plane["kcp"].pid, "etcd": plane.etcd_pid}
+    before = {name: _cpu_seconds(pid) for name, pid in pids.items() if pid is not None}
+    own = os.times()
+    await create_fleet(kcp, fleet, concurrency)
+    spent = {name: _cpu_seconds(pid) - before[name] for name, pid in pids.items() if pid is not None}
+    mine = os.times()
+    spent["benchmark (client)"] = mine.user + mine.system - own.user - own.system
+    requests = fleet.kymas + 2 * fleet.manifests
+    print(
+        f"created {fleet.kymas} Kymas and {fleet.manifests} Manifests through the API server in "
+        f"{fleet.created_in:.0f} s ({requests / fleet.created_in:.0f} requests/s, {concurrency} at a time); "
+        "CPU s: "
+        + ", ".join(
+            f"{name} {cpu:.0f} ({1000 * cpu / requests:.2f} ms/request)" for name, cpu in spent.items()
+        ),
+        flush=True,
+    )
+
+
+async def measure_run(
+    args: argparse.Namespace,
+    kubeconfig: Path,
+    namespace: str,
+    spec: RunSpec,
+    label: str,
+    env: dict[str, str] | None,
+    expected: int,
+    base: dict[int, int] | None,
+    etcd_url: str,
+    plane_pids: dict[str, int],
+) -> None:
+    """One restart of ``spec`` on the fleet: RSS, CPU to the first full round, and (with
+    ``--resync-interval``) the CPU of the periodic full resync that follows."""
+    flags = [*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ())]
+    trace: TraceReader | None = None
+    if args.resync_interval:
+        interval = f"{args.resync_interval:g}"
+        flags += [f"--kyma-healthy-interval={interval}", f"--kyma-unhealthy-interval={interval}"]
+        path = Path(tempfile.mkdtemp(prefix="scale-trace-")) / "trace"
+        flags += [f"--reconcile-trace-file={path}"]
+        trace = TraceReader(path)
+    etcd = Etcd(etcd_url)
+    revision = await etcd.revision()
+    plane_cpu = {name: _cpu_seconds(pid) for name, pid in plane_pids.items()}
+    watched = await start_group(kubeconfig, namespace, spec, flags, env)
+    try:
+        took, outcomes = await until_reconciled(watched, expected, args.timeout)
+        start_up_done = time.monotonic()
+        print(
+            "  control plane CPU s until then: "
+            + ", ".join(
+                f"{name} {_cpu_seconds(pid) - plane_cpu[name]:.1f}" for name, pid in plane_pids.items()
+            ),
+            flush=True,
+        )
+        await settle(watched, args.settle)
+        writes = await etcd.count(f"/kcp/{GROUP}/", min_mod_revision=revision + 1)
+        print(
+            f"{label}: every Kyma reconciled once after {took:.1f} s; outcomes {outcomes}; Kymas/Manifests "
+            f"written by the operators since their start: {writes}"
+        )
+        for i, w in enumerate(watched):
+            rss = _status(w.process.pid)["VmRSS"]
+            ready = f"{w.ready_at:.1f} s" if w.ready_at is not None else "-"
+            cpu = f"{w.cpu_at_reconciled:.1f}" if w.cpu_at_reconciled is not None else "-"
+            over = ""
+            if base is not None:
+                over = f" (base {_mb(base[i])} MB: +{_mb(rss - base[i])} MB)"
+            print(
+                f"  replica {i}: ready after {ready}, peak RSS {_mb(w.peak_rss)} MB, settled RSS "
+                f"{_mb(rss)} MB{over} ({args.settle:.0f} s later), threads {thread_count(w.process.pid)}, "
+                f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas, "
+                f"CPU {cpu} s until every Kyma was reconciled once",
+                flush=True,
+            )
+        if args.memprobe:
+            await memprobe(watched)
+        if trace is not None:
+            await measure_resync(args, watched, trace, expected, start_up_done)
+    finally:
+        for w in watched:
+            await w.process.stop()
+        await etcd.close()
+        if args.logs is not None:
+            keep_logs(args.logs, label, watched)
+
+
+MEMPROBE = Path(__file__).parent / "memprobe"
+
+
+def memprobe_env(env: dict[str, str] | None, frames: int, path: Path) -> dict[str, str]:
+    """``env`` plus ``benchmarks/memprobe`` first on the path: tracemalloc on, SIGUSR2 dumps to ``path``."""
+    found = dict(env or {})
+    default = f"{REPO_ROOT}:{REPO_ROOT / 'operator'}"
+    found["PYTHONPATH"] = f"{MEMPROBE}:{found.get('PYTHONPATH', default)}"
+    found["PYTHONTRACEMALLOC"] = str(frames)
+    found["KLM_MEMPROBE_FILE"] = str(path)
+    return found
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def memprobe(watched: list[Watched], limit: float = 120) -> None:
+    """SIGUSR2 to every replica; print each one's tracemalloc summary once written."""
+    path = Path(os.environ["KLM_MEMPROBE_FILE"])
+    for w in watched:
+        size = len(_text(path))
+        w.process.signal(signal.SIGUSR2)
+        deadline = time.monotonic() + limit
+        while len(text := _text(path)) <= size or not text.endswith("\n"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no tracemalloc summary from pid {w.process.pid}")
+            await asyncio.sleep(0.5)
+        print(text[size:], flush=True)
+
+
+def keep_logs(directory: Path, label: str, watched: list[Watched]) -> None:
+    """Each operator's output of run ``label`` as ``<directory>/<label>-r<i>.log``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
+    for i, w in enumerate(watched):
+        (directory / f"{stem}-r{i}.log").write_text(w.process.text())
+
+
+async def measure_resync(
+    args: argparse.Namespace, watched: list[Watched], trace: TraceReader, expected: int, start_up_done: float
+) -> None:
+    since = min(w.started for w in watched) + args.resync_interval
+    if start_up_done > since:
+        print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
+        return
+    deadline = since + args.timeout
+    while True:
+        for w in watched:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+            w.poll()
+        trace.read()
+        window = resync_window(trace, expected, since, start_up_done)
+        if window is not None and time.monotonic() > window.closed + 0.5:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("the periodic resync did not reach every Kyma")
+        await asyncio.sleep(0.25)
+    for w in watched:
+        w.poll()
+    print(
+        f"  full resync (the --kyma-healthy-interval={args.resync_interval:g} requeue of every Kyma): window "
+        f"{window.closed - window.opened:.1f} s, reconciles per replica {window.reconciles}, Kyma reconciles "
+        f"between the start-up round and the resync: {window.before}",
+        flush=True,
+    )
+    for i, w in enumerate(watched):
+        cpu = cpu_between(w.cpu_samples, window.opened, window.closed)
+        idle = idle_rate(w.cpu_samples, start_up_done + args.settle, window.opened - 0.5)
+        print(
+            f"  replica {i}: resync CPU {cpu:.2f} s; idle before it {idle:.3f} CPU s/s "
+            f"(x window = {idle * (window.closed - window.opened):.2f} s)",
+            flush=True,
+        )
+
+
+async def measure_base(
+    args: argparse.Namespace, kubeconfig: Path, namespace: str, spec: RunSpec, env: dict[str, str] | None
+) -> dict[int, int]:
+    """Settled RSS of each replica of ``spec`` on an empty fleet (the catalog only), same flags."""
+    flags = [*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ())]
+    watched = await start_group(kubeconfig, namespace, spec, flags, env)
+    try:
+        await _ready(watched, args.timeout)
+        await settle(watched, args.settle)
+        found = {i: _status(w.process.pid)["VmRSS"] for i, w in enumerate(watched)}
+        print(
+            f"base ({spec.label()}, empty fleet): settled RSS "
+            + " / ".join(f"{_mb(rss)}" for rss in found.values())
+            + " MB",
+            flush=True,
+        )
+        return found
+    finally:
+        for w in watched:
+            await w.process.stop()
+
+
 async def kymas_scenario(args: argparse.Namespace) -> None:
+    if args.control_plane_gogc:  # inherited by etcd and kube-apiserver (not by the operators)
+        os.environ["GOGC"] = str(args.control_plane_gogc)
     with ControlPlane(["kcp"]) as plane:
         kcp_server = plane["kcp"]
         apply_crds(kcp_server.kubeconfig_path)
         fleet = Fleet("scale-kymas", args.kymas, args.modules)
-        async with KubeClient.from_kubeconfig_file(kcp_server.kubeconfig_path, max_concurrency=48) as kcp:
-            await create_fleet(kcp, fleet)
+        empty = Fleet("scale-empty", 0, args.modules)
+        async with KubeClient.from_kubeconfig_file(
+            kcp_server.kubeconfig_path, max_concurrency=args.create_concurrency
+        ) as kcp:
+            if args.fleet_via == "etcd":
+                await create_fleet_in_etcd(plane, kcp, fleet, args.seeds)
+            else:
+                await create_fleet_via_api(plane, kcp, fleet, args.create_concurrency)
+            if args.base:
+                await create_fleet(kcp, empty)
             print(
-                f"created {fleet.kymas} Kymas and {fleet.manifests} Manifests in {fleet.created_in:.0f} s "
-                f"({(fleet.kymas + 2 * fleet.manifests) / fleet.created_in:.0f} requests/s)",
+                "control plane RSS: "
+                + ", ".join(
+                    f"{name} {_mb(_status(pid)['VmRSS'])} MB"
+                    for name, pid in (("kube-apiserver", kcp_server.pid), ("etcd", plane.etcd_pid))
+                    if pid is not None
+                ),
                 flush=True,
             )
             raw, lean = await weigh_cached_manifests(kcp, fleet.namespace)
             print(f"one cached Manifest: {raw / 1000:.1f} KB as sent, {lean / 1000:.1f} KB lean", flush=True)
+        if args.create_only:
+            return
         codes = variants(args)
-        runs = [(f"first start, {args.replicas[0]} replica(s) (converges)", args.replicas[0], codes[0])]
-        runs += [
-            (f"restart, {n} replica(s) (converged fleet), {code[0]}", n, code)
-            for n in args.replicas
-            for code in codes
-        ]
-        for run, replicas, (_, env) in runs:
-            # --shard-scoped-caches: this checkout's sharded runs (the other tree may lack the flag)
-            scoped = ("--shard-scoped-caches",) if args.shard_scoped_caches and env is None else ()
-            flags = (*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ()))
-            watched = await start_operators(
-                kcp_server.kubeconfig_path, fleet.namespace, replicas, flags, env, scoped
-            )
-            if scoped and replicas > 1:
-                run += " --shard-scoped-caches"
+        specs = _run_specs(args)
+        runs: list[tuple[str, RunSpec, tuple[str, dict[str, str] | None]]] = []
+        if args.fleet_via == "api":  # the etcd fleet is converged already
+            runs.append((f"first start, {specs[0].label()} (converges)", specs[0], codes[0]))
+        for spec in specs:
+            for code in codes:
+                runs.append((f"restart, {spec.label()} (converged fleet), {code[0]}", spec, code))
+        if args.memprobe:
+            probe = Path(tempfile.mkdtemp(prefix="scale-memprobe-")) / "summary.txt"
+            os.environ["KLM_MEMPROBE_FILE"] = str(probe)
+        for run, spec, (_, env) in runs:
+            if args.memprobe:
+                env = memprobe_env(env, args.memprobe, Path(os.environ["KLM_MEMPROBE_FILE"]))
+            base = None
+            if args.base:
+                base = await measure_base(args, kcp_server.kubeconfig_path, empty.namespace, spec, env)
             try:
-                took, outcomes = await until_reconciled(watched, fleet.kymas, args.timeout)
-                await settle(watched, args.settle)
-                print(f"{run}: every Kyma reconciled once after {took:.1f} s; outcomes {outcomes}")
-                for i, w in enumerate(watched):
-                    rss = _status(w.process.pid)["VmRSS"]
-                    ready = f"{w.ready_at:.1f} s" if w.ready_at is not None else "-"
-                    cpu = f"{w.cpu_at_reconciled:.1f}" if w.cpu_at_reconciled is not None else "-"
-                    print(
-                        f"  replica {i}: ready after {ready}, peak RSS {_mb(w.peak_rss)} MB, settled RSS "
-                        f"{_mb(rss)} MB ({args.settle:.0f} s later), threads {thread_count(w.process.pid)}, "
-                        f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas, "
-                        f"CPU {cpu} s until every Kyma was reconciled once",
-                        flush=True,
-                    )
-            finally:
-                for w in watched:
-                    await w.process.stop()
+                await measure_run(
+                    args,
+                    kcp_server.kubeconfig_path,
+                    fleet.namespace,
+                    spec,
+                    run,
+                    env,
+                    fleet.kymas,
+                    base,
+                    plane.etcd_url,
+                    {"kube-apiserver": kcp_server.pid or 0, "etcd": plane.etcd_pid or 0},
+                )
+            except (
+                RuntimeError,
+                TimeoutError,
+            ) as exc:  # an operator exited (e.g. lost its Lease): say so, go on
+                print(f"{run}: FAILED: {str(exc)[:300]}", flush=True)
 
 
 # -- scenario: per-runtime cost --------------------------------------------------------------------
@@ -540,7 +940,14 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {cores} cores, Python {platform.python_version()}"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: asyncio.run cancels the scenario, whose ``finally`` blocks stop the
+    operators and the control plane (a background job ignores SIGINT)."""
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.scale_bench", description=__doc__.split("\n")[0]
     )
@@ -558,13 +965,63 @@ def main(argv: Sequence[str] | None = None) -> None:
     kymas.add_argument(
         "--shard-scoped-caches",
         action="store_true",
-        help="sharded runs (replicas > 1) of this checkout with --shard-scoped-caches (not the other tree)",
+        help="sharded runs (replicas > 1, unless a --runs token says plain) with --shard-scoped-caches",
     )
     kymas.add_argument(
         "--deployment-timings",
         action="store_true",
         help="the Deployment's Lease timings (10/7/1.5 s) instead of the tests' (4/3/0.5 s)",
     )
+    kymas.add_argument(
+        "--runs",
+        nargs="+",
+        help="instead of --replicas: one restart per token, N (1: no sharding; N > 1: sharded, scoped "
+        "with --shard-scoped-caches), Nscoped (--sharding --shard-scoped-caches, also for N = 1) or "
+        "Nplain (--sharding)",
+    )
+    kymas.add_argument(
+        "--fleet-via",
+        choices=("api", "etcd"),
+        default="api",
+        help="api: every object through the API server (and a first start converges it); etcd: --seeds Kymas "
+        "through the API server, converged by the operator, the rest cloned from them into etcd",
+    )
+    kymas.add_argument(
+        "--seeds", type=int, default=4, help="with --fleet-via etcd: Kymas created and converged for real"
+    )
+    kymas.add_argument(
+        "--create-concurrency", type=int, default=48, help="API requests in flight while creating"
+    )
+    kymas.add_argument(
+        "--create-only", action="store_true", help="create (and count) the fleet, start no operator"
+    )
+    kymas.add_argument(
+        "--base",
+        action="store_true",
+        help="before each run, the same replicas on an empty fleet (catalog only): the fixed base RSS",
+    )
+    kymas.add_argument(
+        "--resync-interval",
+        type=float,
+        default=0.0,
+        help="run the operators with --kyma-healthy-interval (and unhealthy) of this many seconds and "
+        "measure the CPU of the periodic full resync that follows the start-up round (0: not measured)",
+    )
+    kymas.add_argument(
+        "--memprobe",
+        type=int,
+        default=0,
+        help="run the operators with tracemalloc (this many frames) and print each one's top allocation "
+        "sites after the settle (slows them: not for the RSS or CPU figures)",
+    )
+    kymas.add_argument(
+        "--control-plane-gogc",
+        type=int,
+        default=0,
+        help="GOGC of etcd and kube-apiserver (0: Go's default 100); lower keeps the API server's heap "
+        "closer to its watch cache at 50,000 Kymas, at some CPU",
+    )
+    kymas.add_argument("--logs", type=Path, help="keep each operator's output in this directory")
     kymas.add_argument("--timeout", type=float, default=1800.0)
     kymas.add_argument("--settle", type=float, default=30.0, help="seconds after the last first reconcile")
     runtimes = sub.add_parser("runtimes", help="operator cost per real runtime API server")
@@ -580,6 +1037,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print(f"machine: {machine()}; repo {REPO_ROOT}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     if args.scenario == "kymas":
+        if args.fleet_via == "etcd" and args.seeds < 2:
+            sys.exit("--fleet-via etcd needs at least 2 --seeds (one cloned, one to check the clone against)")
         if max(args.replicas) > 1 and "--sharding" not in _operator_help():
             sys.exit("--replicas > 1 needs the operator's --sharding flags (not on this branch yet)")
         asyncio.run(kymas_scenario(args))

@@ -168,6 +168,9 @@ class ShardGate:
     def release(self, ticket: int) -> None:
         self.coordinator.leave(ticket)
 
+    def deferred(self, request: Request) -> bool:
+        return self.coordinator.fenced(self.shard_for(request))
+
 
 def enqueue_shard(
     controller: Controller, informer: Informer, shard_for: ShardFunc, reason: str

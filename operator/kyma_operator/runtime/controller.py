@@ -76,11 +76,15 @@ class RequestGate(Protocol):
     """Decides per request whether this process may reconcile it (sharding: does it hold the shard?).
 
     ``admit`` returns a ticket (the request is counted in flight until ``release(ticket)``) or
-    None: the request is dropped (forgotten, not retried; whoever may act on it has it queued)."""
+    None: the request is dropped (forgotten, not retried; whoever may act on it has it queued),
+    unless ``deferred`` says it is this process's but may not be acted on right now (sharding: the
+    shard is held but fenced while its renewal is late): then it is retried ``gate_retry`` later."""
 
     def admit(self, request: Request) -> int | None: ...
 
     def release(self, ticket: int) -> None: ...
+
+    def deferred(self, request: Request) -> bool: ...
 
 
 class TerminalError(Exception):
@@ -284,6 +288,12 @@ class Controller:
                 self.queue.done(request)
                 return
             await self._process(request)
+            # Give the loop a turn between reconciles: ``queue.get`` returns at once while keys are
+            # queued, and a reconcile answered from caches alone (a converged single-cluster Kyma:
+            # nothing to write) never suspends, so a worker would otherwise run a whole backlog
+            # (a shard's 1,700 Kymas after an acquire, a full resync) without letting Lease
+            # renewals, probes or the listener run: 3 replicas at 5,000 Kymas lost their Leases.
+            await asyncio.sleep(0)
 
     async def process_next(self) -> bool:
         """Take one request and reconcile it (for tests driving a controller step by step)."""
@@ -309,6 +319,14 @@ class Controller:
         request_gate = self._request_gate
         if request_gate is not None:
             ticket = request_gate.admit(request)
+            if ticket is None and request_gate.deferred(request):
+                # Ours, fenced for a moment (a late renewal): no reconcile now, and not lost either.
+                self.gated += 1
+                if self._metrics is not None:
+                    self._metrics.gated.inc()
+                self.queue.done(request)
+                self.queue.add_after(request, self.gate_retry)
+                return
             if ticket is None:
                 # Not this replica's shard: the holder has it queued (and re-enqueues everything
                 # of a shard when it acquires one), so forget it here.

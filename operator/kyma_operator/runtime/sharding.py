@@ -216,7 +216,8 @@ class _Held:
     """Wall-clock seconds when this replica took the shard (after the write; ``held_since``)."""
     draining_since: float | None = None
     active: bool = False
-    """``on_acquired`` ran for the current unfenced period."""
+    """Its caches synced and ``on_acquired`` ran since this replica took it (a fenced gap keeps it:
+    requests wait meanwhile, see ``fenced``)."""
 
 
 class ShardCoordinator:
@@ -342,6 +343,19 @@ class ShardCoordinator:
     def not_ready_reason(self) -> str:
         """Why this replica is not ready beyond holding no shard (``/readyz``); empty if nothing."""
         return "" if self.verdict.agree else self.verdict.reason
+
+    def fenced(self, shard: int) -> bool:
+        """Held and acted on, but fenced right now (its renewal is late): requests of the shard
+        wait (``RequestGate.deferred``) instead of being dropped; they run once it is renewed, or
+        are dropped once it is lost or released."""
+        held = self._held.get(shard)
+        return (
+            held is not None
+            and held.active
+            and held.draining_since is None
+            and self.verdict.agree
+            and not self.holds(shard)
+        )
 
     def enter(self, shard: int) -> bool:
         """Admit one reconcile of ``shard`` (counted in flight) if this replica holds it."""
@@ -624,7 +638,6 @@ class ShardCoordinator:
         now_wall = micro_time(self._wall())
         started = self.clock.now()
         held = self._held.get(shard)
-        was_fenced = held is not None and not self.holds(shard) and held.draining_since is None
         try:
             if seen is None:
                 body: JSON = {
@@ -676,12 +689,14 @@ class ShardCoordinator:
             self.metrics.handoffs.labels("acquired").inc()
             log.info("%s: acquired shard %d", self.identity, shard)
         else:
+            # Fenced at some moment since the last renewal (also while this write was in flight):
+            # the shard's requests were deferred meanwhile (``fenced``), not dropped, so they run
+            # now; no full re-enqueue of the shard (under load that doubled the reconciles).
+            if held.draining_since is None and self.clock.now() - held.renewed_at >= cfg.renew_deadline:
+                log.info("%s: shard %d renewed again after a fenced gap", self.identity, shard)
             held.renewed_at = started
             held.resource_version = rv
             held.spec = spec
-            if was_fenced and held.active:
-                log.info("%s: shard %d renewed again after a fenced gap", self.identity, shard)
-                held.active = False
         if not held.active and held.draining_since is None:
             if not await self._shard_caches_synced(shard, held):
                 return

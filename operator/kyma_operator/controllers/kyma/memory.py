@@ -10,8 +10,9 @@ memory only saves work and carries the settle schedule:
 * ``remote_spec`` / ``remote``: the runtime Kyma as last read (is a runtime event's change visible
   yet? see ``settle``).
 * ``settle``: the pending re-read after a runtime event (``common.settle``).
-* ``last_status`` / ``remote_written``: the KCP status as last written or found, and the digest of
-  what was last copied into the runtime Kyma (to skip unchanged copies).
+* ``last_status`` / ``remote_written``: the KCP status as last written or found (compact JSON, only
+  for a Kyma with a runtime Kyma), and the digest of what was last copied into the runtime Kyma (to
+  skip unchanged copies).
 
 A Kyma that is gone, deleted or whose shard moved to another replica is forgotten as a whole
 (``KymaMemories.forget``), its observed agent health and metric series with it.
@@ -52,8 +53,9 @@ class KymaMemory:
     remote: RemoteKyma | None = None
     remote_written: str | None = None
     """Digest of the status last copied into the runtime Kyma."""
-    last_status: JSON | None = None
-    """The KCP status as last written or found unchanged (copied into the runtime Kyma)."""
+    last_status: bytes | None = None
+    """The KCP status as last written or found unchanged, compact JSON (copied into the runtime
+    Kyma; only kept while ``remote`` is known)."""
     settle: Settle = field(default_factory=Settle)
 
     def reusable_round(self, triggers: frozenset[KymaTrigger], look: int | None) -> RuntimeRound | None:

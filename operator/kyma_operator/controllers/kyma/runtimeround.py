@@ -42,6 +42,7 @@ from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class RuntimeRound:
         if remote is None:
             return
         obj = self.kymas.get(kyma.namespace, kyma.name)
-        latest = memory.last_status
+        latest: JSON | None = json.loads(memory.last_status) if memory.last_status is not None else None
         if latest is None and obj is not None:
             latest = (obj.get("status") or {}) if isinstance(obj.get("status"), dict) else {}
         if not latest:

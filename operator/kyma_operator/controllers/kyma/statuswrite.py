@@ -1,8 +1,8 @@
 """The Kyma's own writes in KCP: its status (only when it changes) and its finalizer and label.
 
 Shared by the reconcile's one status tail and the deletion flow; the status as written (or found
-unchanged) is remembered per Kyma, to be copied into the runtime Kyma. Every condition written
-carries the Kyma's ``metadata.generation`` as ``observedGeneration`` (as upstream's
+unchanged) is remembered per Kyma with a runtime Kyma (as compact JSON), to be copied into it.
+Every condition written carries the Kyma's ``metadata.generation`` as ``observedGeneration`` (as upstream's
 ``UpdateCondition``), so a client that changed the spec can tell the status written for its change
 from an older one (``kyma install``/``--wait``, issue 24 item 8).
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 
 from kyma_operator.api import names
-from kyma_operator.api.kyma import Kyma
+from kyma_operator.api.kyma import Kyma, KymaStatus
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma import status as st
-from kyma_operator.controllers.kyma.memory import KymaMemories
+from kyma_operator.controllers.kyma.memory import KymaMemories, KymaMemory
 from kyma_operator.controllers.kyma.report import Collector
 from kyma_operator.runtime.errors import Conflict
 from kyma_operator.runtime.kube import KubeClient
@@ -64,7 +65,7 @@ class KymaWriter:
         desired = st.next_status(kyma.status, outcome, now)
         report.modules = tuple((m.name, m.state.value) for m in (outcome.modules or ()))
         if desired is None:
-            memory.last_status = st.status_patch(kyma.status)
+            remember(memory, kyma.status)
             return False
         patch = {"metadata": {"resourceVersion": rv}, "status": st.status_patch(desired)}
         try:
@@ -73,16 +74,27 @@ class KymaWriter:
             fresh = Kyma.from_object(await self.client.get(KYMAS, kyma.name, kyma.namespace))
             desired = st.next_status(fresh.status, outcome, now)
             if desired is None:
-                memory.last_status = st.status_patch(fresh.status)
+                remember(memory, fresh.status)
                 return False
             patch = {
                 "metadata": {"resourceVersion": fresh.metadata.resource_version},
                 "status": st.status_patch(desired),
             }
             await self.client.patch_status(KYMAS, kyma.name, patch, kyma.namespace)
-        memory.last_status = st.status_patch(desired)
+        remember(memory, desired)
         self.status_writes += 1
         return True
+
+
+def remember(memory: KymaMemory, status: KymaStatus) -> None:
+    """Keep ``status`` for the copy into the runtime Kyma, as compact JSON: the parsed form of a
+    Kyma status with 5 modules is ~13 KB per Kyma (68 MB at 5,000 Kymas, beside the cache's own
+    copy), its JSON ~3 KB. A Kyma without a runtime Kyma (single-cluster, or its runtime not read
+    yet) keeps nothing: there is nothing to copy it into."""
+    if memory.remote is None:
+        memory.last_status = None
+        return
+    memory.last_status = json.dumps(st.status_patch(status), separators=(",", ":"), default=str).encode()
 
 
 def observed(outcome: st.Outcome, generation: int | None) -> st.Outcome:

@@ -138,6 +138,9 @@ async def test_sharded_controllers_run_without_leading_and_readiness_follows_the
         def release(self, ticket: int) -> None:
             self.released.append(ticket)
 
+        def deferred(self, request: Request) -> bool:
+            return False
+
     holding = False
     gate = Gate()
     manager = Manager(

@@ -89,6 +89,9 @@ class EvenGate:
     def release(self, ticket: int) -> None:
         self.in_flight -= 1
 
+    def deferred(self, request: Request) -> bool:
+        return False
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
@@ -11,7 +12,9 @@ from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api.kyma import KymaStatus
 from kyma_operator.api.meta import Condition, ConditionStatus, LastOperation, State
 from kyma_operator.controllers.kyma import status as st
-from kyma_operator.controllers.kyma.statuswrite import observed
+from kyma_operator.controllers.kyma.memory import KymaMemory
+from kyma_operator.controllers.kyma.skrsync import RemoteKyma
+from kyma_operator.controllers.kyma.statuswrite import observed, remember
 
 T0 = datetime.datetime(2026, 11, 21, 10, 0, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(minutes=5)
@@ -130,3 +133,21 @@ def test_every_written_condition_observes_the_kymas_generation() -> None:
     current.last_operation = LastOperation(operation="kyma is ready", last_update_time=now)
     assert st.next_status(current, stamped, now) is None  # at rest: nothing to write
     assert st.next_status(current, observed(outcome, 8), now) is not None  # a new generation: written
+
+
+def test_status_remembered_for_the_runtime_copy_only_with_a_runtime_kyma() -> None:
+    status = KymaStatus(
+        state=State.READY, last_operation=LastOperation(operation="kyma is ready", last_update_time=T0)
+    )
+    single_cluster = KymaMemory()
+    remember(single_cluster, status)
+    assert single_cluster.last_status is None  # nothing to copy it into
+    with_runtime = KymaMemory(
+        remote=RemoteKyma({}, created=False, metadata_applied=False, namespace_applied=False)
+    )
+    remember(with_runtime, status)
+    assert with_runtime.last_status is not None
+    assert json.loads(with_runtime.last_status) == st.status_patch(status)
+    with_runtime.remote = None  # a Kyma that lost its runtime Kyma drops what it kept
+    remember(with_runtime, status)
+    assert with_runtime.last_status is None

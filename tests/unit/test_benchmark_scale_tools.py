@@ -1,0 +1,128 @@
+"""The scale benchmark's own tools: the resync window read from a reconcile trace, the CPU spent in
+it, and the clone of a stored Kyma (``benchmarks/resync_window.py``, ``benchmarks/etcd_fleet.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.etcd_fleet import Cloner, Seed, kyma_key, manifest_key
+from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
+from kyma_operator.api import names
+from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
+
+
+def _line(event: str, subject: str, replica: str, seconds: float) -> str:
+    return f"{event} kyma {subject} {replica} {int(seconds * 1e9)}\n"
+
+
+def test_resync_window_is_the_reconciles_after_the_interval(tmp_path: Path) -> None:
+    trace = TraceReader(tmp_path / "trace")
+    with (tmp_path / "trace").open("w") as out:
+        for i, kyma in enumerate(("ns/a", "ns/b")):  # start-up round
+            out.write(_line("start", kyma, "r0", 1 + i))
+            out.write(_line("end", kyma, "r0", 1.5 + i))
+        out.write("acquired shard 3 r0 5\n")  # not a Kyma line
+        out.write(_line("start", "ns/a", "r0", 100))
+        out.write(_line("end", "ns/a", "r0", 100.5))
+    trace.read()
+    assert resync_window(trace, 2, since=90, start_up_done=3) is None  # b not resynced yet
+    with (tmp_path / "trace").open("a") as out:
+        out.write(_line("start", "ns/b", "r1", 101))
+        out.write(_line("end", "ns/b", "r1", 102))
+    trace.read()
+    window = resync_window(trace, 2, since=90, start_up_done=3)
+    assert window is not None
+    assert (window.opened, window.closed, window.reconciles, window.before) == (
+        100,
+        102,
+        {"r0": 1, "r1": 1},
+        0,
+    )
+
+
+def test_cpu_between_takes_the_samples_around_the_window() -> None:
+    samples = [(0.0, 1.0), (10.0, 1.5), (11.0, 3.0), (12.0, 4.0), (13.0, 4.1)]
+    assert cpu_between(samples, 10.5, 11.5) == pytest.approx(2.5)  # 10.0 -> 12.0
+    assert idle_rate(samples, 0.0, 10.0) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="no CPU sample"):
+        cpu_between(samples, 10.5, 20.0)
+
+
+def _stored(index: int, shard: int, apply_owns_shard: bool) -> tuple[dict[str, bytes], str]:
+    name, runtime, uid = f"kyma-{index:05d}", f"rt-{index:05d}", f"kyma-uid-{index}"
+    kyma = {
+        "kind": "Kyma",
+        "metadata": {
+            "name": name,
+            "uid": uid,
+            "finalizers": [names.KYMA_FINALIZER],
+            "labels": {SHARD_LABEL: str(shard), names.RUNTIME_ID_LABEL: runtime},
+        },
+        "status": {"state": "Ready", "modules": [{"manifest": f"{name}-module-alpha-1"}]},
+    }
+    labels: dict[str, object] = {f"f:{SHARD_LABEL}": {}} if apply_owns_shard else {}
+    manifest = {
+        "kind": "Manifest",
+        "metadata": {
+            "name": f"{name}-module-alpha-1",
+            "uid": f"manifest-uid-{index}",
+            "labels": {SHARD_LABEL: str(shard), names.KYMA_NAME_LABEL: name},
+            "ownerReferences": [{"name": name, "uid": uid}],
+            "managedFields": [
+                {
+                    "operation": "Apply",
+                    "fieldsV1": {
+                        "f:metadata": {"f:labels": labels, "f:ownerReferences": {f'k:{{"uid":"{uid}"}}': {}}}
+                    },
+                }
+            ],
+        },
+    }
+    stored = {
+        kyma_key("/kcp", "ns", name): json.dumps(kyma).encode(),
+        manifest_key("/kcp", "ns", manifest["metadata"]["name"]): json.dumps(manifest).encode(),  # type: ignore[index]
+    }
+    return stored, name
+
+
+def test_a_clone_is_its_seed_with_name_runtime_uids_and_shard_replaced() -> None:
+    zero, _ = _stored(0, shard_of("rt-00000", 16), apply_owns_shard=False)
+    one, _ = _stored(1, shard_of("rt-00001", 16), apply_owns_shard=True)
+    stored = {**zero, **one}
+    cloner = Cloner(Seed.read(stored, "/kcp", "ns", 0), "/kcp", "ns")
+    cloner.verify(Seed.read(stored, "/kcp", "ns", 1))  # differs only in uids and who owns the shard label
+    (kyma_at, kyma), (manifest_at, manifest) = [(k, json.loads(v)) for k, v in cloner.clone(42)]
+    assert kyma_at == kyma_key("/kcp", "ns", "kyma-00042")
+    assert manifest_at == manifest_key("/kcp", "ns", "kyma-00042-module-alpha-1")
+    assert kyma["metadata"]["labels"] == {
+        SHARD_LABEL: str(shard_of("rt-00042", 16)),
+        names.RUNTIME_ID_LABEL: "rt-00042",
+    }
+    assert kyma["status"]["modules"] == [{"manifest": "kyma-00042-module-alpha-1"}]
+    assert kyma["metadata"]["uid"] not in ("kyma-uid-0", "kyma-uid-1")
+    assert manifest["metadata"]["ownerReferences"] == [{"name": "kyma-00042", "uid": kyma["metadata"]["uid"]}]
+    owned = manifest["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:ownerReferences"]
+    assert owned == {f'k:{{"uid":"{kyma["metadata"]["uid"]}"}}': {}}
+
+
+def test_a_clone_that_differs_from_its_real_seed_is_refused() -> None:
+    zero, _ = _stored(0, shard_of("rt-00000", 16), apply_owns_shard=False)
+    one, name = _stored(1, shard_of("rt-00001", 16), apply_owns_shard=False)
+    kyma = json.loads(one[kyma_key("/kcp", "ns", name)])
+    kyma["status"]["state"] = "Warning"
+    one[kyma_key("/kcp", "ns", name)] = json.dumps(kyma).encode()
+    cloner = Cloner(Seed.read({**zero, **one}, "/kcp", "ns", 0), "/kcp", "ns")
+    with pytest.raises(ValueError, match=r"status\.state"):
+        cloner.verify(Seed.read({**zero, **one}, "/kcp", "ns", 1))
+
+
+def test_an_unconverged_seed_is_refused() -> None:
+    stored, name = _stored(0, 3, apply_owns_shard=False)
+    kyma = json.loads(stored[kyma_key("/kcp", "ns", name)])
+    del kyma["metadata"]["finalizers"]
+    stored[kyma_key("/kcp", "ns", name)] = json.dumps(kyma).encode()
+    with pytest.raises(ValueError, match="not converged"):
+        Cloner(Seed.read(stored, "/kcp", "ns", 0), "/kcp", "ns")
