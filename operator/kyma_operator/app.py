@@ -530,6 +530,7 @@ async def build_operator(
         for informer in listener.informers:
             manager.add_informer(informer)
         manager.add_runnable(listener, leader_only=sharding is None)
+        manager.add_ready_check("listener_serving", listener.serving)
         if sharding is not None and config.handoff_key_rotation_interval > 0:
             rotator = HandoffKeyRotator(client, ns, interval=config.handoff_key_rotation_interval)
             manager.add_runnable(rotator, leader_only=True)

@@ -97,6 +97,8 @@ class Manager:
         self._readiness_reason = readiness_reason
         """Why ``readiness`` says no, beyond the obvious (sharding: a shard-count mismatch); printed
         by ``/readyz`` when not empty."""
+        self._ready_checks: list[tuple[str, Callable[[], bool]]] = []
+        """Further conditions of readiness (``add_ready_check``), by name for ``/readyz``."""
         self._sharded_tasks: list[asyncio.Task[Any]] = []
         self.elector: LeaderElector | None = None
         if leader_election is not None:
@@ -137,6 +139,14 @@ class Manager:
             self.add_informer(informer)
         return controller
 
+    def add_ready_check(self, name: str, check: Callable[[], bool]) -> None:
+        """``/readyz`` answers 200 only while ``check()`` is true too (on top of synced and leading).
+
+        For a runnable that serves traffic (the listener): leadership is acquired before its server
+        is bound, and a pod marked ready in that gap gets events its port refuses.
+        """
+        self._ready_checks.append((name, check))
+
     def add_runnable(self, runnable: RunnableLike, leader_only: bool = True) -> None:
         """Run ``runnable`` (``obj.run()`` or an async callable): while leading, or always."""
         if not callable(getattr(runnable, "run", None)) and not callable(runnable):
@@ -159,6 +169,8 @@ class Manager:
     @property
     def ready(self) -> bool:
         if not (self._running and not self._stopping and self.synced):
+            return False
+        if not all(check() for _, check in self._ready_checks):
             return False
         return self._readiness() if self._readiness is not None else self.is_leader
 
@@ -362,7 +374,8 @@ class Manager:
         shards = "" if self._readiness is None else f" shards={self._readiness()}"
         reason = self._readiness_reason() if self._readiness_reason is not None else ""
         because = f" reason: {reason}" if reason else ""
-        return f"{state}: informers_synced={synced} leader={leader}{shards}{because}\n"
+        checks = "".join(f" {name}={check()}" for name, check in self._ready_checks)
+        return f"{state}: informers_synced={synced} leader={leader}{shards}{checks}{because}\n"
 
 
 async def _respond(

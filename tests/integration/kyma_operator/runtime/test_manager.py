@@ -259,6 +259,34 @@ async def test_leader_only_runnable_and_always_runnable(client: KubeClient, name
     assert events[-2:] == ["leader-stop", "always-stop"], "leader work stops before the rest"
 
 
+async def test_a_ready_check_holds_readyz_until_the_serving_runnable_is_up(
+    client: KubeClient, namespace: str
+) -> None:
+    """Leadership comes before a leader-only server is bound: readiness waits for the server too."""
+    manager = Manager(
+        client, name="ready-check", namespace=namespace, leader_election=lease_config(namespace, "rc")
+    )
+    bound = asyncio.Event()
+    release = asyncio.Event()
+
+    async def server() -> None:
+        await release.wait()  # binding its port takes as long as it takes
+        bound.set()
+        await asyncio.Event().wait()
+
+    manager.add_runnable(server)
+    manager.add_ready_check("listener_serving", bound.is_set)
+    async with started(manager):
+        await eventually(lambda: manager.is_leader and manager.synced, what="leading and synced")
+        assert not manager.ready
+        waiting = await http_get(manager.health_port, "/readyz")
+        assert waiting.status_code == 503 and "listener_serving=False" in waiting.text, waiting.text
+        release.set()
+        await eventually(lambda: manager.ready, what="ready once the server is bound")
+        ready = await http_get(manager.health_port, "/readyz")
+        assert ready.status_code == 200 and "listener_serving=True" in ready.text, ready.text
+
+
 SIGNAL_CHILD = """
 import asyncio, sys
 from kyma_operator.runtime import KubeClient, LeaderElectionConfig, Manager
