@@ -25,3 +25,15 @@ def test_an_empty_view_is_an_informer_with_nothing_cached() -> None:
     assert view.by_index("i", "v") == []
     assert sharded(view) is view
     assert sharded(Informer(None, SECRETS)) is None  # type: ignore[arg-type]
+
+
+async def test_a_base_selector_narrows_every_part() -> None:
+    base = "app=x,owner!=me"
+    view = ShardedInformer(None, SECRETS, shards=2, shard_of=lambda _obj: 0, base_selector=base)  # type: ignore[arg-type]
+    assert view.label_selector == f"{base},{unlabelled_selector(2)}"
+    assert view.unlabelled.label_selector == f"{base},{unlabelled_selector(2)}"
+    view.start_shard(1)
+    part = view.part(1)
+    assert part is not None and part.label_selector == f"{base},{shard_selector(1)}"
+    view.stop_shard(1)
+    assert view.part(1) is None
