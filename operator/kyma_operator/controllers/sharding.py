@@ -446,6 +446,65 @@ class FixMisplaced:
             self._pending.discard(key)
 
 
+class StraySecrets:
+    """Shard-scoped access Secrets: a Secret labelled for a shard this replica holds whose Kyma is
+    not in this replica's view carries another shard's label than its Kyma (copied with a stale
+    label, or its Kyma labelled elsewhere); its Kyma's holder would never see it. This replica
+    removes the label, so the Secret joins the unlabelled part of every replica, where the Kyma's
+    holder finds it and labels it with the Kyma's shard. An informer handler plus an
+    ``on_acquired`` scan (a shard's caches are synced before it is acquired)."""
+
+    def __init__(
+        self, client: KubeClient, kymas: Informer, secrets: ShardedInformer, coordinator: ShardCoordinator
+    ) -> None:
+        self.client = client
+        self.kymas = kymas
+        self.secrets = secrets
+        self.coordinator = coordinator
+        self._pending: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.unlabelled = 0
+
+    def on_add(self, obj: JSON) -> None:
+        self._check(obj, None)
+
+    def on_update(self, old: JSON, new: JSON) -> None:
+        self._check(new, None)
+
+    def on_delete(self, obj: JSON) -> None:
+        pass
+
+    def __call__(self, shard: int) -> None:
+        part = self.secrets.part(shard)
+        for obj in part.list() if part is not None else []:
+            self._check(obj, shard)
+
+    def _check(self, obj: JSON, acquired: int | None) -> None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        labelled = parse_shard_label(labels.get(SHARD_LABEL), self.coordinator.shards)
+        if labelled is None or (acquired is None and not self.coordinator.holds(labelled)):
+            return
+        namespace, kyma = str(meta.get("namespace") or ""), str(labels.get(names.KYMA_NAME_LABEL) or "")
+        key = (namespace, str(meta.get("name") or ""))
+        if self.kymas.get(namespace, kyma) is not None or key in self._pending:
+            return
+        self._pending.add(key)
+        task = asyncio.get_running_loop().create_task(self._unlabel(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _unlabel(self, key: tuple[str, str]) -> None:
+        try:
+            await self.client.patch(SECRETS, key[1], {"metadata": {"labels": {SHARD_LABEL: None}}}, key[0])
+            self.unlabelled += 1
+            log.info("access Secret %s/%s: its Kyma is not in this shard, shard label removed", *key)
+        except KubeError as exc:  # the next event or acquisition tries again
+            log.info("access Secret %s/%s: could not remove the shard label: %s", *key, exc)
+        finally:
+            self._pending.discard(key)
+
+
 @dataclass
 class Sharding:
     """The coordinator and the Kyma and Manifest controllers' gates, built before the Manager."""
@@ -530,3 +589,8 @@ class Sharding:
             )
             self.kymas.add_handler(fix)
             self.coordinator.on_acquired(fix)
+        secrets = sharded(self.access_secrets) if self.access_secrets is not None else None
+        if secrets is not None:
+            stray = StraySecrets(self.coordinator.client, self.kymas, secrets, self.coordinator)
+            secrets.add_handler(stray)
+            self.coordinator.on_acquired(stray)

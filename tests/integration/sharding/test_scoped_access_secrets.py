@@ -24,6 +24,7 @@ from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.sharding import (
     FixMisplaced,
     ShardLabelling,
+    StraySecrets,
     scoped_access_secrets,
     scoped_informers,
 )
@@ -311,6 +312,49 @@ async def test_a_misplaced_kymas_access_secret_moves_with_it(
         )
 
     await eventually(relabelled, "the access Secret relabelled to its Kyma's shard with the Kyma")
+
+
+async def test_a_secret_labelled_apart_from_its_kyma_is_unlabelled_and_then_labelled_by_the_kymas_holder(
+    kcp_client: KubeClient, kcp_namespace: str, replicas: list[Replica]
+) -> None:
+    a, b = replicas
+    await a.synced()
+    await b.synced()
+    for replica in (a, b):
+        stray = StraySecrets(kcp_client, replica.kymas, replica.secrets, replica.coordinator)
+        replica.secrets.add_handler(stray)
+        replica.coordinator.on_acquired(stray)
+
+    def split() -> bool:
+        held_a, held_b = a.coordinator.held(), b.coordinator.held()
+        return len(held_a) == len(held_b) == SHARDS // 2 and not held_a & held_b
+
+    await rounds_until([a, b], a.clock, split, "the shards split 4/4")
+    i = next(i for i in range(100, 1000) if shard_of(f"rt-{i}", SHARDS) in b.coordinator.held())
+    right, stale = shard_of(f"rt-{i}", SHARDS), min(a.coordinator.held())
+    await kcp_client.create(KYMAS, kyma_body(kcp_namespace, i, labelled=True))  # b's
+    secret = secret_body(kcp_namespace, i, labelled=False)
+    secret["metadata"]["labels"][SHARD_LABEL] = str(stale)  # a copy with a stale label: a's shard
+    await kcp_client.create(SECRETS, secret)
+    name = f"k{i}-kubeconfig"
+
+    # a caches it but has no Kyma for it: removes the label; b finds it among the unlabelled
+    await eventually(lambda: b.secrets.unlabelled.get(kcp_namespace, name), "the Secret unlabelled")
+    labelling = ShardLabelling(Done(), kcp_client, b.kymas, SHARDS, b.manifests, secrets=b.secrets)
+    await labelling.reconcile(Request(kcp_namespace, f"k{i}"))
+
+    async def with_its_kyma() -> bool:
+        live = await kcp_client.get(SECRETS, name, kcp_namespace)
+        part = b.secrets.part(right)
+        return (
+            live["metadata"]["labels"].get(SHARD_LABEL) == str(right)
+            and part is not None
+            and part.get(kcp_namespace, name) is not None
+            and a.secrets.get(kcp_namespace, name) is None
+        )
+
+    await eventually(with_its_kyma, "the Secret labelled with its Kyma's shard, cached by b only")
+    assert AccessSecrets(b.secrets).select(Request(kcp_namespace, f"k{i}")).kubeconfig == KUBECONFIG
 
 
 async def test_two_operators_label_access_secrets_and_reconcile_after_a_provisioner_relabels(
