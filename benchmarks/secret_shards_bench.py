@@ -2,7 +2,8 @@
 against shard-scoped (a replica holding a third of the shards).
 
 Run: ``.venv/bin/python -m benchmarks.secret_shards_bench [--secrets 5000] [--kubeconfig-bytes 3000]
-[--held 6] [--repeat 2]``. Recorded in ``benchmarks/results/scale.md`` (issue 28, access Secrets).
+[--held 6] [--repeat 2] [--also-held 0 16]``. Recorded in ``benchmarks/results/scale.md`` (issue 28,
+access Secrets).
 
 One real KCP API server (tests/controlplane); ``--secrets`` access Secrets in one namespace as a
 provisioner writes them (labels ``operator.kyma-project.io/kyma-name`` and the runtime id), each
@@ -14,7 +15,8 @@ the operator's access-Secret informer as built without shard-scoped caches
 (``controllers.sharding.scoped_access_secrets``) with ``--held`` of 16 shards started (a replica of
 three holds 5 or 6). Figure: RSS after the cache synced (and a full collection) minus RSS just
 before the informer started (imports done, client connected), i.e. what the cache adds to a
-replica; plus the CPU seconds of the lists.
+replica; plus the CPU seconds of the lists, and (diagnostic) the same RSS after ``malloc_trim(0)``
+(glibc returns the free memory it kept: what of the figure is live objects).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import ctypes
 import gc
 import json
 import os
@@ -117,6 +120,8 @@ async def measure(kubeconfig_path: Path, mode: str, held: int) -> dict[str, Any]
         cached = len(informer)
         gc.collect()
         figures = {"mode": mode, "cached": cached, "rss_added": _rss() - rss0, "cpu_s": _cpu() - cpu0}
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # what of it is free memory the allocator kept
+        figures["rss_trimmed"] = _rss() - rss0
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return figures
@@ -143,7 +148,7 @@ def _measure_in_child(kubeconfig_path: Path, mode: str, held: int) -> dict[str, 
     return figures
 
 
-async def run(count: int, size: int, held: int, repeat: int) -> None:
+async def run(count: int, size: int, held: int, repeat: int, also_held: list[int]) -> None:
     with ControlPlane(["kcp"]) as plane:
         path = Path(plane["kcp"].kubeconfig_path)
         started = time.monotonic()
@@ -160,9 +165,17 @@ async def run(count: int, size: int, held: int, repeat: int) -> None:
                 f = _measure_in_child(path, mode, held)
                 print(
                     f"{mode:6s}: {f['cached']} Secrets cached, +{f['rss_added'] / 1e6:.1f} MB RSS "
-                    f"({f['rss_added'] / max(1, f['cached']) / 1e3:.1f} KB each), {f['cpu_s']:.2f} CPU s",
+                    f"({f['rss_added'] / max(1, f['cached']) / 1e3:.1f} KB each; after malloc_trim "
+                    f"+{f['rss_trimmed'] / 1e6:.1f} MB), {f['cpu_s']:.2f} CPU s",
                     flush=True,
                 )
+        for other in also_held:
+            f = _measure_in_child(path, "scoped", other)
+            print(
+                f"scoped holding {other} of {SHARDS}: {f['cached']} cached, "
+                f"+{f['rss_added'] / 1e6:.1f} MB RSS (after malloc_trim +{f['rss_trimmed'] / 1e6:.1f} MB)",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -170,6 +183,9 @@ def main() -> None:
     parser.add_argument("--secrets", type=int, default=5000, help="access Secrets in the fleet")
     parser.add_argument("--kubeconfig-bytes", type=int, default=3000, help="size of each kubeconfig")
     parser.add_argument("--held", type=int, default=6, help="shards (of 16) the scoped replica holds")
+    parser.add_argument(
+        "--also-held", type=int, nargs="*", default=[], help="then the scoped cache holding these counts once"
+    )
     parser.add_argument("--repeat", type=int, default=2, help="measurements per mode (alternating)")
     parser.add_argument(
         "--measure", choices=("fleet", "scoped"), help="internal: measure one cache in this process"
@@ -179,7 +195,7 @@ def main() -> None:
     if args.measure is not None:
         print(json.dumps(asyncio.run(measure(args.kubeconfig, args.measure, args.held))))
         return
-    asyncio.run(run(args.secrets, args.kubeconfig_bytes, args.held, args.repeat))
+    asyncio.run(run(args.secrets, args.kubeconfig_bytes, args.held, args.repeat, args.also_held))
 
 
 if __name__ == "__main__":
