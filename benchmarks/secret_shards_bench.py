@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kyma_operator.api.names import MANAGED_BY_LABEL
-from kyma_operator.api.resources import KYMAS
-from kyma_operator.controllers.sharding import scoped_access_secrets
+from kyma_operator.controllers.sharding import scoped_access_secrets, scoped_informers
 from kyma_operator.remote.secrets import access_secret_informer
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
@@ -102,13 +101,13 @@ async def measure(kubeconfig_path: Path, mode: str, held: int) -> dict[str, Any]
     """In this (fresh) process: RSS and CPU the access-Secret cache of ``mode`` adds."""
     async with KubeClient.from_kubeconfig_file(kubeconfig_path) as client:
         await client.list(NAMESPACES)  # connected, TLS set up
+        kymas = scoped_informers(client, NAMESPACE, SHARDS)[0]  # not run: its lists, tombstones
         gc.collect()
         rss0, cpu0 = _rss(), _cpu()
         informer: Informer
         if mode == "fleet":
             informer = access_secret_informer(client, NAMESPACE)
         else:
-            kymas = Informer(client, KYMAS, namespace=NAMESPACE)  # not run: only for tombstones
             informer = scoped = scoped_access_secrets(client, NAMESPACE, SHARDS, kymas)
         task = asyncio.create_task(informer.run())
         assert await informer.wait_synced(300)
