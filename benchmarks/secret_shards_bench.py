@@ -15,7 +15,8 @@ the operator's access-Secret informer as built without shard-scoped caches
 (``controllers.sharding.scoped_access_secrets``) with ``--held`` of 16 shards started (a replica of
 three holds 5 or 6). Figure: RSS after the cache synced (and a full collection) minus RSS just
 before the informer started (imports done, client connected), i.e. what the cache adds to a
-replica; plus the CPU seconds of the lists, and (diagnostic) the same RSS after ``malloc_trim(0)``
+replica; plus the CPU seconds of the lists, the wall time until every held shard synced (loaded
+machine: indicative only), and (diagnostic) the same RSS after ``malloc_trim(0)``
 (glibc returns the free memory it kept: what of the figure is live objects).
 """
 
@@ -109,6 +110,7 @@ async def measure(kubeconfig_path: Path, mode: str, held: int) -> dict[str, Any]
             informer = access_secret_informer(client, NAMESPACE)
         else:
             informer = scoped = scoped_access_secrets(client, NAMESPACE, SHARDS, kymas)
+        began = time.monotonic()
         task = asyncio.create_task(informer.run())
         assert await informer.wait_synced(300)
         if mode == "scoped":
@@ -116,9 +118,11 @@ async def measure(kubeconfig_path: Path, mode: str, held: int) -> dict[str, Any]
                 scoped.start_shard(shard)
             for shard in range(held):
                 assert await scoped.wait_shard_synced(shard, 300)
+        synced = time.monotonic() - began
         cached = len(informer)
         gc.collect()
         figures = {"mode": mode, "cached": cached, "rss_added": _rss() - rss0, "cpu_s": _cpu() - cpu0}
+        figures["synced_s"] = synced
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # what of it is free memory the allocator kept
         figures["rss_trimmed"] = _rss() - rss0
         task.cancel()
@@ -165,14 +169,16 @@ async def run(count: int, size: int, held: int, repeat: int, also_held: list[int
                 print(
                     f"{mode:6s}: {f['cached']} Secrets cached, +{f['rss_added'] / 1e6:.1f} MB RSS "
                     f"({f['rss_added'] / max(1, f['cached']) / 1e3:.1f} KB each; after malloc_trim "
-                    f"+{f['rss_trimmed'] / 1e6:.1f} MB), {f['cpu_s']:.2f} CPU s",
+                    f"+{f['rss_trimmed'] / 1e6:.1f} MB), {f['cpu_s']:.2f} CPU s, "
+                    f"synced in {f['synced_s']:.2f} s",
                     flush=True,
                 )
         for other in also_held:
             f = _measure_in_child(path, "scoped", other)
             print(
                 f"scoped holding {other} of {SHARDS}: {f['cached']} cached, "
-                f"+{f['rss_added'] / 1e6:.1f} MB RSS (after malloc_trim +{f['rss_trimmed'] / 1e6:.1f} MB)",
+                f"+{f['rss_added'] / 1e6:.1f} MB RSS (after malloc_trim +{f['rss_trimmed'] / 1e6:.1f} MB), "
+                f"synced in {f['synced_s']:.2f} s",
                 flush=True,
             )
 
