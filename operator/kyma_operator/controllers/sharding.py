@@ -33,7 +33,7 @@ from kyma_operator.remote.secrets import ACCESS_SECRET_SELECTOR, BY_KYMA_INDEX, 
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
-from kyma_operator.runtime.informer import JSON, Informer, index_by_label
+from kyma_operator.runtime.informer import JSON, FuncHandler, Informer, index_by_label
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
@@ -453,8 +453,10 @@ class StraySecrets:
     not in this replica's view carries another shard's label than its Kyma (copied with a stale
     label, or its Kyma labelled elsewhere); its Kyma's holder would never see it. This replica
     removes the label, so the Secret joins the unlabelled part of every replica, where the Kyma's
-    holder finds it and labels it with the Kyma's shard. An informer handler plus an
-    ``on_acquired`` scan (a shard's caches are synced before it is acquired)."""
+    holder finds it and labels it with the Kyma's shard. An informer handler on the Secrets, one
+    on the Kymas (``kyma_left``: a Kyma leaving this view, e.g. an unlabelled one labelled by its
+    holder elsewhere, leaves its Secrets here without a Kyma) and an ``on_acquired`` scan (a
+    shard's caches are synced before it is acquired)."""
 
     def __init__(
         self, client: KubeClient, kymas: Informer, secrets: ShardedInformer, coordinator: ShardCoordinator
@@ -480,6 +482,12 @@ class StraySecrets:
         part = self.secrets.part(shard)
         for obj in part.list() if part is not None else []:
             self._check(obj, shard)
+
+    def kyma_left(self, kyma: JSON) -> None:
+        """A Kyma left this replica's view: check its cached access Secrets."""
+        meta = kyma.get("metadata") or {}
+        for obj in self.secrets.by_index(BY_KYMA_INDEX, f"{meta.get('namespace') or ''}/{meta.get('name')}"):
+            self._check(obj, None)
 
     def _check(self, obj: JSON, acquired: int | None) -> None:
         meta = obj.get("metadata") or {}
@@ -595,4 +603,5 @@ class Sharding:
         if secrets is not None:
             stray = StraySecrets(self.coordinator.client, self.kymas, secrets, self.coordinator)
             secrets.add_handler(stray)
+            self.kymas.add_handler(FuncHandler(on_delete=stray.kyma_left))
             self.coordinator.on_acquired(stray)

@@ -30,7 +30,7 @@ from kyma_operator.controllers.sharding import (
 )
 from kyma_operator.remote.secrets import AccessSecrets
 from kyma_operator.runtime.clock import FakeClock
-from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS
@@ -323,6 +323,7 @@ async def test_a_secret_labelled_apart_from_its_kyma_is_unlabelled_and_then_labe
     for replica in (a, b):
         stray = StraySecrets(kcp_client, replica.kymas, replica.secrets, replica.coordinator)
         replica.secrets.add_handler(stray)
+        replica.kymas.add_handler(FuncHandler(on_delete=stray.kyma_left))
         replica.coordinator.on_acquired(stray)
 
     def split() -> bool:
@@ -355,6 +356,27 @@ async def test_a_secret_labelled_apart_from_its_kyma_is_unlabelled_and_then_labe
 
     await eventually(with_its_kyma, "the Secret labelled with its Kyma's shard, cached by b only")
     assert AccessSecrets(b.secrets).select(Request(kcp_namespace, f"k{i}")).kubeconfig == KUBECONFIG
+
+    # the same with an unlabelled Kyma: a sees it (unlabelled part) and keeps the Secret's stale
+    # label until b labels the Kyma and it leaves a's view
+    j = next(j for j in range(i + 1, 1000) if shard_of(f"rt-{j}", SHARDS) in b.coordinator.held())
+    await kcp_client.create(KYMAS, kyma_body(kcp_namespace, j, labelled=False))
+    await eventually(lambda: a.kymas.get(kcp_namespace, f"k{j}"), "a sees the unlabelled Kyma")
+    secret = secret_body(kcp_namespace, j, labelled=False)
+    secret["metadata"]["labels"][SHARD_LABEL] = str(stale)
+    await kcp_client.create(SECRETS, secret)
+    name = f"k{j}-kubeconfig"
+    await eventually(lambda: a.secrets.get(kcp_namespace, name), "a caches the stale-labelled Secret")
+    await labelling.reconcile(Request(kcp_namespace, f"k{j}"))  # b labels the Kyma (not the Secret)
+    await eventually(lambda: b.secrets.unlabelled.get(kcp_namespace, name), "the Secret unlabelled")
+    await labelling.reconcile(Request(kcp_namespace, f"k{j}"))
+    right = shard_of(f"rt-{j}", SHARDS)
+
+    def labelled_for_b() -> bool:
+        part = b.secrets.part(right)
+        return part is not None and part.get(kcp_namespace, name) is not None
+
+    await eventually(labelled_for_b, "the Secret labelled with its Kyma's shard by b")
 
 
 async def test_two_operators_label_access_secrets_and_reconcile_after_a_provisioner_relabels(
