@@ -207,5 +207,6 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
     ]
     assert early == [], f"paused replica reconciled before re-acquiring: {early[:5]}"
     # 6. the detector: never two replicas on one Kyma at once, over the whole run
-    assert overlaps(lines) == [], fleet.output()
+    found = overlaps(lines)
+    assert found == [], "\n".join(found[:10]) + "\n" + fleet.output()
     assert sum(1 for line in lines if line.event == "start") > 3 * KYMA_COUNT
