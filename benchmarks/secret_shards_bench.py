@@ -102,7 +102,7 @@ async def measure(kubeconfig_path: Path, mode: str, held: int) -> dict[str, Any]
     """In this (fresh) process: RSS and CPU the access-Secret cache of ``mode`` adds."""
     async with KubeClient.from_kubeconfig_file(kubeconfig_path) as client:
         await client.list(NAMESPACES)  # connected, TLS set up
-        kymas = scoped_informers(client, NAMESPACE, SHARDS)[0]  # not run: its lists, tombstones
+        kymas = scoped_informers(client, NAMESPACE, SHARDS)[0]  # not run: only for tombstones
         gc.collect()
         rss0, cpu0 = _rss(), _cpu()
         informer: Informer

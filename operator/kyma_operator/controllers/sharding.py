@@ -157,11 +157,9 @@ def scoped_access_secrets(
     """The access-Secret informer with shard-scoped caches: ``ACCESS_SECRET_SELECTOR`` and each
     part's shard selector (the holder labels a Kyma's Secret with the Kyma's shard, as its
     Manifests); same name and index as ``remote.secrets.access_secret_informer``. A Secret's shard
-    (for tombstones) is its Kyma's, found as a Manifest's (``kyma-name`` label). Lists through the
-    Kymas' ``WatchCacheLists`` (one list at a time per replica) when they have one."""
-    lists = kymas.client if isinstance(kymas.client, WatchCacheLists) else WatchCacheLists(client)
+    (for tombstones) is its Kyma's, found as a Manifest's (``kyma-name`` label)."""
     return ShardedInformer(
-        lists,
+        WatchCacheLists(client),
         SECRETS,
         namespace=namespace,
         shards=shards,

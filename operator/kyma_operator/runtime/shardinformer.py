@@ -78,15 +78,12 @@ class WatchCacheLists:
     list may be a little older than the latest write; the watch from its resourceVersion brings
     everything after it, so nothing is missed. One request per list (a shard is small).
 
-    One list at a time per instance (the replica's shard-scoped kinds share one): the coordinator
-    acquires its shards together, and the lists' bodies received and parsed side by side left the
-    heap fragmented: a replica holding 6 of 16 shards kept 21-23 MB for its access-Secret cache
-    against 16 MB with one list after the other (benchmarks/results/scale.md). The client parses on
-    the one event loop anyway, so the lists hardly take longer in all."""
+    The lists run side by side, never one at a time: a shard is acted on only once every kind's
+    list of it is in, and the coordinator acquires its shards together, so lists queued behind one
+    another kept acquired shards idle for seconds (docs/sharding.md, "Memory")."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._one_at_a_time = asyncio.Semaphore(1)
 
     async def list_all(
         self,
@@ -98,16 +95,11 @@ class WatchCacheLists:
         page_size: int = 500,
         transform: Transform | None = None,
     ) -> ObjectList:
-        async with self._one_at_a_time:
-            listed = await self.client.list(
-                res,
-                namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                resource_version="0",
-            )
-            items = listed.items if transform is None else [transform(item) for item in listed.items]
-            return ObjectList(items, listed.resource_version, None)
+        listed = await self.client.list(
+            res, namespace, label_selector=label_selector, field_selector=field_selector, resource_version="0"
+        )
+        items = listed.items if transform is None else [transform(item) for item in listed.items]
+        return ObjectList(items, listed.resource_version, None)
 
     def watch(
         self,
