@@ -26,8 +26,8 @@ controllers' intakes. Nothing is attached or mutated after construction.
    as ``Operator.coordinator`` (None without sharding); the listener then runs on every
    replica and hands an event whose shard another replica holds to that holder's internal endpoint
    (``kcp_listener.handoff``, address published in the membership Lease); the Kyma and Manifest
-   informers cache only the held shards (``runtime/shardinformer``; ``--shard-scoped-caches=false``:
-   the whole fleet).
+   informers and the access Secrets' cache only the held shards (``runtime/shardinformer``;
+   ``--shard-scoped-caches=false``: the whole fleet).
 
 The event path from the runtime's API server to a reconcile (hops; docs/architecture.md, "The
 event path"):
@@ -84,7 +84,7 @@ from kyma_operator.controllers.manifest.oci import OciSource, OciSourceConfig
 from kyma_operator.controllers.manifest.setup import CONTROLLER_NAME as MANIFEST_CONTROLLER
 from kyma_operator.controllers.manifest.setup import ManifestController, build_manifest_controller
 from kyma_operator.controllers.manifest.source import ManifestSource, SourceRouter
-from kyma_operator.controllers.sharding import Sharding, scoped_informers
+from kyma_operator.controllers.sharding import Sharding, scoped_access_secrets, scoped_informers
 from kyma_operator.controllers.shared_informers import (
     manifest_informer,
     release_meta_informer,
@@ -350,8 +350,10 @@ async def build_operator(
         raise StartupError(f"--sharding: {exc} (set --replica-id)") from exc
     kymas: Informer
     manifests: Informer
+    access_secrets: Informer | None = None  # built by the Kyma controller unless shard-scoped
     if shard_config is not None and config.shard_scoped_caches:
         kymas, manifests = scoped_informers(client, ns, shard_config.shards, clock=clock)
+        access_secrets = scoped_access_secrets(client, ns, shard_config.shards, kymas, clock=clock)
     else:
         kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
         manifests = manifest_informer(client, ns, clock=clock)
@@ -364,6 +366,7 @@ async def build_operator(
             clock=clock,
             registry=registry,
             synced=lambda: manager.synced,
+            access_secrets=access_secrets,
         )
         if shard_config is not None
         else None
@@ -432,6 +435,7 @@ async def build_operator(
         maintenance_clock=maintenance_clock,
         rollouts=runs,
         rollout_policies=policies,
+        access_secrets=access_secrets,
     )
     if feature is not None:
         feature.add_to(manager)

@@ -29,14 +29,15 @@ from kyma_operator.controllers.manifest.setup import ManifestController
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.remote.cache import SkrClientCache
+from kyma_operator.remote.secrets import ACCESS_SECRET_SELECTOR, BY_KYMA_INDEX, kyma_index
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
-from kyma_operator.runtime.informer import JSON, Informer, index_by_label
+from kyma_operator.runtime.informer import JSON, FuncHandler, Informer, index_by_label
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
-from kyma_operator.runtime.resources import Resource
+from kyma_operator.runtime.resources import SECRETS, Resource
 from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, WatchCacheLists, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
@@ -150,6 +151,27 @@ def scoped_informers(
     return kymas, manifests
 
 
+def scoped_access_secrets(
+    client: KubeClient, namespace: str, shards: int, kymas: Informer, *, clock: Clock | None = None
+) -> ShardedInformer:
+    """The access-Secret informer with shard-scoped caches: ``ACCESS_SECRET_SELECTOR`` and each
+    part's shard selector (the holder labels a Kyma's Secret with the Kyma's shard, as its
+    Manifests); same name and index as ``remote.secrets.access_secret_informer``. A Secret's shard
+    (for tombstones) is its Kyma's, found as a Manifest's (``kyma-name`` label)."""
+    return ShardedInformer(
+        WatchCacheLists(client),
+        SECRETS,
+        namespace=namespace,
+        shards=shards,
+        shard_of=manifest_object_shard(kymas, shards),
+        indexers={BY_KYMA_INDEX: kyma_index},
+        clock=clock,
+        name="kyma-access-secrets",
+        unlabelled_client=client,
+        base_selector=ACCESS_SECRET_SELECTOR,
+    )
+
+
 class ShardGate:
     """``runtime.controller.RequestGate`` of one controller over the shard coordinator."""
 
@@ -232,34 +254,49 @@ class ReleaseClients:
 
 
 async def label_kyma_and_manifests(
-    client: KubeClient, kymas: Informer, manifests: Informer | None, kyma: JSON, shard: int
+    client: KubeClient,
+    kymas: Informer,
+    manifests: Informer | None,
+    kyma: JSON,
+    shard: int,
+    secrets: Informer | None = None,
 ) -> None:
-    """Write ``SHARD_LABEL=<shard>`` on a Kyma and (``manifests``: shard-scoped caches) on every
-    cached Manifest of it that lacks it or has another value. The Manifests come from this
-    replica's view (the unlabelled ones are cached on every replica, the Kyma's shard's here);
-    never from a list of the API server, which at 25,000 Manifests would read them all per Kyma.
-    ``KubeError`` propagates."""
+    """Write ``SHARD_LABEL=<shard>`` on a Kyma and (``manifests``, ``secrets``: shard-scoped caches)
+    on every cached Manifest and access Secret of it that lacks it or has another value. They come
+    from this replica's view (the unlabelled ones are cached on every replica, the Kyma's shard's
+    here); never from a list of the API server, which at 25,000 Manifests would read them all per
+    Kyma. ``KubeError`` propagates."""
     meta = kyma.get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     want = shard_label_value(shard)
     patch = {"metadata": {"labels": {SHARD_LABEL: want}}}
     if (meta.get("labels") or {}).get(SHARD_LABEL) != want:
-        await _relabel(client, kymas, KYMAS, kyma, patch)
-    if manifests is None:
-        return
-    for item in manifests.by_index(MANIFESTS_BY_KYMA_INDEX, name):
-        item_meta = item.get("metadata") or {}
-        if item_meta.get("namespace") != namespace or item_meta.get("deletionTimestamp"):
-            continue
-        if (item_meta.get("labels") or {}).get(SHARD_LABEL) != want:
-            await _relabel(client, manifests, MANIFESTS, item, patch)
+        await _relabel(client, kymas, KYMAS, kyma, patch, shard)
+    if manifests is not None:
+        for item in manifests.by_index(MANIFESTS_BY_KYMA_INDEX, name):
+            if _mislabelled(item, namespace, want):
+                await _relabel(client, manifests, MANIFESTS, item, patch, shard)
+    if secrets is not None:
+        for item in secrets.by_index(BY_KYMA_INDEX, f"{namespace}/{name}"):
+            if _mislabelled(item, namespace, want):
+                await _relabel(client, secrets, SECRETS, item, patch, shard)
 
 
-async def _relabel(client: KubeClient, view: Informer, res: Resource, obj: JSON, patch: JSON) -> None:
+def _mislabelled(obj: JSON, namespace: str, want: str) -> bool:
+    """An object of the Kyma in ``namespace``, not being deleted, without ``SHARD_LABEL=want``."""
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") != namespace or meta.get("deletionTimestamp"):
+        return False
+    return bool((meta.get("labels") or {}).get(SHARD_LABEL) != want)
+
+
+async def _relabel(
+    client: KubeClient, view: Informer, res: Resource, obj: JSON, patch: JSON, shard: int
+) -> None:
     meta = obj.get("metadata") or {}
     scoped = sharded(view)
     if scoped is not None:  # before the write: its watch event may come before the response
-        scoped.note_relabelled(obj)
+        scoped.note_relabelled(obj, shard)
     try:
         await client.patch(res, str(meta.get("name") or ""), patch, str(meta.get("namespace") or ""))
     except BaseException:
@@ -270,7 +307,9 @@ async def _relabel(client: KubeClient, view: Informer, res: Resource, obj: JSON,
 
 class ShardLabelling:
     """Wraps the Kyma reconciler: after each reconcile, writes the Kyma's ``SHARD_LABEL`` when it is
-    missing or wrong.
+    missing or wrong (shard-scoped caches: also on its Manifests and access Secrets; a provisioner
+    that rewrites a Secret's labels drops it back into the unlabelled part, where the reconcile
+    still finds it, until this labels it again).
 
     Runs behind the gate, so only the shard's holder writes it (once per Kyma; the label lets
     informers filter by shard, and Manifests built later copy it). After the reconcile, as a merge
@@ -284,15 +323,19 @@ class ShardLabelling:
         kymas: Informer,
         shards: int,
         manifests: Informer | None = None,
+        secrets: Informer | None = None,
     ) -> None:
         self.inner = inner
         self.client = client
         self.kymas = kymas
         self.shards = shards
         self.writes = 0
-        self.manifests = sharded(manifests) if manifests is not None and sharded(kymas) is not None else None
+        scoped = sharded(kymas) is not None
+        self.manifests = sharded(manifests) if manifests is not None and scoped else None
         """Shard-scoped caches: the Kyma's Manifests are labelled too (each shard's informer
         selects by the label, so an unlabelled Manifest would stay in every replica's cache)."""
+        self.secrets = sharded(secrets) if secrets is not None and scoped else None
+        """Shard-scoped access Secrets: the Kyma's access Secret is labelled too."""
 
     async def reconcile(self, request: Request) -> Result:
         try:
@@ -308,11 +351,14 @@ class ShardLabelling:
         if meta.get("deletionTimestamp"):
             return
         shard = shard_of(kyma_shard_key(obj), self.shards)
-        labelled = (meta.get("labels") or {}).get(SHARD_LABEL) == shard_label_value(shard)
-        if labelled and not self._lone(request):
+        want = shard_label_value(shard)
+        labelled = (meta.get("labels") or {}).get(SHARD_LABEL) == want
+        if labelled and not self._lone(request) and not self._secret_unlabelled(request, want):
             return
         try:
-            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, shard)
+            await label_kyma_and_manifests(
+                self.client, self.kymas, self.manifests, obj, shard, secrets=self.secrets
+            )
             self.writes += 1
         except KubeError as exc:  # the label is an optimisation: the next reconcile tries again
             log.info("Kyma %s: could not set the shard label: %s", request, exc)
@@ -325,19 +371,34 @@ class ShardLabelling:
         found = self.manifests.unlabelled.by_index(MANIFESTS_BY_KYMA_INDEX, request.name)
         return any((obj.get("metadata") or {}).get("namespace") == request.namespace for obj in found)
 
+    def _secret_unlabelled(self, request: Request, want: str) -> bool:
+        """A cached access Secret of the Kyma without ``SHARD_LABEL=want`` (not labelled yet, its
+        labels rewritten by a provisioner, or labelled for another shard this replica holds)."""
+        if self.secrets is None:
+            return False
+        found = self.secrets.by_index(BY_KYMA_INDEX, f"{request.namespace}/{request.name}")
+        return any(_mislabelled(obj, request.namespace, want) for obj in found)
+
 
 class FixMisplaced:
     """Shard-scoped caches: a Kyma whose shard label names a shard other than its computed one
     (``--shards`` changed, or its runtime id) is cached only by the holder of the labelled shard,
-    whose gate drops it. That holder writes the right label (on the Kyma and its Manifests), so
-    the object moves to its real holder. An informer handler plus an ``on_acquired`` scan."""
+    whose gate drops it. That holder writes the right label (on the Kyma, its Manifests and access
+    Secrets: they carry the Kyma's label, so the same holder caches them), so the objects move to
+    their real holder. An informer handler plus an ``on_acquired`` scan."""
 
     def __init__(
-        self, client: KubeClient, kymas: Informer, manifests: Informer | None, coordinator: ShardCoordinator
+        self,
+        client: KubeClient,
+        kymas: Informer,
+        manifests: Informer | None,
+        coordinator: ShardCoordinator,
+        secrets: Informer | None = None,
     ) -> None:
         self.client = client
         self.kymas = kymas
         self.manifests = manifests
+        self.secrets = secrets
         self.coordinator = coordinator
         self._pending: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -377,11 +438,80 @@ class FixMisplaced:
 
     async def _fix(self, key: tuple[str, str], obj: JSON, right: int) -> None:
         try:
-            await label_kyma_and_manifests(self.client, self.kymas, self.manifests, obj, right)
+            await label_kyma_and_manifests(
+                self.client, self.kymas, self.manifests, obj, right, secrets=self.secrets
+            )
             self.fixed += 1
             log.info("Kyma %s/%s: shard label corrected to %d", key[0], key[1], right)
         except KubeError as exc:  # the next event or acquisition tries again
             log.info("Kyma %s/%s: could not correct the shard label: %s", key[0], key[1], exc)
+        finally:
+            self._pending.discard(key)
+
+
+class StraySecrets:
+    """Shard-scoped access Secrets: a Secret labelled for a shard this replica holds whose Kyma is
+    not in this replica's view carries another shard's label than its Kyma (copied with a stale
+    label, or its Kyma labelled elsewhere); its Kyma's holder would never see it. This replica
+    removes the label, so the Secret joins the unlabelled part of every replica, where the Kyma's
+    holder finds it and labels it with the Kyma's shard. An informer handler on the Secrets, one
+    on the Kymas (``kyma_left``: a Kyma leaving this view, e.g. an unlabelled one labelled by its
+    holder elsewhere, leaves its Secrets here without a Kyma) and an ``on_acquired`` scan (a
+    shard's caches are synced before it is acquired)."""
+
+    def __init__(
+        self, client: KubeClient, kymas: Informer, secrets: ShardedInformer, coordinator: ShardCoordinator
+    ) -> None:
+        self.client = client
+        self.kymas = kymas
+        self.secrets = secrets
+        self.coordinator = coordinator
+        self._pending: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.unlabelled = 0
+
+    def on_add(self, obj: JSON) -> None:
+        self._check(obj, None)
+
+    def on_update(self, old: JSON, new: JSON) -> None:
+        self._check(new, None)
+
+    def on_delete(self, obj: JSON) -> None:
+        pass
+
+    def __call__(self, shard: int) -> None:
+        part = self.secrets.part(shard)
+        for obj in part.list() if part is not None else []:
+            self._check(obj, shard)
+
+    def kyma_left(self, kyma: JSON) -> None:
+        """A Kyma left this replica's view: check its cached access Secrets."""
+        meta = kyma.get("metadata") or {}
+        for obj in self.secrets.by_index(BY_KYMA_INDEX, f"{meta.get('namespace') or ''}/{meta.get('name')}"):
+            self._check(obj, None)
+
+    def _check(self, obj: JSON, acquired: int | None) -> None:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        labelled = parse_shard_label(labels.get(SHARD_LABEL), self.coordinator.shards)
+        if labelled is None or (acquired is None and not self.coordinator.holds(labelled)):
+            return
+        namespace, kyma = str(meta.get("namespace") or ""), str(labels.get(names.KYMA_NAME_LABEL) or "")
+        key = (namespace, str(meta.get("name") or ""))
+        if self.kymas.get(namespace, kyma) is not None or key in self._pending:
+            return
+        self._pending.add(key)
+        task = asyncio.get_running_loop().create_task(self._unlabel(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _unlabel(self, key: tuple[str, str]) -> None:
+        try:
+            await self.client.patch(SECRETS, key[1], {"metadata": {"labels": {SHARD_LABEL: None}}}, key[0])
+            self.unlabelled += 1
+            log.info("access Secret %s/%s: its Kyma is not in this shard, shard label removed", *key)
+        except KubeError as exc:  # the next event or acquisition tries again
+            log.info("access Secret %s/%s: could not remove the shard label: %s", *key, exc)
         finally:
             self._pending.discard(key)
 
@@ -396,6 +526,8 @@ class Sharding:
     kymas: Informer
     manifests: Informer
     gates: dict[str, RequestGate] = field(default_factory=dict)
+    access_secrets: Informer | None = None
+    """Shard-scoped access Secrets (``scoped_access_secrets``), else None (cached fleet-wide)."""
 
     @classmethod
     def build(
@@ -408,8 +540,12 @@ class Sharding:
         clock: Clock | None = None,
         registry: CollectorRegistry | None = None,
         synced: Callable[[], bool] = lambda: True,
+        access_secrets: Informer | None = None,
     ) -> Sharding:
-        scoped = [informer for informer in (sharded(kymas), sharded(manifests)) if informer is not None]
+        """``access_secrets``: the shard-scoped access-Secret informer, started and stopped per
+        shard with the Kymas and Manifests (a shard is acted on once all three synced)."""
+        secrets = sharded(access_secrets) if access_secrets is not None else None
+        scoped = [part for part in (sharded(kymas), sharded(manifests), secrets) if part is not None]
         coordinator = ShardCoordinator(
             client,
             config,
@@ -426,12 +562,14 @@ class Sharding:
             KYMA_CONTROLLER: ShardGate(coordinator, by_kyma, KYMA_CONTROLLER),
             MANIFEST_CONTROLLER: ShardGate(coordinator, by_manifest, MANIFEST_CONTROLLER),
         }
-        return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates)
+        return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates, secrets)
 
     def kyma_layer(self, client: KubeClient) -> Callable[[Reconciler], Reconciler]:
         """Wraps the Kyma reconciler so that it writes each Kyma's shard label (``ShardLabelling``)."""
         shards = self.coordinator.shards
-        return lambda inner: ShardLabelling(inner, client, self.kymas, shards, self.manifests)
+        return lambda inner: ShardLabelling(
+            inner, client, self.kymas, shards, self.manifests, secrets=self.access_secrets
+        )
 
     def attach(self, manager: Manager, kyma: KymaController, manifest: ManifestController | None) -> None:
         """Run the coordinator on every replica; on acquiring a shard re-enqueue its objects; on
@@ -457,6 +595,14 @@ class Sharding:
             caches.append(manifest.skr_clients)
         self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))
         if sharded(self.kymas) is not None:
-            fix = FixMisplaced(self.coordinator.client, self.kymas, self.manifests, self.coordinator)
+            fix = FixMisplaced(
+                self.coordinator.client, self.kymas, self.manifests, self.coordinator, self.access_secrets
+            )
             self.kymas.add_handler(fix)
             self.coordinator.on_acquired(fix)
+        secrets = sharded(self.access_secrets) if self.access_secrets is not None else None
+        if secrets is not None:
+            stray = StraySecrets(self.coordinator.client, self.kymas, secrets, self.coordinator)
+            secrets.add_handler(stray)
+            self.kymas.add_handler(FuncHandler(on_delete=stray.kyma_left))
+            self.coordinator.on_acquired(stray)

@@ -37,7 +37,8 @@ def _meta(obj: JSON) -> JSON:
     return meta if isinstance(meta, dict) else {}
 
 
-def _kyma_index(obj: JSON) -> list[str]:
+def kyma_index(obj: JSON) -> list[str]:
+    """Index function of ``BY_KYMA_INDEX``: ``<namespace>/<kyma name>`` of an access Secret."""
     kyma = (_meta(obj).get("labels") or {}).get(names.KYMA_NAME_LABEL)
     return [f"{_meta(obj).get('namespace') or ''}/{kyma}"] if kyma else []
 
@@ -60,7 +61,7 @@ def access_secret_informer(client: ListWatcher, namespace: str, *, clock: Clock 
         SECRETS,
         namespace=namespace,
         label_selector=ACCESS_SECRET_SELECTOR,
-        indexers={BY_KYMA_INDEX: _kyma_index},
+        indexers={BY_KYMA_INDEX: kyma_index},
         clock=clock,
         name="kyma-access-secrets",
     )
@@ -109,7 +110,7 @@ class AccessSecrets:
     def __init__(self, informer: Informer) -> None:
         self.informer = informer
         with contextlib.suppress(ValueError):  # already indexed (built by access_secret_informer)
-            informer.add_indexer(BY_KYMA_INDEX, _kyma_index)
+            informer.add_indexer(BY_KYMA_INDEX, kyma_index)
 
     def select(self, kyma: Request) -> AccessSecret:
         """The one access Secret of ``kyma``; raises an ``SkrAccessError`` saying what is wrong."""

@@ -16,6 +16,12 @@ deletions for the handlers: an add for a key another part still holds is an upda
 unlabelled part's delete of an object this replica has just labelled (``note_relabelled``) is
 swallowed. Deletions that handlers do see leave a tombstone (the shard the object was in), so a
 request for an object that is gone can still be admitted by its shard's holder only.
+
+A kind the operator caches only part of (the access Secrets: ``base_selector``) gets that selector
+and the shard selector on every part. An object this replica relabels is "in transit" between the
+unlabelled part's delete and its shard part's add (two watches, either may come first): the view
+keeps answering with it meanwhile, so a reconcile in that gap does not find its Kyma's access
+Secret or Manifest missing.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ def unlabelled_selector(shards: int) -> str:
 
 _TOMBSTONES = 10_000
 _RELABELLED = 10_000
+_IN_TRANSIT = 10_000
 
 ShardOf = Callable[[JSON], int]
 
@@ -69,7 +76,11 @@ class WatchCacheLists:
     at once (a restart) read the fleet dozens of times and starved the API server, whose slow
     Lease renewals then cost the replicas their Leases. The watch cache filters in memory. The
     list may be a little older than the latest write; the watch from its resourceVersion brings
-    everything after it, so nothing is missed. One request per list (a shard is small)."""
+    everything after it, so nothing is missed. One request per list (a shard is small).
+
+    The lists run side by side, never one at a time: a shard is acted on only once every kind's
+    list of it is in, and the coordinator acquires its shards together, so lists queued behind one
+    another kept acquired shards idle for seconds (docs/sharding.md, "Memory")."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
@@ -129,6 +140,11 @@ class _PartEvents:
         key = object_key(obj)
         self.view._tombstones.pop(key, None)
         other = self.view._elsewhere(self.part, key)
+        if self.part is not None:  # a move this replica announced is complete
+            self.view._relabelled.pop(key, None)
+        moving = self.view._in_transit.pop(key, None)
+        if other is None and moving is not None:
+            other = moving[1]
         for handler in self.view._handlers_of_view:
             if other is not None:
                 self.view._call(handler.on_update, other, obj)
@@ -143,8 +159,11 @@ class _PartEvents:
         key = object_key(obj)
         if self.view._elsewhere(self.part, key) is not None:
             return  # moved to another held part (its add came first)
-        if self.part is None and self.view._relabelled.pop(key, None) is not None:
-            return  # labelled by this replica: its shard part's add follows
+        if self.part is None:
+            target = self.view._relabelled.pop(key, None)
+            if target is not None:  # labelled by this replica: its shard part's add follows
+                self.view._hold_in_transit(key, obj, target)
+                return
         self.view._bury(key, obj)
         for handler in self.view._handlers_of_view:
             self.view._call(handler.on_delete, obj)
@@ -168,12 +187,16 @@ class ShardedInformer(Informer):
         transform: Transform | None = lean_object,
         name: str | None = None,
         unlabelled_client: ListWatcher | None = None,
+        base_selector: str | None = None,
     ) -> None:
+        self.base_selector = base_selector
+        """Selects the objects of the kind this view caches at all (e.g. the access Secrets); every
+        part's selector is it plus the part's shard selector."""
         super().__init__(
             client,
             res,
             namespace=namespace,
-            label_selector=unlabelled_selector(shards),
+            label_selector=self._selector(unlabelled_selector(shards)),
             indexers=indexers,
             clock=clock,
             transform=transform,
@@ -184,14 +207,20 @@ class ShardedInformer(Informer):
         """The shard an object belongs to (for tombstones)."""
         self._handlers_of_view: builtins.list[EventHandler] = []
         self._tombstones: OrderedDict[ObjectKey, int] = OrderedDict()
-        self._relabelled: OrderedDict[ObjectKey, bool] = OrderedDict()
+        self._relabelled: OrderedDict[ObjectKey, int] = OrderedDict()
+        self._in_transit: OrderedDict[ObjectKey, tuple[int, JSON]] = OrderedDict()
+        """Objects this replica labelled that left the unlabelled part before their shard part's
+        add came: target shard and last state, answered by the view until that add."""
         self._parts: dict[int | None, Informer] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._unlabelled_client = unlabelled_client or client
         """Lists the unlabelled objects: paginated from etcd (the whole fleet on the first start
         with the flag) rather than from the watch cache in one response."""
-        self.unlabelled = self._part(None, unlabelled_selector(shards))
+        self.unlabelled = self._part(None, self._selector(unlabelled_selector(shards)))
         self.synced = self.unlabelled.synced
+
+    def _selector(self, shard_part: str) -> str:
+        return f"{self.base_selector},{shard_part}" if self.base_selector else shard_part
 
     def _part(self, shard: int | None, selector: str) -> Informer:
         suffix = "unlabelled" if shard is None else f"shard-{shard}"
@@ -230,7 +259,7 @@ class ShardedInformer(Informer):
         """Start caching ``shard`` (no-op if it already is); call from the running event loop."""
         if shard in self._parts:
             return
-        part = self._part(shard, shard_selector(shard))
+        part = self._part(shard, self._selector(shard_selector(shard)))
         self._tasks[shard] = asyncio.get_running_loop().create_task(part.run(), name=f"informer {part.name}")
         log.info("%s: caching shard %d", self.name, shard)
 
@@ -243,16 +272,18 @@ class ShardedInformer(Informer):
         """Stop caching ``shard`` and drop its objects (no events: a released shard's objects are
         not deleted, only no longer this replica's)."""
         self._parts.pop(shard, None)
+        for key in [k for k, (target, _) in self._in_transit.items() if target == shard]:
+            del self._in_transit[key]
         task = self._tasks.pop(shard, None)
         if task is not None:
             task.cancel()
             log.info("%s: dropped the cache of shard %d", self.name, shard)
 
-    def note_relabelled(self, obj: JSON) -> None:
-        """This replica is giving ``obj`` its shard label: its leaving the unlabelled part is a move
-        (call before the write: the watch event may arrive before the write's response)."""
+    def note_relabelled(self, obj: JSON, shard: int) -> None:
+        """This replica is giving ``obj`` the label of ``shard``: its leaving the unlabelled part is
+        a move (call before the write: the watch event may arrive before the write's response)."""
         key = object_key(obj)
-        self._relabelled[key] = True
+        self._relabelled[key] = shard
         self._relabelled.move_to_end(key)
         while len(self._relabelled) > _RELABELLED:
             self._relabelled.popitem(last=False)
@@ -260,6 +291,20 @@ class ShardedInformer(Informer):
     def forget_relabelled(self, obj: JSON) -> None:
         """The label write announced by ``note_relabelled`` failed."""
         self._relabelled.pop(object_key(obj), None)
+        self._in_transit.pop(object_key(obj), None)
+
+    def _hold_in_transit(self, key: ObjectKey, obj: JSON, target: int) -> None:
+        if target not in self._parts:
+            return  # labelled for a shard not cached here: it leaves this view (no event, as before)
+        self._in_transit[key] = (target, obj)
+        self._in_transit.move_to_end(key)
+        while len(self._in_transit) > _IN_TRANSIT:
+            self._in_transit.popitem(last=False)
+
+    def in_transit(self, namespace: str | None, name: str) -> bool:
+        """Whether the view answers for this object from its in-transit copy (see the module
+        docstring)."""
+        return (namespace or "", name) in self._in_transit
 
     def tombstone(self, namespace: str | None, name: str) -> int | None:
         """The shard of a recently deleted object no longer cached, else None."""
@@ -303,19 +348,24 @@ class ShardedInformer(Informer):
             found = part._items.get(key)
             if found is not None:
                 return found
-        return None
+        moving = self._in_transit.get(key)
+        return moving[1] if moving is not None else None
 
     def list(self, namespace: str | None = None) -> builtins.list[JSON]:
         seen: dict[ObjectKey, JSON] = {}
         for part in self._parts.values():
             for obj in part.list(namespace):
                 seen.setdefault(object_key(obj), obj)
+        for key, (_, obj) in self._in_transit.items():
+            if namespace is None or key[0] == namespace:
+                seen.setdefault(key, obj)
         return builtins.list(seen.values())
 
     def keys(self) -> builtins.list[ObjectKey]:
         found: dict[ObjectKey, None] = {}
         for part in self._parts.values():
             found.update(dict.fromkeys(part.keys()))
+        found.update(dict.fromkeys(self._in_transit))
         return builtins.list(found)
 
     def by_index(self, index_name: str, value: str) -> builtins.list[JSON]:
@@ -325,12 +375,19 @@ class ShardedInformer(Informer):
         for part in self._parts.values():
             for obj in part.by_index(index_name, value):
                 seen.setdefault(object_key(obj), obj)
+        index = self._indexers[index_name]
+        for key, (_, obj) in self._in_transit.items():
+            if key not in seen and value in index(obj):
+                seen[key] = obj
         return builtins.list(seen.values())
 
     def index_values(self, index_name: str) -> builtins.list[str]:
         found: dict[str, None] = {}
         for part in self._parts.values():
             found.update(dict.fromkeys(part.index_values(index_name)))
+        index = self._indexers[index_name]
+        for _, obj in self._in_transit.values():
+            found.update(dict.fromkeys(index(obj)))
         return builtins.list(found)
 
     def __len__(self) -> int:

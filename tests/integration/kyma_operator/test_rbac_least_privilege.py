@@ -5,8 +5,9 @@ the operator runs as the ``klm-controller-manager`` ServiceAccount: a token from
 of a real kube-apiserver (``--authorization-mode=RBAC``, tests/controlplane), with the objects of
 rbac.yaml applied as shipped (kcp-system, istio-system). The first test drives a Kyma through its
 life with the Watcher feature, the listener, leader election, sharding and a module (Manifest
-created, status read, deletion, a manual CA rotation, a gateway Secret repair); the second runs the
-Manifest controller (install from the real registry, Ready, uninstall). Any 403 would leave the
+created, status read, the access Secret's shard label, deletion, a manual CA rotation, a gateway
+Secret repair); the second runs the Manifest controller (install from the real registry, Ready,
+uninstall). Any 403 would leave the
 object short of its state, and is also looked for in the log. The set-up itself (Kyma, access
 Secret, templates, the Manifest) acts as the cluster admin, as a provisioner would.
 
@@ -47,6 +48,7 @@ from kyma_operator.runtime.resources import (
     SERVICE_ACCOUNTS,
     Resource,
 )
+from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
 from localrun.kcp import SKR_CRD_PLURALS
 from tests.controlplane.cluster import APIServer, ControlPlane, free_port
 from tests.controlplane.crds import REPO_ROOT, apply_crds
@@ -234,6 +236,14 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
                     assert await exists(admin, LEASES, "klm-rbac-test", KCP_NS)
                     leases = (await admin.list(LEASES, KCP_NS)).items
                     assert len(leases) > 1  # the leader's and the shard group's
+                    # the access Secret (the provisioner's) carries its Kyma's shard label (a patch)
+                    shard = str(shard_of(RUNTIME_ID, 4))
+
+                    async def secret_labelled() -> bool:
+                        live = await admin.get(SECRETS, f"{KYMA}-kubeconfig", KCP_NS)
+                        return bool(live["metadata"]["labels"].get(SHARD_LABEL) == shard)
+
+                    await eventually(secret_labelled, "the access Secret labelled with its shard")
                     # a manual CA rotation rewrites the CA and gateway Secrets (update, not create)
                     feature = running.operator.watcher
                     assert feature is not None

@@ -227,6 +227,7 @@ def build_kyma_controller(
     maintenance_clock: Callable[[], datetime.datetime] | None = None,
     rollouts: Informer | None = None,
     rollout_policies: Informer | None = None,
+    access_secrets: Informer | None = None,
 ) -> KymaController:
     """The Kyma controller over ``kymas`` (shared with the listener; built here if not given).
 
@@ -244,6 +245,8 @@ def build_kyma_controller(
     ``rollouts``: the shared ModuleRollout informer; with it (and the module half) a module's
     version follows the run in force for its channel (docs/rollouts.md §6.4); with
     ``rollout_policies`` too, a channel move a policy selects holds the Kymas until its run exists.
+    ``access_secrets``: the access-Secret informer (sharding: the shard-scoped one); built here
+    (``access_secret_informer``) when not given.
     """
     cfg = config or KymaControllerConfig()
     if kymas is None:  # (an empty Informer is falsy: never "or")
@@ -279,7 +282,11 @@ def build_kyma_controller(
     module_half = _module_half(
         client, cfg, manifests, catalog, descriptors, maintenance, rollouts, rollout_policies, wall_clock
     )
-    secrets_informer = access_secret_informer(client, cfg.namespace, clock=clock)
+    secrets_informer = (
+        access_secrets
+        if access_secrets is not None
+        else access_secret_informer(client, cfg.namespace, clock=clock)
+    )
     access = AccessSecrets(secrets_informer)
     if client_factory is None:
         observer = api_requests.observer(CONTROLLER_NAME) if api_requests is not None else None

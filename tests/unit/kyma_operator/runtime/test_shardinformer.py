@@ -1,9 +1,16 @@
-"""The shard-scoped cache's selectors and its read view before any shard is held (the watching
-parts are tested against the real API server in tests/integration/sharding/test_scoped_caches.py)."""
+"""The shard-scoped cache's selectors, its read view before any shard is held, and a relabelled
+object's move between parts in either order of their watch events, fed to the parts as their watches
+deliver them (the watching parts are tested against the real API server in
+tests/integration/sharding/test_scoped_caches.py and test_scoped_access_secrets.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from kyma_operator.runtime.informer import Informer
+from kyma_operator.runtime.kube import WatchEvent
 from kyma_operator.runtime.resources import SECRETS
 from kyma_operator.runtime.shardinformer import ShardedInformer, shard_selector, sharded, unlabelled_selector
 from kyma_operator.runtime.shardmap import SHARD_LABEL
@@ -25,3 +32,75 @@ def test_an_empty_view_is_an_informer_with_nothing_cached() -> None:
     assert view.by_index("i", "v") == []
     assert sharded(view) is view
     assert sharded(Informer(None, SECRETS)) is None  # type: ignore[arg-type]
+
+
+async def test_a_base_selector_narrows_every_part() -> None:
+    base = "app=x,owner!=me"
+    view = ShardedInformer(None, SECRETS, shards=2, shard_of=lambda _obj: 0, base_selector=base)  # type: ignore[arg-type]
+    assert view.label_selector == f"{base},{unlabelled_selector(2)}"
+    assert view.unlabelled.label_selector == f"{base},{unlabelled_selector(2)}"
+    view.start_shard(1)
+    part = view.part(1)
+    assert part is not None and part.label_selector == f"{base},{shard_selector(1)}"
+    view.stop_shard(1)
+    assert view.part(1) is None
+
+
+def _secret(labels: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": "s", "namespace": "ns", "resourceVersion": "1", "labels": labels}}
+
+
+class _Seen:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        self.events.append("add")
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.events.append("update")
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.events.append("delete")
+
+
+@pytest.mark.parametrize("delete_first", [True, False])
+async def test_an_object_this_replica_relabels_stays_in_the_view_in_either_event_order(
+    delete_first: bool,
+) -> None:
+    """The unlabelled part's delete and the shard part's add come on two watches, in any order: the
+    view answers with the object all along (by key and by index) and its handlers see one update."""
+    view = ShardedInformer(
+        None,  # type: ignore[arg-type]  # the parts are fed their watch events here, nothing lists
+        SECRETS,
+        shards=2,
+        shard_of=lambda _obj: 1,
+        indexers={"kyma": lambda obj: [obj["metadata"]["labels"].get("kyma", "")]},
+    )
+    view.start_shard(1)
+    shard = view.part(1)
+    assert shard is not None
+    seen = _Seen()
+    before = _secret({"kyma": "k"})
+    view.unlabelled._handle_event(WatchEvent("ADDED", before))
+    view.add_handler(seen)
+    after = _secret({"kyma": "k", SHARD_LABEL: "1"})
+
+    def visible() -> bool:
+        return view.get("ns", "s") is not None and len(view.by_index("kyma", "k")) == 1 and len(view) == 1
+
+    view.note_relabelled(before, 1)
+    steps: list[tuple[Informer, WatchEvent]] = [
+        (view.unlabelled, WatchEvent("DELETED", before)),
+        (shard, WatchEvent("ADDED", after)),
+    ]
+    for part, event in steps if delete_first else reversed(steps):
+        part._handle_event(event)
+        assert visible()
+    assert view.in_transit("ns", "s") is False
+    assert view.get("ns", "s") == after
+    assert seen.events == ["add", "update"]  # the add replayed to the new handler, then the move
+    # a real deletion afterwards is one (no stale "relabelled" note swallows it)
+    shard._handle_event(WatchEvent("DELETED", after))
+    assert view.get("ns", "s") is None and seen.events[-1] == "delete"
+    view.stop_shard(1)
