@@ -21,6 +21,11 @@ to this checkout's sharded processes). The first start (first ``--replicas`` cou
 converges (finalizers, status); then one restart per ``--replicas`` count, of operators whose fleet
 is converged (what an upgrade or a failover does): the figures the targets are about. It also
 weighs one cached Manifest as the API server sends it and as the informer keeps it (``lean_object``).
+``--fleet-via etcd``: a few seed Kymas are created and converged for real, the rest cloned from them
+straight into etcd (``etcd_fleet.py``: minutes instead of hours at 5 modules; no first start then).
+``--runs 1 3scoped 5scoped 3plain``: one restart per configuration; ``--base``: each configuration
+on an empty fleet first (the fixed RSS base); ``--resync-interval S``: the CPU of each replica's
+periodic full resync (``resync_window.py``); ``--memprobe N``: where each operator's memory goes.
 
 ``runtimes``: one etcd, a KCP and the largest ``--runtimes`` count of real runtime API servers
 (sharing the etcd, each its own prefix). For each count N (and 0): N Kymas in a fresh namespace,
