@@ -25,9 +25,9 @@ controllers' intakes. Nothing is attached or mutated after construction.
    its readiness), the shard label on Kymas and the full re-enqueue of an acquired shard; exposed
    as ``Operator.coordinator`` (None without sharding); the listener then runs on every
    replica and hands an event whose shard another replica holds to that holder's internal endpoint
-   (``kcp_listener.handoff``, address published in the membership Lease); the Kyma and Manifest
-   informers and the access Secrets' cache only the held shards (``runtime/shardinformer``;
-   ``--shard-scoped-caches=false``: the whole fleet).
+   (``kcp_listener.handoff``, address published in the membership Lease); with
+   ``--shard-scoped-caches`` the Kyma and Manifest informers and the access Secrets' cache only the
+   held shards (``runtime/shardinformer``).
 
 The event path from the runtime's API server to a reconcile (hops; docs/architecture.md, "The
 event path"):

@@ -190,8 +190,10 @@ async def test_the_operator_runs_a_kyma_through_its_life_with_exactly_the_shippe
                 istio_namespace=ISTIO_NS,
                 leader_elect=True,
                 leader_election_id="klm-rbac-test",
-                # as deployed (operator-deployment.yaml): shard Leases, Kyma shard labels, hand-off
+                # as deployed (operator-deployment.yaml): shard Leases, Kyma shard labels, hand-off;
+                # scoped caches on top: their Secret labelling must be allowed by the shipped RBAC too
                 sharding=True,
+                shard_scoped_caches=True,
                 shards=4,
                 replica_id="rbac-0",
                 handoff_host="127.0.0.1",

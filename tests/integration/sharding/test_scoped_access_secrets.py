@@ -399,6 +399,7 @@ async def test_two_operators_label_access_secrets_and_reconcile_after_a_provisio
         return operator_config(
             kcp_namespace,
             sharding=True,
+            shard_scoped_caches=True,
             shards=SHARDS,
             replica_id=replica,
             handoff_port=free_port(),

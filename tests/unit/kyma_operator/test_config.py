@@ -117,9 +117,10 @@ def test_sharding_flags() -> None:
         load_config(["--shards=0"], {})
 
 
-def test_shard_scoped_caches_on_by_default_with_sharding_and_only_with_it() -> None:
-    assert load_config(["--sharding"], {}).shard_scoped_caches
+def test_shard_scoped_caches_only_with_sharding_and_off_by_default() -> None:
+    assert not load_config(["--sharding"], {}).shard_scoped_caches
     assert load_config(["--sharding", "--shard-scoped-caches"], {}).shard_scoped_caches
+    assert load_config(["--sharding"], {"KLM_SHARD_SCOPED_CACHES": "true"}).shard_scoped_caches
     assert not load_config(["--sharding", "--shard-scoped-caches=false"], {}).shard_scoped_caches
     assert not load_config(["--sharding"], {"KLM_SHARD_SCOPED_CACHES": "false"}).shard_scoped_caches
     assert load_config([], {}).sharding is False  # the default alone is no error without sharding
