@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import datetime
+import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -128,15 +129,15 @@ async def settled(running: RunningOperator, *names: str, deadline: float = 15.0)
             for r in running.reports
         )
 
-    until = time.monotonic() + deadline
+    def converged_or_requeued(name: str) -> bool:
+        if converged(name):
+            return True
+        if not len(queue) and not queue.processing:
+            queue.add(Request(running.namespace, name))
+        return False
+
     for name in names:
-        while not converged(name):
-            if time.monotonic() > until:
-                seen = "\n  ".join(r.line() for r in running.reports[-10:])
-                raise AssertionError(f"timed out after {deadline}s waiting for {name} converged:\n  {seen}")
-            if not len(queue) and not queue.processing:
-                queue.add(Request(running.namespace, name))
-            await asyncio.sleep(0.02)  # polling the reports, as wait_report
+        await eventually(functools.partial(converged_or_requeued, name), f"{name} converged", within=deadline)
     await asyncio.wait_for(queue.wait_idle(), deadline)
 
 
