@@ -304,16 +304,20 @@ class Controller:
         await self._process(request)
         return True
 
+    def _retry_gated(self, request: Request) -> None:
+        """Counted as gated and tried again after ``gate_retry`` (not reconciled now, not lost)."""
+        self.gated += 1
+        if self._metrics is not None:
+            self._metrics.gated.inc()
+        self.queue.done(request)
+        self.queue.add_after(request, self.gate_retry)
+
     async def _process(self, request: Request) -> None:
         gate = self._gate
         if gate is not None and not gate():
             # Not (certainly) leading: start nothing; the request waits until leadership is
             # confirmed again or the process steps down (another replica then reconciles it).
-            self.gated += 1
-            if self._metrics is not None:
-                self._metrics.gated.inc()
-            self.queue.done(request)
-            self.queue.add_after(request, self.gate_retry)
+            self._retry_gated(request)
             return
         ticket: int | None = None
         request_gate = self._request_gate
@@ -321,11 +325,7 @@ class Controller:
             ticket = request_gate.admit(request)
             if ticket is None and request_gate.deferred(request):
                 # Ours, fenced for a moment (a late renewal): no reconcile now, and not lost either.
-                self.gated += 1
-                if self._metrics is not None:
-                    self._metrics.gated.inc()
-                self.queue.done(request)
-                self.queue.add_after(request, self.gate_retry)
+                self._retry_gated(request)
                 return
             if ticket is None:
                 # Not this replica's shard: the holder has it queued (and re-enqueues everything
