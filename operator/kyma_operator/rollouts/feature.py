@@ -99,6 +99,7 @@ class RolloutFeature:
         for informer in self.informers:
             manager.add_informer(informer)
         for informer in self.leader_informers:
+            informer.set_metrics(manager.metrics)  # relists and events, like the shared informers
             manager.add_runnable(informer, leader_only=True)
         manager.add_controller(self.controller)
         manager.add_controller(self.starter_controller)

@@ -145,7 +145,7 @@ async def test_shard_move_during_wave(
     (``rollouts/fleet_view.py``): the run's counts still cover every Kyma of the fleet."""
     ns, name = kcp_namespace, rollout_name()
     await publish(kcp_client, ns, {"regular": OLD})
-    extra = ("--shard-scoped-caches",) if scoped else ()
+    extra = (f"--shard-scoped-caches={str(scoped).lower()}",)
     fleet = Fleet(Path(kcp_crds.kubeconfig_path), ns, tmp_path / "trace.log", *FLAGS, *extra)
     try:
         for replica in REPLICAS:
