@@ -20,7 +20,8 @@ resync: cold start, lists, one reconcile of every Kyma; ``--shard-scoped-caches`
 to this checkout's sharded processes). The first start (first ``--replicas`` count)
 converges (finalizers, status); then one restart per ``--replicas`` count, of operators whose fleet
 is converged (what an upgrade or a failover does): the figures the targets are about. It also
-weighs one cached Manifest as the API server sends it and as the informer keeps it (``lean_object``).
+weighs one cached Manifest as the API server sends it, as the informer keeps it (``lean_object``)
+and as the leader's rollout view keeps it (``fleet_view.rollout_manifest``).
 ``--fleet-via etcd``: a few seed Kymas are created and converged for real, the rest cloned from them
 straight into etcd (``etcd_fleet.py``: minutes instead of hours at 5 modules; no first start then).
 ``--runs 1 3scoped 5scoped 3plain``: one restart per configuration; ``--base``: each configuration
@@ -70,6 +71,7 @@ from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, 
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
+from kyma_operator.rollouts.fleet_view import rollout_manifest
 from kyma_operator.runtime.errors import ServerError
 from kyma_operator.runtime.informer import lean_object
 from kyma_operator.runtime.kube import KubeClient
@@ -192,19 +194,22 @@ async def create_fleet(kcp: KubeClient, fleet: Fleet, concurrency: int = 48) -> 
     fleet.created_in = time.monotonic() - start
 
 
-async def weigh_cached_manifests(kcp: KubeClient, namespace: str, sample: int = 2000) -> tuple[float, float]:
-    """Bytes per Manifest as sent (parsed JSON) and as the informer caches it (``lean_object``)."""
+async def weigh_cached_manifests(
+    kcp: KubeClient, namespace: str, sample: int = 2000
+) -> tuple[float, float, float]:
+    """Bytes per Manifest as sent (parsed JSON), as the shared informers cache it (``lean_object``)
+    and as the leader's fleet view for rollouts caches it (``fleet_view.rollout_manifest``)."""
     page = await kcp.list(MANIFESTS, namespace, limit=sample)
     raw = [json.dumps(item).encode() for item in page.items]
     del page
     sizes = []
-    for transform in (lambda o: o, lean_object):
+    for transform in (lambda o: o, lean_object, rollout_manifest):
         tracemalloc.start()
         kept = [transform(json.loads(doc)) for doc in raw]
         sizes.append(tracemalloc.get_traced_memory()[0] / len(kept))
         tracemalloc.stop()
         del kept
-    return sizes[0], sizes[1]
+    return sizes[0], sizes[1], sizes[2]
 
 
 # -- operator processes -----------------------------------------------------------------------------
@@ -377,7 +382,7 @@ async def start_group(
         own = [*flags]
         if spec.sharded:
             own += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
-            own += ["--shard-scoped-caches"] if spec.scoped else []
+            own += [f"--shard-scoped-caches={str(spec.scoped).lower()}"]  # explicit: the default changed
         else:  # a cold start, not a wait for the killed predecessor's Lease to expire
             own += ["--leader-elect=false"]
         process = await OperatorProcess.start(kubeconfig, namespace, *own, env_extra=env)
@@ -726,8 +731,12 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
                 ),
                 flush=True,
             )
-            raw, lean = await weigh_cached_manifests(kcp, fleet.namespace)
-            print(f"one cached Manifest: {raw / 1000:.1f} KB as sent, {lean / 1000:.1f} KB lean", flush=True)
+            raw, lean, slim = await weigh_cached_manifests(kcp, fleet.namespace)
+            print(
+                f"one cached Manifest: {raw / 1000:.1f} KB as sent, {lean / 1000:.1f} KB lean, "
+                f"{slim / 1000:.2f} KB in the leader's rollout view",
+                flush=True,
+            )
         if args.create_only:
             return
         codes = variants(args)

@@ -108,6 +108,7 @@ from kyma_operator.rollouts.feature import (
     policy_informer,
     rollout_informer,
 )
+from kyma_operator.rollouts.fleet_view import fleet_informers
 from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
@@ -447,9 +448,8 @@ async def build_operator(
         own: tuple[Informer, ...] = ()
         if shard_config is not None and config.shard_scoped_caches:
             # the shared caches hold this replica's shards only; the leader counts the whole fleet
-            fleet_kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="rollout-kymas")
-            fleet_manifests = manifest_informer(client, ns, clock=clock)
-            fleet_manifests.name = "rollout-manifests"
+            # from informers of its own that keep only what rollouts read (rollouts/fleet_view.py)
+            fleet_kymas, fleet_manifests = fleet_informers(client, ns, clock=clock)
             own = (fleet_kymas, fleet_manifests)
         rollouts = build_rollout_feature(
             client,

@@ -310,15 +310,22 @@ class RolloutReconciler:
 
 
 def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list[classify.Member]:
-    """The run's members as the informers show them: the Kymas of its namespace with a Manifest of
-    its module on its channel (for ``mandatory``: the mandatory Manifest), leaving out Kymas that
+    """The run's members as the informers show them (``members_among`` over their namespace)."""
+    return members_among(run, kymas.list(run.namespace), manifests.list(run.namespace))
+
+
+def members_among(
+    run: ModuleRollout, kymas: Iterable[Mapping[str, Any]], manifests: Iterable[Mapping[str, Any]]
+) -> list[classify.Member]:
+    """The run's members among the Kymas and Manifests of its namespace: the Kymas with a Manifest
+    of its module on its channel (for ``mandatory``: the mandatory Manifest), leaving out Kymas that
     are being deleted or not reconciled (they could never become Ready and would stall a wave) and
     Manifests being deleted (a disabled module). Manifests, not the KCP Kyma's ``spec.modules``:
     a remote runtime's modules are listed in its own Kyma, which KCP does not hold."""
-    namespace, module, channel = run.namespace, run.spec.module, run.spec.channel
+    module, channel = run.spec.module, run.spec.channel
     mandatory = channel == MANDATORY_CHANNEL
-    by_kyma: dict[str, JSON] = {}
-    for manifest in manifests.list(namespace):
+    by_kyma: dict[str, Mapping[str, Any]] = {}
+    for manifest in manifests:
         labels = _meta(manifest).get("labels") or {}
         if labels.get(names.MODULE_NAME_LABEL) != module:
             continue
@@ -332,7 +339,7 @@ def members_of(run: ModuleRollout, kymas: Informer, manifests: Informer) -> list
         if kyma:
             by_kyma[str(kyma)] = manifest
     members: list[classify.Member] = []
-    for kyma in kymas.list(namespace):
+    for kyma in kymas:
         meta = _meta(kyma)
         found = by_kyma.get(str(meta.get("name") or ""))
         if found is None or meta.get("deletionTimestamp"):

@@ -10,7 +10,8 @@ Both controllers run only on the replica holding the leader-election Lease (no r
 the Watcher controller); the informers are shared with the Kyma controller and run on every
 replica, except with shard-scoped caches: then each replica's Kyma and Manifest caches hold only its
 shards, and the leader counts the fleet from fleet-wide Kyma and Manifest informers of its own,
-run only while it leads (its reconciles wait until they have listed). The Kyma controller's own
+run only while it leads (its reconciles wait until they have listed), which store only the fields
+rollouts read (``fleet_view``). The Kyma controller's own
 part (the run informer, the target look-up passed into ``resolve()``, ``sources.RolloutToKymas``)
 is wired in ``controllers/kyma/setup.py``.
 """
@@ -98,6 +99,7 @@ class RolloutFeature:
         for informer in self.informers:
             manager.add_informer(informer)
         for informer in self.leader_informers:
+            informer.set_metrics(manager.metrics)  # relists and events, like the shared informers
             manager.add_runnable(informer, leader_only=True)
         manager.add_controller(self.controller)
         manager.add_controller(self.starter_controller)

@@ -100,6 +100,16 @@ async def test_restart_during_soak(
         await _nothing_lost_nothing_repeated(kcp_client, ns, name, history, soak_started, sim.spec_writes)
 
 
+async def _counted_whole_fleet(kcp: KubeClient, ns: str, name: str) -> dict[str, Any] | None:
+    """The run, once its counts cover the whole fleet as Ready (every Kyma of every shard)."""
+    run = await run_in_phase(kcp, ns, name, "Completed")
+    status = (run or {}).get("status") or {}
+    totals = status.get("totals") or {}
+    members = sum(wave.get("members") or 0 for wave in status.get("waves") or [])
+    whole = totals.get("members") == totals.get("upgraded") == totals.get("ready") == KYMA_COUNT
+    return run if whole and members == KYMA_COUNT else None
+
+
 async def _nothing_lost_nothing_repeated(
     kcp: KubeClient,
     ns: str,
@@ -131,10 +141,11 @@ async def test_shard_move_during_wave(
     kcp_client: KubeClient, kcp_crds: APIServer, kcp_namespace: str, tmp_path: Path, scoped: bool
 ) -> None:
     """With ``--shard-scoped-caches`` each replica caches only its shards' Kymas and Manifests;
-    the leader counts the fleet from informers of its own."""
+    the leader counts the fleet from informers of its own that keep only what rollouts read
+    (``rollouts/fleet_view.py``): the run's counts still cover every Kyma of the fleet."""
     ns, name = kcp_namespace, rollout_name()
     await publish(kcp_client, ns, {"regular": OLD})
-    extra = ("--shard-scoped-caches",) if scoped else ()
+    extra = (f"--shard-scoped-caches={str(scoped).lower()}",)
     fleet = Fleet(Path(kcp_crds.kubeconfig_path), ns, tmp_path / "trace.log", *FLAGS, *extra)
     try:
         for replica in REPLICAS:
@@ -174,6 +185,11 @@ async def test_shard_move_during_wave(
                 await eventually(leading, f"{survivor} leading", within=60, interval=0.2)
                 await eventually(
                     lambda: run_in_phase(kcp_client, ns, name, "Completed"), "the run Completed", within=60
+                )
+                await eventually(
+                    lambda: _counted_whole_fleet(kcp_client, ns, name),
+                    "the run's counts covering every Kyma",
+                    within=30,
                 )
             await _nothing_lost_nothing_repeated(
                 kcp_client, ns, name, history, soaking["status"]["soakStartedAt"], sim.spec_writes
