@@ -158,11 +158,28 @@ class ModuleEnv:
     async def wait_kyma(
         self, check: Callable[[dict[str, Any]], bool], what: str, within: float = 20.0
     ) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
         async def probe() -> dict[str, Any] | None:
             kyma = await self.kyma()
+            last["kyma"] = kyma
             return kyma if check(kyma) else None
 
-        return await eventually(probe, what, within=within, interval=0.05)
+        try:
+            return await eventually(probe, what, within=within, interval=0.05)
+        except AssertionError as error:  # say what the Kyma and its Manifests showed instead
+            status = (last.get("kyma") or {}).get("status") or {}
+            manifests = {
+                str(m["metadata"]["name"]): (
+                    (m.get("spec") or {}).get("version"),
+                    (m.get("status") or {}).get("state"),
+                )
+                for m in (await self.kcp.list(MANIFESTS, self.ns)).items
+            }
+            raise AssertionError(
+                f"{error}; Kyma state {status.get('state')!r}, modules {status.get('modules')!r}, "
+                f"Manifests (version, state) {manifests!r}"
+            ) from None
 
     async def wait_entry(
         self, module: str, check: Callable[[dict[str, Any]], bool], what: str, within: float = 20.0

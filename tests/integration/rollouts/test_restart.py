@@ -150,7 +150,7 @@ async def test_shard_move_during_wave(
     try:
         for replica in REPLICAS:
             await fleet.start(replica)
-        await eventually(lambda: fleet.joined(*REPLICAS), "r0, r1, r2 started and joined", within=90)
+        await fleet.wait_joined(*REPLICAS)
 
         async def split() -> dict[int, str] | None:
             found = await holders(kcp_client, ns)

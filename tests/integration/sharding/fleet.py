@@ -14,6 +14,7 @@ from pathlib import Path
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES
 from tests.integration.kyma_operator.operator_process import OperatorProcess, _get
+from tests.polling import eventually
 
 SHARDS = 16
 FLAGS = (
@@ -137,6 +138,17 @@ class Fleet:
             any(f"{replica}: joined the shard group" in line for line in self.processes[replica].output)
             for replica in replicas
         )
+
+    async def wait_joined(self, *replicas: str, within: float = 90.0) -> None:
+        """Until ``joined(*replicas)``; on time-out the assertion carries each replica's exit code
+        and output tail (a replica that exited or never synced says why there)."""
+        try:
+            await eventually(
+                lambda: self.joined(*replicas), f"{', '.join(replicas)} started and joined", within=within
+            )
+        except AssertionError as error:
+            codes = {r: self.processes[r].process.returncode for r in replicas}
+            raise AssertionError(f"{error}; exit codes {codes}\n{self.output()}") from None
 
     async def stop(self) -> None:
         for process in self.processes.values():

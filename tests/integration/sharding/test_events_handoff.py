@@ -75,7 +75,7 @@ async def test_events_reach_the_holder_and_none_is_lost_when_it_is_killed(
     for replica in REPLICAS:
         await fleet.start(replica)
     # measured from when all three run, not from their spawning (start-up is the machine's speed)
-    await eventually(lambda: fleet.joined(*REPLICAS), "r0, r1, r2 started and joined", within=90)
+    await fleet.wait_joined(*REPLICAS)
 
     async def split_evenly() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)

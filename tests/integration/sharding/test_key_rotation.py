@@ -100,7 +100,7 @@ async def test_keys_rotate_under_event_traffic_without_one_refused_hand_off(
     runtimes, keys = await create_runtimes(kcp_client, kcp_namespace, 12, SHARDS)
     for replica in REPLICAS:
         await fleet.start(replica)
-    await eventually(lambda: fleet.joined(*REPLICAS), "r0, r1 started and joined", within=90)
+    await fleet.wait_joined(*REPLICAS)
 
     async def split_evenly() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)

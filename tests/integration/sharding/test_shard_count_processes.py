@@ -50,7 +50,7 @@ async def test_a_replica_with_another_shard_count_holds_nothing_until_restarted_
     for i in range(KYMA_COUNT):
         await kcp_client.create(KYMAS, kyma(f"kyma-{i}", kcp_namespace, f"rt-{i}"))
     await fleet.start("r0")
-    await eventually(lambda: fleet.joined("r0"), "r0 started and joined", within=90)
+    await fleet.wait_joined("r0")
 
     async def held_by(*replicas: str) -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
@@ -72,7 +72,7 @@ async def test_a_replica_with_another_shard_count_holds_nothing_until_restarted_
 
     # r1 starts with --shards=8: it refuses and says so; r0 keeps every shard and keeps working
     odd = await fleet.start("r1", shards=8)
-    await eventually(lambda: fleet.joined("r1"), "r1 started and joined", within=90)
+    await fleet.wait_joined("r1")
     error = "r1: shard count mismatch: --shards=8 differs from --shards=16 of the running replica(s) r0"
     await eventually(lambda: error in odd.text(), "r1 logged the mismatch", within=30)
     await eventually(lambda: gauge(odd, MISMATCH) == 1.0, f"{MISMATCH} 1 on r1", within=15)

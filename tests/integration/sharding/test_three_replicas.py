@@ -97,7 +97,7 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
         await fleet.start(replica)
     # the split is measured from when all three run: a process's start-up (imports, first lists)
     # takes as long as the machine makes it, and is not what coordination is judged by
-    await eventually(lambda: fleet.joined(*REPLICAS), "r0, r1, r2 started and joined", within=90)
+    await fleet.wait_joined(*REPLICAS)
 
     # 1. even split, every Kyma reconciled (status written) and labelled with its shard
     async def split_evenly() -> dict[int, str] | None:
@@ -161,7 +161,7 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
 
     # 3. start it again: rebalanced over three
     await fleet.start(victim)
-    await eventually(lambda: fleet.joined(victim), f"{victim} restarted and joined", within=90)
+    await fleet.wait_joined(victim)
     await eventually(split_evenly, "rebalanced over three replicas", within=60, interval=0.2)
     # the Leases are written before a replica acts on a shard (its caches synced, then a full
     # reconcile of the shard's Kymas): pausing it in between would freeze that burst mid-reconcile,
