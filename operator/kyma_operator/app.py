@@ -125,11 +125,6 @@ class StartupError(RuntimeError):
     """The operator cannot start (e.g. no KCP address); the message says what to fix."""
 
 
-LEASE_CONNECTIONS = 8
-"""Pooled connections of the Lease client (leader election, membership, shard Leases): small
-requests, a round renews the held shard Leases side by side."""
-
-
 def oci_source(config: OperatorConfig, client: KubeClient, manager: Manager) -> OciSource:
     """The module registry source from ``config`` (``StartupError`` for an unreadable key)."""
     key = None
@@ -228,12 +223,8 @@ class Operator:
     rollouts: RolloutFeature | None = None
     """Fleet rollouts (docs/rollouts.md): the leader's rollout and starter controllers; None
     without the module half (``--kyma-modules=false``)."""
-    lease_client: KubeClient | None = None
-    """The leader election's and the shard coordinator's client (a pool of its own; closed here)."""
 
     async def _close(self) -> None:
-        if self.lease_client is not None:
-            await self.lease_client.close()
         await self.kyma.close()
         if self.manifest is not None:
             await self.manifest.close()
@@ -367,12 +358,9 @@ async def build_operator(
     else:
         kymas = Informer(client, KYMAS, namespace=ns, clock=clock, name="kymas")
         manifests = manifest_informer(client, ns, clock=clock)
-    # Lease renewals (leader, shards, membership) get a connection pool of their own: at start-up a
-    # replica's shard lists alone can take every connection of ``client`` for many seconds
-    leases = client.sibling(max_concurrency=LEASE_CONNECTIONS, user_agent="kyma-operator/leases")
     sharding = (
         Sharding.build(
-            leases,
+            client,
             shard_config,
             kymas,
             manifests,
@@ -396,7 +384,6 @@ async def build_operator(
         registry=registry,
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
         readiness_reason=(lambda: sharding.coordinator.not_ready_reason) if sharding is not None else None,
-        lease_client=leases,
     )
     api_requests = RuntimeApiRequests(manager.registry)
     catalog = Catalog(
@@ -572,5 +559,4 @@ async def build_operator(
         helm=helm,
         coordinator=sharding.coordinator if sharding is not None else None,
         rollouts=rollouts,
-        lease_client=leases,
     )

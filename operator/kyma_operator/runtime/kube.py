@@ -116,9 +116,6 @@ class KubeClient:
         ``classify_request``)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
-        self._access = access
-        self._request_timeout = request_timeout
-        self._keepalive_expiry = keepalive_expiry
         self._host = access.server.rstrip("/")
         self._credentials = access.credentials
         self._http = AsyncHttp(
@@ -160,19 +157,6 @@ class KubeClient:
     def in_cluster(cls, **kwargs: Any) -> KubeClient:
         """A client with the pod's service account; ``ValueError`` outside a cluster."""
         return cls(kubeconfig.load_in_cluster(), **kwargs)
-
-    def sibling(self, *, max_concurrency: int, user_agent: str) -> KubeClient:
-        """Another client for the same API server and identity with a connection pool of its own
-        (``max_concurrency``), e.g. for Lease renewals that must not wait behind this client's
-        long lists for a free connection. Close it on its own."""
-        return KubeClient(
-            self._access,
-            max_concurrency=max_concurrency,
-            request_timeout=self._request_timeout,
-            user_agent=user_agent,
-            on_request=self._on_request,
-            keepalive_expiry=self._keepalive_expiry,
-        )
 
     @property
     def host(self) -> str:

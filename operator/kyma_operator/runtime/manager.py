@@ -73,10 +73,7 @@ class Manager:
         request_gates: Mapping[str, RequestGate] | None = None,
         readiness: Callable[[], bool] | None = None,
         readiness_reason: Callable[[], str] | None = None,
-        lease_client: KubeClient | None = None,
     ) -> None:
-        """``lease_client``: the client of the leader election (default ``client``); one with a
-        connection pool of its own keeps renewals from waiting behind the informers' lists."""
         self.client = client
         self.name = name
         self.namespace = namespace
@@ -106,7 +103,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         if leader_election is not None:
             self.elector = LeaderElector(
-                lease_client or client,
+                client,
                 leader_election,
                 clock=self.clock,
                 on_started_leading=self._start_leader_work,

@@ -26,28 +26,3 @@ async def test_one_kyma_informer_and_one_heartbeat_tracker_are_shared(
     await manifest.close()
     if operator.oci is not None:
         await operator.oci.close()
-
-
-async def test_lease_renewals_have_a_connection_pool_of_their_own(
-    kcp_client: KubeClient, kcp_namespace: str
-) -> None:
-    """The leader election and the shard coordinator renew their Leases through a client of their
-    own, so a replica's start-up lists (every shard's, with ``--shard-scoped-caches``) cannot take
-    every connection a renewal needs; closing the operator closes it."""
-    config = operator_config(
-        kcp_namespace,
-        leader_elect=True,
-        leader_election_id="klm-wiring-test",
-        sharding=True,
-        shard_scoped_caches=True,
-        shards=4,
-        replica_id="wiring-0",
-    )
-    operator = await build_operator(config, kcp_client, kcp_addr="127.0.0.1:443")
-    leases = operator.lease_client
-    assert leases is not None and leases is not kcp_client and leases.host == kcp_client.host
-    assert operator.manager.elector is not None and operator.manager.elector.client is leases
-    assert operator.coordinator is not None and operator.coordinator.client is leases
-    assert all(i.client is not leases for i in operator.manager._informers)
-    await operator._close()
-    assert leases.closed and not kcp_client.closed
