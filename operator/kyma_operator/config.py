@@ -81,12 +81,13 @@ class OperatorConfig(BaseModel):
     still runs the Watcher controller and cluster-wide work. Off: the leader reconciles every Kyma."""
     shards: Annotated[int, Field(ge=1, le=1024)] = DEFAULT_SHARDS
     """Number of shards (with ``--sharding``; every replica must use the same number)."""
-    shard_scoped_caches: bool = True
-    """With ``--sharding`` (ignored without it): cache only the Kymas, Manifests and access Secrets
-    of the shards this replica holds (one informer per held shard on the shard label, plus one for
-    objects not labelled yet), so memory and resync work follow the replica's share; the leader
-    adds a fleet-wide view for rollouts that keeps only what rollouts read. Off: every replica
-    caches the whole fleet (docs/sharding.md)."""
+    shard_scoped_caches: bool = False
+    """With ``--sharding``: cache only the Kymas, Manifests and access Secrets of the shards this
+    replica holds (one informer per held shard on the shard label, plus one for objects not labelled
+    yet), so memory and resync work follow the replica's share; the leader adds a fleet-wide view
+    for rollouts that keeps only what rollouts read. Off: every replica caches the whole fleet. Off
+    by default: at start-up the shard lists (all at once) delayed Lease renewals past the renew
+    deadline on a loaded control plane (docs/sharding.md)."""
     replica_id: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=200)
     """This replica's id in its membership and shard Leases (a lower-case DNS name, unique per
     replica); unset: ``POD_NAME``, else the host name."""

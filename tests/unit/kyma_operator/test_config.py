@@ -117,14 +117,13 @@ def test_sharding_flags() -> None:
         load_config(["--shards=0"], {})
 
 
-def test_shard_scoped_caches_only_with_sharding_and_on_by_default() -> None:
-    assert load_config(["--sharding"], {}).shard_scoped_caches
+def test_shard_scoped_caches_only_with_sharding_and_off_by_default() -> None:
+    assert not load_config(["--sharding"], {}).shard_scoped_caches
     assert load_config(["--sharding", "--shard-scoped-caches"], {}).shard_scoped_caches
     assert load_config(["--sharding"], {"KLM_SHARD_SCOPED_CACHES": "true"}).shard_scoped_caches
     assert not load_config(["--sharding", "--shard-scoped-caches=false"], {}).shard_scoped_caches
     assert not load_config(["--sharding"], {"KLM_SHARD_SCOPED_CACHES": "false"}).shard_scoped_caches
-    # the default alone is no error without sharding (app.py scopes caches only with --sharding)
-    assert load_config([], {}).sharding is False
+    assert load_config([], {}).sharding is False  # the default alone is no error without sharding
     with pytest.raises(ConfigError, match="shard_scoped_caches needs sharding"):
         load_config(["--shard-scoped-caches"], {})
     with pytest.raises(ConfigError, match="shard_scoped_caches needs sharding"):
