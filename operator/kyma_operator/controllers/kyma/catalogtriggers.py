@@ -52,9 +52,16 @@ def kyma_of_manifest(obj: JSON) -> Request | None:
 
 
 def manifest_change_matters(old: JSON, new: JSON) -> bool:
-    """State, last operation, deletion, spec (generation) or labels of the Manifest changed."""
+    """State, the generation its status was written for, last operation, deletion, spec
+    (generation) or labels of the Manifest changed.
+
+    ``status.observedGeneration`` counts because the Kyma's entry reads a status written for an
+    older spec as Processing (``modulesync.manifest_state``): a Manifest that goes from Ready for
+    the old version straight to Ready for the new one changes nothing else, and without this its
+    Kyma kept the module Processing until its next periodic reconcile (a fresh-clone run's
+    maintenance-window test waited 60 s for Ready at the new version)."""
     a, b = _status(old), _status(new)
-    if a.get("state") != b.get("state"):
+    if a.get("state") != b.get("state") or a.get("observedGeneration") != b.get("observedGeneration"):
         return True
     if (a.get("lastOperation") or {}).get("operation") != (b.get("lastOperation") or {}).get("operation"):
         return True

@@ -8,10 +8,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from kyma_operator.controllers.common.heartbeat import AgentHealth
+from kyma_operator.controllers.kyma.catalogtriggers import manifest_change_matters
 from kyma_operator.controllers.kyma.heartbeat import HeartbeatSweep, ObservedHealth
 from kyma_operator.controllers.kyma.triggers import KymaTrigger, ManifestRequestLog
 from kyma_operator.runtime.clock import FakeClock, settle
 from kyma_operator.runtime.controller import Controller
+from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.triggers import TriggerLog
 from kyma_wire.names import KCP_NAMESPACE, RUNTIME_ID_LABEL
@@ -130,3 +132,21 @@ def test_manifest_changes_reuse_the_runtime_round_even_with_a_re_read_pending() 
 def test_triggers_parse_into_members_and_ignore_other_notes() -> None:
     reasons = ("Manifest changed", "runtime event", "something else")
     assert KymaTrigger.of(reasons) == {KymaTrigger.MANIFEST_CHANGED, KymaTrigger.RUNTIME_EVENT}
+
+
+def _manifest(generation: int, state: str, observed: int, operation: str = "installation is ready") -> JSON:
+    return {
+        "metadata": {"name": "m", "namespace": KCP_NAMESPACE, "generation": generation, "labels": {}},
+        "status": {"state": state, "observedGeneration": observed, "lastOperation": {"operation": operation}},
+    }
+
+
+def test_a_manifest_ready_again_for_its_new_spec_wakes_its_kyma() -> None:
+    """Ready for the old spec -> Ready for the new one changes only ``observedGeneration``: the
+    Kyma's entry was Processing meanwhile (a status of an older spec is not current) and must be
+    reconciled to say Ready."""
+    upgraded = _manifest(2, "Ready", 1)
+    ready_again = _manifest(2, "Ready", 2)
+    assert manifest_change_matters(upgraded, ready_again)
+    assert not manifest_change_matters(ready_again, _manifest(2, "Ready", 2))  # a resync: nothing
+    assert manifest_change_matters(_manifest(1, "Ready", 1), upgraded)  # the spec change itself
