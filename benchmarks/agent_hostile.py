@@ -331,7 +331,8 @@ def report(endless: dict[str, Any], held: dict[str, Any], args: argparse.Namespa
             f"iterations, p50 {loop['p50_ms']:.2f} ms, p99 {loop['p99_ms']:.2f} ms, "
             f"max {loop['max_ms']:.1f} ms, "
             f"{loop['over_2ms']} over 2 ms; CPU-weighted p99 {loop['cpu_weighted_p99_ms']:.1f} ms; "
-            f"{loop['full_gc']} full collections, longest {loop['full_gc_max_ms']:.1f} ms | | |"
+            f"{loop['full_gc']} full collections, longest {loop['full_gc_max_ms']:.1f} ms; "
+            f"speed probe p50 {loop.get('speed_probe', {}).get('p50_us', 0.0):.0f} us | | |"
         )
     return "\n".join(lines)
 

@@ -10,7 +10,11 @@ Run: ``python benchmarks/loop_stalls.py OUT.json -m MODULE [ARGS...]`` (as a scr
 runs another checkout's agent: it imports only the standard library); the statistics are written to
 ``OUT.json`` when the module returns (the agent: on SIGTERM). A first SIGUSR1 starts the count
 afresh (the measured phase begins), a second one writes ``OUT.json`` at once and ends it.
-Benchmark-only: it subclasses the
+
+It also times a fixed piece of pure-Python work (``_probe_work``, ~0.1 ms) on the loop thread every
+``_PROBE_EVERY`` seconds (``speed_probe``: its CPU time, median and p90): identical work, so a run
+whose probe is slower ran on a slower CPU (the benchmark VM's host varies), not a costlier agent.
+The probe costs the loop ~0.2 % of a core. Benchmark-only: it subclasses the
 selector event loop and times ``_run_once`` (a private method of asyncio, stable in 3.11).
 """
 
@@ -34,6 +38,8 @@ class _State:
     full_collections: list[float] = []
     young_collections: list[float] = []  # generations 0 and 1
     gc_started = 0.0
+    probes: list[float] = []  # CPU time of each run of the fixed probe work
+    next_probe = 0.0
     signals = 0
     written = False
 
@@ -44,6 +50,25 @@ class _TimedLoop(asyncio.SelectorEventLoop):
         super()._run_once()  # type: ignore[misc]
         if not _State.written:
             _State.iterations.append(time.thread_time() - started)
+            now = time.monotonic()
+            if now >= _State.next_probe:
+                _State.next_probe = now + _PROBE_EVERY
+                probe_started = time.thread_time()
+                _probe_work()
+                _State.probes.append(time.thread_time() - probe_started)
+
+
+_PROBE_EVERY = 0.05
+"""Seconds between two runs of the speed probe."""
+
+
+def _probe_work() -> int:
+    """Fixed interpreter work (~0.1 ms on the benchmark machine): dict, str and int operations."""
+    table: dict[str, int] = {}
+    for index in range(300):
+        key = f"k{index}"
+        table[key] = index * 7
+    return sum(value for key, value in table.items() if key.endswith(("1", "3", "7")))
 
 
 _SLOW_CALLBACK = 0.0005
@@ -128,6 +153,12 @@ def _write() -> None:
         result["young_gc"] = len(young)
         result["young_gc_over_0_5ms"] = sum(1 for spent in young if spent > _SLOW_CALLBACK)
         result["young_gc_max_ms"] = max(young, default=0.0) * 1000
+        probes = sorted(_State.probes)
+        result["speed_probe"] = {
+            "samples": len(probes),
+            "p50_us": probes[len(probes) // 2] * 1e6 if probes else 0.0,
+            "p90_us": probes[int(len(probes) * 0.9)] * 1e6 if probes else 0.0,
+        }
         slow = sorted(_State.slow_callbacks.items(), key=lambda item: -item[1][1])
         result["slow_callbacks"] = [
             {"callback": name, "over_0_5ms": int(count), "cpu_ms": spent * 1000, "max_ms": longest * 1000}
@@ -143,6 +174,7 @@ def _signal(signum: int, frame: object) -> None:
         _State.full_collections.clear()
         _State.young_collections.clear()
         _State.slow_callbacks.clear()
+        _State.probes.clear()
     else:
         _write()
 
