@@ -72,10 +72,10 @@ from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
 from kyma_operator.rollouts.fleet_view import rollout_manifest
-from kyma_operator.runtime.errors import ServerError
+from kyma_operator.runtime.errors import Gone, ServerError
 from kyma_operator.runtime.informer import lean_object
 from kyma_operator.runtime.kube import KubeClient
-from kyma_operator.runtime.resources import NAMESPACES, SECRETS
+from kyma_operator.runtime.resources import NAMESPACES, SECRETS, Resource
 from kyma_operator.runtime.shardmap import SHARD_LABEL
 from tests.controlplane.binaries import REPO_ROOT
 from tests.controlplane.cluster import APIServer, ControlPlane
@@ -403,20 +403,37 @@ async def _ready(watched: list[Watched], limit: float) -> None:
 
 
 async def count_fleet(kcp: KubeClient, namespace: str) -> tuple[int, int, int, int]:
-    """(Kymas, Ready Kymas, Manifests, Ready Manifests) through the API server, paginated."""
+    """(Kymas, Ready Kymas, Manifests, Ready Manifests) through the API server, paginated.
+
+    A kind is counted again from its first page when its continue token expired (410: the API
+    server compacted etcd meanwhile, every 5 minutes; at 50,000 Kymas the first count, while the
+    API server still ingests the fleet, can take longer than that)."""
     found = []
     for res in (KYMAS, MANIFESTS):
-        total = ready = 0
-        token: str | None = None
-        while True:
-            page = await kcp.list(res, namespace, limit=500, continue_token=token)
-            total += len(page.items)
-            ready += sum(1 for item in page.items if (item.get("status") or {}).get("state") == "Ready")
-            token = page.continue_token
-            if not token:
+        for attempt in range(1, _COUNT_ATTEMPTS + 1):
+            try:
+                found += await _count_kind(kcp, res, namespace)
                 break
-        found += [total, ready]
+            except Gone:
+                if attempt == _COUNT_ATTEMPTS:
+                    raise
+                print(f"  counting {res.plural}: continue token expired (410), counting again", flush=True)
     return found[0], found[1], found[2], found[3]
+
+
+_COUNT_ATTEMPTS = 3
+
+
+async def _count_kind(kcp: KubeClient, res: Resource, namespace: str) -> list[int]:
+    total = ready = 0
+    token: str | None = None
+    while True:
+        page = await kcp.list(res, namespace, limit=500, continue_token=token)
+        total += len(page.items)
+        ready += sum(1 for item in page.items if (item.get("status") or {}).get("state") == "Ready")
+        token = page.continue_token
+        if not token:
+            return [total, ready]
 
 
 async def converge_seeds(kubeconfig: Path, kcp: KubeClient, fleet: Fleet, limit: float = 300) -> None:
