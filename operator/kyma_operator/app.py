@@ -114,6 +114,7 @@ from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.loopwatch import LoopWatch
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
 from kyma_operator.runtime.trace import TraceFile, TracingReconciler
@@ -385,6 +386,8 @@ async def build_operator(
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
         readiness_reason=(lambda: sharding.coordinator.not_ready_reason) if sharding is not None else None,
     )
+    # on real time whatever the injected clock: it measures how late the process's loop runs
+    manager.add_runnable(LoopWatch(registry=manager.registry), leader_only=False)
     api_requests = RuntimeApiRequests(manager.registry)
     catalog = Catalog(
         template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)

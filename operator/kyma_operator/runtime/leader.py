@@ -208,9 +208,18 @@ class LeaderElector:
         except (KubeError, TimeoutError) as exc:
             # an API server's answer is an outcome; a timeout or a broken connection is not
             self._unseen_write = isinstance(exc, (KubeTransportError, ServerError, TimeoutError))
-            log.info("%s: lease %s attempt failed: %s", self.identity, self._lease_ref(), exc)
+            log.info(
+                "%s: lease %s attempt failed after %.2f s: %r",
+                self.identity,
+                self._lease_ref(),
+                self.clock.now() - started,
+                exc,
+            )
             return False
         self._unseen_write = False
+        took = self.clock.now() - started
+        if took > self.config.retry_period:  # what made renewals late: see runtime/loopwatch
+            log.info("%s: lease %s attempt took %.2f s", self.identity, self._lease_ref(), took)
         if renewed:
             # The Lease was written no earlier than ``started``: count the renewal from then.
             self._renewed_at = started

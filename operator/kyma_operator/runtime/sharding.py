@@ -388,12 +388,16 @@ class ShardCoordinator:
         try:
             while True:
                 if self._caches_synced():
+                    started = self.clock.now()
                     try:
                         await self.tick()
                     except (KubeError, TimeoutError) as exc:  # API server away: fenced until back
                         log.warning("%s: shard coordination round failed: %s", self.identity, exc)
                     except Exception:  # one bad round must not end coordination
                         log.exception("%s: shard coordination round failed", self.identity)
+                    took = self.clock.now() - started
+                    if took > self.config.renew_deadline / 2:  # renewals late: see runtime/loopwatch
+                        log.info("%s: shard coordination round took %.2f s", self.identity, took)
                 await self.clock.sleep(self.next_round_in())
         except asyncio.CancelledError:
             await self.leave_all()
