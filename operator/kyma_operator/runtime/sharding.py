@@ -58,7 +58,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
-from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.kube import KubeClient, ObjectList
 from kyma_operator.runtime.leases import JSON, LeaseObservations, Observed, lease_spec, micro_time
 from kyma_operator.runtime.resources import LEASES
 from kyma_operator.runtime.shardcount import AGREE, ShardCountLease, Verdict, announced_shards
@@ -81,7 +81,7 @@ class ShardCaches(Protocol):
 
     def start(self, shard: int) -> None: ...
 
-    async def wait_synced(self, shard: int, timeout: float) -> bool: ...  # noqa: ASYNC109
+    async def wait_synced(self, shard: int, timeout: float | None) -> bool: ...  # noqa: ASYNC109
 
     def stop(self, shard: int) -> None: ...
 
@@ -275,6 +275,8 @@ class ShardCoordinator:
         self._disagreeing: dict[str, int] = {}
         self._on_acquired: list[Callback] = []
         self._on_released: list[Callback] = []
+        self._activations: dict[int, asyncio.Task[None]] = {}
+        """Per shard whose caches are still listing: the task that acts on it once they are in."""
         self._drained = asyncio.Event()
         self.rounds = 0
         self._wake_at = math.inf
@@ -398,6 +400,12 @@ class ShardCoordinator:
                     took = self.clock.now() - started
                     if took > self.config.renew_deadline / 2:  # renewals late: see runtime/loopwatch
                         log.info("%s: shard coordination round took %.2f s", self.identity, took)
+                    # rounds start every retry period, not a retry period after the last one ended:
+                    # a slow round (a loaded API server) must not stretch the renewals past the deadline
+                    await self.clock.sleep(
+                        max(0.05, min(self.next_round_in(), self.config.retry_period - took))
+                    )
+                    continue
                 await self.clock.sleep(self.next_round_in())
         except asyncio.CancelledError:
             await self.leave_all()
@@ -407,12 +415,9 @@ class ShardCoordinator:
         """One round: renew membership, read every Lease, compute the share, acquire/renew/release."""
         cfg = self.config
         self.rounds += 1
-        await self._renew_membership()
         started = self.clock.now()
-        async with asyncio.timeout(cfg.request_timeout):
-            listed = await self.client.list(
-                LEASES, cfg.namespace, label_selector=f"{SHARD_LEASE_LABEL}={cfg.lease_prefix}"
-            )
+        # side by side: one API round trip less per round (the list does not need our own Lease)
+        _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
         leases = {str(item["metadata"]["name"]): item for item in listed.items}
         self._observed.forget_missing(set(leases))
         observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
@@ -432,6 +437,14 @@ class ShardCoordinator:
         )
         self._wake_at = self._next_expiry(observed)
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
+
+    async def _list_leases(self) -> ObjectList:
+        async with asyncio.timeout(self.config.request_timeout):
+            return await self.client.list(
+                LEASES,
+                self.config.namespace,
+                label_selector=f"{SHARD_LEASE_LABEL}={self.config.lease_prefix}",
+            )
 
     def next_round_in(self) -> float:
         """Seconds until the next round: the retry period, or sooner when a Lease that matters (a
@@ -493,6 +506,8 @@ class ShardCoordinator:
             async with asyncio.timeout(self.config.drain_timeout):
                 await self._wait_drained()
         await asyncio.gather(*(self._release(shard) for shard in list(self._held)), return_exceptions=True)
+        for activation in list(self._activations.values()):
+            activation.cancel()
         try:
             async with asyncio.timeout(self.config.request_timeout):
                 await self.client.delete(
@@ -702,26 +717,46 @@ class ShardCoordinator:
             held.resource_version = rv
             held.spec = spec
         if not held.active and held.draining_since is None:
-            if not await self._shard_caches_synced(shard, held):
-                return
-            held.active = True
-            self._holders[shard] = self._self
-            self._notify(self._on_acquired, shard)
+            self._activate_when_synced(shard, held)
 
-    async def _shard_caches_synced(self, shard: int, held: _Held) -> bool:
-        """Start the shard's caches (if per-shard) and wait up to one retry period for their first
-        list; the shard becomes active only then (else on a later round), so ``on_acquired`` sees
-        every object of the shard and no request is admitted before."""
+    def _activate_when_synced(self, shard: int, held: _Held) -> None:
+        """Act on ``shard`` once its caches (if per-shard) have their first list: at once without
+        per-shard caches, else from a task started with them, so ``on_acquired`` sees every object
+        of the shard and no request is admitted before.
+
+        Why a task and not a wait here: this runs inside the round that renews every Lease of this
+        replica, and at start-up a shard's lists take seconds; rounds that waited for them (up to a
+        retry period each) stretched the renewals of the shards already held past the renew
+        deadline (``benchmarks/results/scale.md``, issue 28)."""
         if self.shard_caches is None:
-            return True
+            self._activate(shard, held)
+            return
+        if shard in self._activations:
+            return
         self.shard_caches.start(shard)
-        if not await self.shard_caches.wait_synced(shard, self.config.retry_period):
-            log.info("%s: shard %d: caches not synced yet, acting on it later", self.identity, shard)
-            return False
-        return self._held.get(shard) is held and held.draining_since is None
+        self._activations[shard] = asyncio.create_task(
+            self._activate_once_synced(shard, self.shard_caches), name=f"shard {shard} caches"
+        )
+
+    async def _activate_once_synced(self, shard: int, caches: ShardCaches) -> None:
+        try:
+            await caches.wait_synced(shard, None)
+        finally:
+            self._activations.pop(shard, None)
+        held = self._held.get(shard)  # as of now: released, lost or draining meanwhile is no
+        if held is not None and not held.active and held.draining_since is None:
+            self._activate(shard, held)
+
+    def _activate(self, shard: int, held: _Held) -> None:
+        held.active = True
+        self._holders[shard] = self._self
+        self._notify(self._on_acquired, shard)
 
     def _stop_shard_caches(self, shard: int) -> None:
         if self.shard_caches is not None and shard not in self._held:
+            activation = self._activations.pop(shard, None)
+            if activation is not None:  # its caches go: they will never be synced
+                activation.cancel()
             self.shard_caches.stop(shard)
 
     async def _release(self, shard: int) -> None:
