@@ -192,18 +192,27 @@ class LeaderElector:
         while True:
             await self.clock.sleep(self.config.retry_period)
             deadline = self.clock.now() + self.config.renew_deadline
-            while not await self._try_acquire_or_renew():
+            while not await self._try_acquire_or_renew(deadline):
                 if self.clock.now() + self.config.retry_period > deadline:
                     return
                 await self.clock.sleep(self.config.retry_period)
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self, deadline: float | None = None) -> bool:
+        """One attempt, given ``request_timeout`` or, renewing, until ``deadline`` if that is later.
+
+        Why until the deadline: as client-go's renewals, an attempt may use the whole renew
+        deadline; cut at ``request_timeout`` (5 s), a renewal the API server answered in 5-7 s (on a
+        loaded control plane at start-up: ``benchmarks/results/scale.md``, issue 28) left no time
+        for another attempt and cost the Lease."""
         started = self.clock.now()
+        timeout = self.config.request_timeout
+        if deadline is not None:
+            timeout = max(timeout, deadline - started)
         self._unseen_write = True  # until this attempt's outcome is known
         try:
-            async with asyncio.timeout(self.config.request_timeout):
+            async with asyncio.timeout(timeout):
                 renewed = await self._attempt()
         except (KubeError, TimeoutError) as exc:
             # an API server's answer is an outcome; a timeout or a broken connection is not
