@@ -675,8 +675,10 @@ def keep_logs(directory: Path, label: str, watched: list[Watched]) -> None:
     """Each operator's output of run ``label`` as ``<directory>/<label>-r<i>.log``."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
+    runs = 1 + sum(1 for _ in directory.glob(f"{stem}*-r0.log"))  # a repeated configuration: -2, -3
+    suffix = "" if runs == 1 else f"-{runs}"
     for i, w in enumerate(watched):
-        (directory / f"{stem}-r{i}.log").write_text(w.process.text())
+        (directory / f"{stem}{suffix}-r{i}.log").write_text(w.process.text())
 
 
 async def measure_resync(
