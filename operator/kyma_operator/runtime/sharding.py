@@ -413,10 +413,24 @@ class ShardCoordinator:
 
     async def tick(self) -> None:
         """One round: renew membership, read every Lease, compute the share, acquire/renew/release."""
-        cfg = self.config
         self.rounds += 1
         started = self.clock.now()
-        # side by side: one API round trip less per round (the list does not need our own Lease)
+        # First thing in the round, side by side with the membership renewal and the list: the
+        # renewals of the shards this replica holds and keeps, over its own last write (a renewal
+        # needs no list; one that conflicts is written again after the list, below). Why: at
+        # start-up every step of the round waits for a turn of a busy main loop (seconds each), and
+        # renewals that waited for the list first came later than the renew deadline. The share is
+        # computed as soon as the membership and the list are in, without waiting for them.
+        renewals: dict[int, asyncio.Future[bool]] = {
+            shard: asyncio.ensure_future(self._renew_kept(shard)) for shard in self._kept()
+        }
+        try:
+            await self._round(started, renewals)
+        finally:
+            await asyncio.gather(*renewals.values(), return_exceptions=True)
+
+    async def _round(self, started: float, renewals: dict[int, asyncio.Future[bool]]) -> None:
+        cfg = self.config
         _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
         leases = {str(item["metadata"]["name"]): item for item in listed.items}
         self._observed.forget_missing(set(leases))
@@ -433,10 +447,32 @@ class ShardCoordinator:
                 holder = by_id.get(seen.holder) or Replica(seen.holder, "")
                 self._holders[shard] = holder
         await asyncio.gather(
-            *(self._shard_round(shard, observed.get(cfg.shard_lease(shard))) for shard in range(cfg.shards))
+            *(
+                self._shard_round(shard, observed.get(cfg.shard_lease(shard)), renewal=renewals.get(shard))
+                for shard in range(cfg.shards)
+            )
         )
         self._wake_at = self._next_expiry(observed)
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
+
+    def _kept(self) -> list[int]:
+        """Shards held, not draining and still this replica's as of the last round."""
+        if not self.verdict.agree:
+            return []
+        return [
+            shard
+            for shard, held in sorted(self._held.items())
+            if held.draining_since is None and self._desired[shard] == self.identity
+        ]
+
+    async def _renew_kept(self, shard: int) -> bool:
+        """Renew ``shard`` over this replica's own last write; whether that worked."""
+        held = self._held.get(shard)
+        if held is None:
+            return False
+        before = held.renewed_at
+        await self._write(shard, Observed(held.spec, held.resource_version, before), renew=True)
+        return self._held.get(shard) is held and held.renewed_at != before
 
     async def _list_leases(self) -> ObjectList:
         async with asyncio.timeout(self.config.request_timeout):
@@ -606,8 +642,12 @@ class ShardCoordinator:
 
     # -- shards --------------------------------------------------------------------------------
 
-    async def _shard_round(self, shard: int, seen: Observed | None) -> None:
+    async def _shard_round(
+        self, shard: int, seen: Observed | None, *, renewal: asyncio.Future[bool] | None = None
+    ) -> None:
+        """``renewal``: this round's renewal of the shard over the last write (``_renew_kept``)."""
         cfg = self.config
+        renewed = renewal is not None and await renewal
         mine = self._desired[shard] == self.identity
         held = self._held.get(shard)
         if held is not None:
@@ -635,7 +675,8 @@ class ShardCoordinator:
                 if mine:  # desired again before the release: take it back (in full: requests
                     held.draining_since = None  # dropped while draining are enqueued again)
                     held.active = False
-            await self._write(shard, seen, renew=True)
+            if not renewed:
+                await self._write(shard, seen, renew=True)
             return
         if not mine or (self.clock.now() - self._joined_at < self.join_grace and not self._group_running()):
             return
