@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from benchmarks.etcd_fleet import GROUP, Cloner, Etcd, Seed
+from benchmarks.lease_probe import summarize
 from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
@@ -580,8 +581,19 @@ async def measure_run(
     etcd = Etcd(etcd_url)
     revision = await etcd.revision()
     plane_cpu = {name: _cpu_seconds(pid) for name, pid in plane_pids.items()}
-    watched = await start_group(kubeconfig, namespace, spec, flags, env)
+    probe_out = Path(tempfile.mkdtemp(prefix="scale-probe-")) / "probe"
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.lease_probe",
+        str(kubeconfig),
+        namespace,
+        str(probe_out),
+        cwd=REPO_ROOT,
+    )
+    watched: list[Watched] = []
     try:
+        watched = await start_group(kubeconfig, namespace, spec, flags, env)
         took, outcomes = await until_reconciled(watched, expected, args.timeout)
         start_up_done = time.monotonic()
         print(
@@ -618,9 +630,31 @@ async def measure_run(
     finally:
         for w in watched:
             await w.process.stop()
+        probe.terminate()
+        await probe.wait()
         await etcd.close()
+        print(f"  {lease_report(watched, probe_out)}", flush=True)
         if args.logs is not None:
             keep_logs(args.logs, label, watched)
+
+
+STALL = re.compile(r"event loop stalled ([\d.]+) s .* used ([\d.]+) s CPU")
+
+
+def lease_report(watched: list[Watched], probe_out: Path) -> str:
+    """Per replica: fenced gaps of its shard Leases, whether it lost the leader Lease, its event
+    loop's stalls (``runtime/loopwatch``); and the idle probe's renewals (``lease_probe``)."""
+    parts = []
+    for i, w in enumerate(watched):
+        text = w.process.text()
+        stalls = [(float(a), float(b)) for a, b in STALL.findall(text)]
+        longest = max(stalls, default=(0.0, 0.0))
+        parts.append(
+            f"r{i}: fenced gaps {text.count('renewed again after a fenced gap')}, "
+            f"leader Lease lost {text.count('lost leadership')}, shards lost {text.count(': lost shard ')}, "
+            f"loop stalls > 0.5 s {len(stalls)} (longest {longest[0]:.2f} s, {longest[1]:.2f} s CPU of it)"
+        )
+    return "leases: " + "; ".join(parts) + f"; idle probe: {summarize(probe_out).text()}"
 
 
 MEMPROBE = Path(__file__).parent / "memprobe"
@@ -658,8 +692,10 @@ def keep_logs(directory: Path, label: str, watched: list[Watched]) -> None:
     """Each operator's output of run ``label`` as ``<directory>/<label>-r<i>.log``."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
+    runs = 1 + sum(1 for _ in directory.glob(f"{stem}*-r0.log"))  # a repeated configuration: -2, -3
+    suffix = "" if runs == 1 else f"-{runs}"
     for i, w in enumerate(watched):
-        (directory / f"{stem}-r{i}.log").write_text(w.process.text())
+        (directory / f"{stem}{suffix}-r{i}.log").write_text(w.process.text())
 
 
 async def measure_resync(

@@ -114,6 +114,9 @@ from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.leaseclient import LeaseClient
+from kyma_operator.runtime.loopthread import LoopThread
+from kyma_operator.runtime.loopwatch import LoopWatch
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
 from kyma_operator.runtime.trace import TraceFile, TracingReconciler
@@ -345,6 +348,14 @@ async def build_operator(
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
     leader = config.leader_election_config()
     registry = CollectorRegistry()
+    # Lease renewals on a thread of their own (runtime/loopthread, runtime/leaseclient): at start-up
+    # the main loop is busy with the shard lists for seconds at a time
+    lease_thread = LoopThread("lease-renewals") if leader is not None or config.sharding else None
+    lease_client = (
+        LeaseClient(client.access, thread=lease_thread, user_agent="kyma-operator/leases", max_concurrency=4)
+        if lease_thread is not None
+        else None
+    )
     try:
         shard_config = config.sharding_config() if config.sharding else None
     except ValueError as exc:  # e.g. a host name that is no valid replica id
@@ -368,6 +379,7 @@ async def build_operator(
             registry=registry,
             synced=lambda: manager.synced,
             access_secrets=access_secrets,
+            lease_client=lease_client,
         )
         if shard_config is not None
         else None
@@ -384,7 +396,11 @@ async def build_operator(
         registry=registry,
         readiness=(lambda: sharding.coordinator.ready) if sharding is not None else None,
         readiness_reason=(lambda: sharding.coordinator.not_ready_reason) if sharding is not None else None,
+        lease_thread=lease_thread,
+        lease_client=lease_client,
     )
+    # on real time whatever the injected clock: it measures how late the process's loop runs
+    manager.add_runnable(LoopWatch(registry=manager.registry), leader_only=False)
     api_requests = RuntimeApiRequests(manager.registry)
     catalog = Catalog(
         template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)

@@ -86,8 +86,9 @@ class OperatorConfig(BaseModel):
     replica holds (one informer per held shard on the shard label, plus one for objects not labelled
     yet), so memory and resync work follow the replica's share; the leader adds a fleet-wide view
     for rollouts that keeps only what rollouts read. Off: every replica caches the whole fleet. Off
-    by default: at start-up the shard lists (all at once) delayed Lease renewals past the renew
-    deadline on a loaded control plane (docs/sharding.md)."""
+    by default: at start-up, while the shard lists are in, shard Lease renewals can still be late
+    on a loaded control plane (fenced for moments; no Lease was lost since the Lease thread:
+    docs/sharding.md)."""
     replica_id: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=200)
     """This replica's id in its membership and shard Leases (a lower-case DNS name, unique per
     replica); unset: ``POD_NAME``, else the host name."""

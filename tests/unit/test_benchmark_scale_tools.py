@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.etcd_fleet import Cloner, Seed, kyma_key, manifest_key
+from benchmarks.lease_probe import summarize
 from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
 from kyma_operator.api import names
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
@@ -126,3 +127,14 @@ def test_an_unconverged_seed_is_refused() -> None:
     stored[kyma_key("/kcp", "ns", name)] = json.dumps(kyma).encode()
     with pytest.raises(ValueError, match="not converged"):
         Cloner(Seed.read(stored, "/kcp", "ns", 0), "/kcp", "ns")
+
+
+def test_lease_probe_summary_counts_slow_and_failed_renewals(tmp_path: Path) -> None:
+    out = tmp_path / "probe"
+    out.write_text("1.0 0.010 0.020 ok\n2.5 1.500 0.800 ok\n4.0 0 0 error:500\n9.0 4.000 2.000 ok\n")
+
+    found = summarize(out)
+
+    assert (found.attempts, found.over_2s, found.over_5s, found.errors) == (4, 2, 1, 1)
+    assert found.slowest == pytest.approx(6.0)
+    assert summarize(tmp_path / "missing").attempts == 0

@@ -528,6 +528,8 @@ class Sharding:
     gates: dict[str, RequestGate] = field(default_factory=dict)
     access_secrets: Informer | None = None
     """Shard-scoped access Secrets (``scoped_access_secrets``), else None (cached fleet-wide)."""
+    client: KubeClient | None = None
+    """Writes the shard labels (``FixMisplaced``, ``StraySecrets``); None: the coordinator's."""
 
     @classmethod
     def build(
@@ -541,13 +543,16 @@ class Sharding:
         registry: CollectorRegistry | None = None,
         synced: Callable[[], bool] = lambda: True,
         access_secrets: Informer | None = None,
+        lease_client: KubeClient | None = None,
     ) -> Sharding:
         """``access_secrets``: the shard-scoped access-Secret informer, started and stopped per
-        shard with the Kymas and Manifests (a shard is acted on once all three synced)."""
+        shard with the Kymas and Manifests (a shard is acted on once all three synced).
+        ``lease_client``: the coordinator's client for its Leases (``runtime/leaseclient``: on the
+        Lease thread); everything else uses ``client``."""
         secrets = sharded(access_secrets) if access_secrets is not None else None
         scoped = [part for part in (sharded(kymas), sharded(manifests), secrets) if part is not None]
         coordinator = ShardCoordinator(
-            client,
+            lease_client or client,
             config,
             clock=clock,
             caches_synced=synced,
@@ -562,7 +567,7 @@ class Sharding:
             KYMA_CONTROLLER: ShardGate(coordinator, by_kyma, KYMA_CONTROLLER),
             MANIFEST_CONTROLLER: ShardGate(coordinator, by_manifest, MANIFEST_CONTROLLER),
         }
-        return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates, secrets)
+        return cls(coordinator, by_kyma, by_manifest, kymas, manifests, gates, secrets, client)
 
     def kyma_layer(self, client: KubeClient) -> Callable[[Reconciler], Reconciler]:
         """Wraps the Kyma reconciler so that it writes each Kyma's shard label (``ShardLabelling``)."""
@@ -596,13 +601,19 @@ class Sharding:
         self.coordinator.on_released(ReleaseClients(caches, self.kymas, self.kyma_shard))
         if sharded(self.kymas) is not None:
             fix = FixMisplaced(
-                self.coordinator.client, self.kymas, self.manifests, self.coordinator, self.access_secrets
+                self.client or self.coordinator.client,
+                self.kymas,
+                self.manifests,
+                self.coordinator,
+                self.access_secrets,
             )
             self.kymas.add_handler(fix)
             self.coordinator.on_acquired(fix)
         secrets = sharded(self.access_secrets) if self.access_secrets is not None else None
         if secrets is not None:
-            stray = StraySecrets(self.coordinator.client, self.kymas, secrets, self.coordinator)
+            stray = StraySecrets(
+                self.client or self.coordinator.client, self.kymas, secrets, self.coordinator
+            )
             secrets.add_handler(stray)
             self.kymas.add_handler(FuncHandler(on_delete=stray.kyma_left))
             self.coordinator.on_acquired(stray)

@@ -11,6 +11,7 @@ import asyncio
 import datetime
 import heapq
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
@@ -76,31 +77,43 @@ class FakeClock:
 
     ``advance(seconds)`` moves time forward and runs every due timer callback synchronously, in
     deadline order (ties in scheduling order); coroutines blocked in ``sleep`` are resumed the next
-    time the test yields to the event loop (``await asyncio.sleep(0)`` or ``await settle()``).
+    time the test yields to the event loop (``await asyncio.sleep(0)`` or ``await settle()``), or,
+    sleeping on another thread's loop (``runtime/loopthread``), once that loop gets to it.
     """
 
     def __init__(self, start: float = 1000.0) -> None:
         self._now = start
         self._timers: list[tuple[float, int, _FakeTimer]] = []
         self._seq = itertools.count()
+        self._lock = threading.Lock()
+        """Guards the timers: a sleeper on another thread's loop adds to them while a test advances."""
 
     def now(self) -> float:
         return self._now
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
-        timer = _FakeTimer(self._now + max(0.0, delay), callback)
-        heapq.heappush(self._timers, (timer.deadline, next(self._seq), timer))
+        with self._lock:
+            timer = _FakeTimer(self._now + max(0.0, delay), callback)
+            heapq.heappush(self._timers, (timer.deadline, next(self._seq), timer))
         return timer
 
     async def sleep(self, seconds: float) -> None:
         if seconds <= 0:
             await asyncio.sleep(0)
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        sleeper = threading.get_ident()
 
-        def wake() -> None:
+        def resolve() -> None:
             if not future.done():
                 future.set_result(None)
+
+        def wake() -> None:  # ``advance`` may be called from another thread than the sleeper's loop
+            if threading.get_ident() == sleeper:
+                resolve()
+            else:
+                loop.call_soon_threadsafe(resolve)
 
         timer = self.call_later(seconds, wake)
         try:
@@ -113,9 +126,12 @@ class FakeClock:
         if seconds < 0:
             raise ValueError("time only moves forward")
         target = self._now + seconds
-        while self._timers and self._timers[0][0] <= target:
-            deadline, _, timer = heapq.heappop(self._timers)
-            self._now = max(self._now, deadline)
+        while True:
+            with self._lock:
+                if not self._timers or self._timers[0][0] > target:
+                    break
+                deadline, _, timer = heapq.heappop(self._timers)
+                self._now = max(self._now, deadline)
             if not timer.cancelled:
                 timer.callback()
         self._now = target
@@ -123,11 +139,13 @@ class FakeClock:
     @property
     def pending(self) -> int:
         """Number of scheduled, not cancelled timers and sleepers."""
-        return sum(1 for _, _, timer in self._timers if not timer.cancelled)
+        with self._lock:
+            return sum(1 for _, _, timer in self._timers if not timer.cancelled)
 
     def next_deadline(self) -> float | None:
         """When the earliest pending timer fires, or None."""
-        live = [deadline for deadline, _, timer in self._timers if not timer.cancelled]
+        with self._lock:
+            live = [deadline for deadline, _, timer in self._timers if not timer.cancelled]
         return min(live) if live else None
 
     async def wait_for_pending(self, count: int = 1, *, max_loops: int = 10_000) -> None:

@@ -116,6 +116,7 @@ class KubeClient:
         ``classify_request``)."""
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        self._access = access
         self._host = access.server.rstrip("/")
         self._credentials = access.credentials
         self._http = AsyncHttp(
@@ -161,6 +162,11 @@ class KubeClient:
     @property
     def host(self) -> str:
         return self._host
+
+    @property
+    def access(self) -> kubeconfig.ClusterAccess:
+        """Where and as whom this client connects (another client for the same server is built from it)."""
+        return self._access
 
     @property
     def closed(self) -> bool:

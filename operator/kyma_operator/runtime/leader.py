@@ -192,25 +192,43 @@ class LeaderElector:
         while True:
             await self.clock.sleep(self.config.retry_period)
             deadline = self.clock.now() + self.config.renew_deadline
-            while not await self._try_acquire_or_renew():
+            while not await self._try_acquire_or_renew(deadline):
                 if self.clock.now() + self.config.retry_period > deadline:
                     return
                 await self.clock.sleep(self.config.retry_period)
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self, deadline: float | None = None) -> bool:
+        """One attempt, given ``request_timeout`` or, renewing, until ``deadline`` if that is later.
+
+        Why until the deadline: as client-go's renewals, an attempt may use the whole renew
+        deadline; cut at ``request_timeout`` (5 s), a renewal the API server answered in 5-7 s (on a
+        loaded control plane at start-up: ``benchmarks/results/scale.md``, issue 28) left no time
+        for another attempt and cost the Lease."""
         started = self.clock.now()
+        timeout = self.config.request_timeout
+        if deadline is not None:
+            timeout = max(timeout, deadline - started)
         self._unseen_write = True  # until this attempt's outcome is known
         try:
-            async with asyncio.timeout(self.config.request_timeout):
+            async with asyncio.timeout(timeout):
                 renewed = await self._attempt()
         except (KubeError, TimeoutError) as exc:
             # an API server's answer is an outcome; a timeout or a broken connection is not
             self._unseen_write = isinstance(exc, (KubeTransportError, ServerError, TimeoutError))
-            log.info("%s: lease %s attempt failed: %s", self.identity, self._lease_ref(), exc)
+            log.info(
+                "%s: lease %s attempt failed after %.2f s: %r",
+                self.identity,
+                self._lease_ref(),
+                self.clock.now() - started,
+                exc,
+            )
             return False
         self._unseen_write = False
+        took = self.clock.now() - started
+        if took > self.config.retry_period:  # what made renewals late: see runtime/loopwatch
+            log.info("%s: lease %s attempt took %.2f s", self.identity, self._lease_ref(), took)
         if renewed:
             # The Lease was written no earlier than ``started``: count the renewal from then.
             self._renewed_at = started

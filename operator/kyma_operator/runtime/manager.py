@@ -32,6 +32,7 @@ from kyma_operator.runtime.controller import Controller, RequestGate
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig, LeaderElector
+from kyma_operator.runtime.loopthread import LoopThread
 from kyma_operator.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,17 @@ class Manager:
         request_gates: Mapping[str, RequestGate] | None = None,
         readiness: Callable[[], bool] | None = None,
         readiness_reason: Callable[[], str] | None = None,
+        lease_thread: LoopThread | None = None,
+        lease_client: KubeClient | None = None,
     ) -> None:
+        """``lease_thread``: run the leader election on that thread's event loop with
+        ``lease_client`` (``runtime/leaseclient``), so its renewals do not wait behind the main
+        loop's work; the manager starts the thread, and closes the client and stops the thread
+        last (the shard coordinator may share both)."""
         self.client = client
+        self._lease_thread = lease_thread
+        self._lease_client = lease_client
+        self._main_loop: asyncio.AbstractEventLoop | None = None
         self.name = name
         self.namespace = namespace
         self.clock = clock or RealClock()
@@ -102,12 +112,16 @@ class Manager:
         self._sharded_tasks: list[asyncio.Task[Any]] = []
         self.elector: LeaderElector | None = None
         if leader_election is not None:
+            started: Callable[[], None] = self._start_leader_work
+            stopped: Callable[[], None] = self._stop_leader_work_now
+            if lease_thread is not None:  # the elector calls back from the thread
+                started, stopped = self._on_main(started), self._on_main(stopped)
             self.elector = LeaderElector(
-                client,
+                (lease_client or client) if lease_thread is not None else client,
                 leader_election,
                 clock=self.clock,
-                on_started_leading=self._start_leader_work,
-                on_stopped_leading=self._stop_leader_work_now,
+                on_started_leading=started,
+                on_stopped_leading=stopped,
                 metrics=self.metrics,
             )
         self.started = asyncio.Event()
@@ -189,6 +203,9 @@ class Manager:
         self._failure = None
         self._stop = asyncio.Event()
         self._done = asyncio.Event()
+        self._main_loop = asyncio.get_running_loop()
+        if self._lease_thread is not None:
+            self._lease_thread.start()
         try:
             await self._start_servers()
             for informer in self._informers:
@@ -200,7 +217,7 @@ class Manager:
             if await self._until_stopped(self._wait_synced()):
                 self._start_sharded_work()
                 if self.elector is not None:
-                    self._elector_task = asyncio.create_task(self.elector.run(), name=f"{self.name}-elector")
+                    self._elector_task = asyncio.create_task(self._run_elector(), name=f"{self.name}-elector")
                     self._elector_task.add_done_callback(self._on_elector_done)
                 else:
                     self._start_leader_work()
@@ -284,6 +301,22 @@ class Manager:
         exc = task.exception()
         self._fail(exc if exc is not None else LeaderElectionLost(f"manager {self.name} lost its lease"))
 
+    async def _run_elector(self) -> None:
+        assert self.elector is not None
+        if self._lease_thread is None:
+            await self.elector.run()
+        else:  # cancelling this cancels the elector there and waits for its release of the Lease
+            await self._lease_thread.run(self.elector.run())
+
+    def _on_main(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """``callback`` run on the manager's event loop, from the Lease thread."""
+
+        def on_main() -> None:
+            if self._main_loop is not None and not self._main_loop.is_closed():
+                self._main_loop.call_soon_threadsafe(callback)
+
+        return on_main
+
     def _sharded(self, controller: Controller) -> bool:
         return controller.name in self.request_gates or controller.request_gate is not None
 
@@ -324,6 +357,10 @@ class Manager:
         for server in self._servers:
             await server.stop()
         self._servers = []
+        if self._lease_client is not None:
+            await self._lease_client.close()
+        if self._lease_thread is not None:
+            await self._lease_thread.stop()
 
     # -- HTTP ----------------------------------------------------------------------------------
 

@@ -420,7 +420,7 @@ class ShardCaches:
         for informer in self.informers:
             informer.start_shard(shard)
 
-    async def wait_synced(self, shard: int, timeout: float) -> bool:  # noqa: ASYNC109
+    async def wait_synced(self, shard: int, timeout: float | None) -> bool:  # noqa: ASYNC109
         done = await asyncio.gather(*(i.wait_shard_synced(shard, timeout) for i in self.informers))
         return all(done)
 

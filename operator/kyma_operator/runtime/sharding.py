@@ -58,7 +58,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
-from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.kube import KubeClient, ObjectList
 from kyma_operator.runtime.leases import JSON, LeaseObservations, Observed, lease_spec, micro_time
 from kyma_operator.runtime.resources import LEASES
 from kyma_operator.runtime.shardcount import AGREE, ShardCountLease, Verdict, announced_shards
@@ -81,7 +81,7 @@ class ShardCaches(Protocol):
 
     def start(self, shard: int) -> None: ...
 
-    async def wait_synced(self, shard: int, timeout: float) -> bool: ...  # noqa: ASYNC109
+    async def wait_synced(self, shard: int, timeout: float | None) -> bool: ...  # noqa: ASYNC109
 
     def stop(self, shard: int) -> None: ...
 
@@ -275,6 +275,8 @@ class ShardCoordinator:
         self._disagreeing: dict[str, int] = {}
         self._on_acquired: list[Callback] = []
         self._on_released: list[Callback] = []
+        self._activations: dict[int, asyncio.Task[None]] = {}
+        """Per shard whose caches are still listing: the task that acts on it once they are in."""
         self._drained = asyncio.Event()
         self.rounds = 0
         self._wake_at = math.inf
@@ -388,12 +390,22 @@ class ShardCoordinator:
         try:
             while True:
                 if self._caches_synced():
+                    started = self.clock.now()
                     try:
                         await self.tick()
                     except (KubeError, TimeoutError) as exc:  # API server away: fenced until back
                         log.warning("%s: shard coordination round failed: %s", self.identity, exc)
                     except Exception:  # one bad round must not end coordination
                         log.exception("%s: shard coordination round failed", self.identity)
+                    took = self.clock.now() - started
+                    if took > self.config.renew_deadline / 2:  # renewals late: see runtime/loopwatch
+                        log.info("%s: shard coordination round took %.2f s", self.identity, took)
+                    # rounds start every retry period, not a retry period after the last one ended:
+                    # a slow round (a loaded API server) must not stretch the renewals past the deadline
+                    await self.clock.sleep(
+                        max(0.05, min(self.next_round_in(), self.config.retry_period - took))
+                    )
+                    continue
                 await self.clock.sleep(self.next_round_in())
         except asyncio.CancelledError:
             await self.leave_all()
@@ -401,14 +413,25 @@ class ShardCoordinator:
 
     async def tick(self) -> None:
         """One round: renew membership, read every Lease, compute the share, acquire/renew/release."""
-        cfg = self.config
         self.rounds += 1
-        await self._renew_membership()
         started = self.clock.now()
-        async with asyncio.timeout(cfg.request_timeout):
-            listed = await self.client.list(
-                LEASES, cfg.namespace, label_selector=f"{SHARD_LEASE_LABEL}={cfg.lease_prefix}"
-            )
+        # First thing in the round, side by side with the membership renewal and the list: the
+        # renewals of the shards this replica holds and keeps, over its own last write (a renewal
+        # needs no list; one that conflicts is written again after the list, below). Why: at
+        # start-up every step of the round waits for a turn of a busy main loop (seconds each), and
+        # renewals that waited for the list first came later than the renew deadline. The share is
+        # computed as soon as the membership and the list are in, without waiting for them.
+        renewals: dict[int, asyncio.Future[bool]] = {
+            shard: asyncio.ensure_future(self._renew_kept(shard)) for shard in self._kept()
+        }
+        try:
+            await self._round(started, renewals)
+        finally:
+            await asyncio.gather(*renewals.values(), return_exceptions=True)
+
+    async def _round(self, started: float, renewals: dict[int, asyncio.Future[bool]]) -> None:
+        cfg = self.config
+        _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
         leases = {str(item["metadata"]["name"]): item for item in listed.items}
         self._observed.forget_missing(set(leases))
         observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
@@ -424,10 +447,40 @@ class ShardCoordinator:
                 holder = by_id.get(seen.holder) or Replica(seen.holder, "")
                 self._holders[shard] = holder
         await asyncio.gather(
-            *(self._shard_round(shard, observed.get(cfg.shard_lease(shard))) for shard in range(cfg.shards))
+            *(
+                self._shard_round(shard, observed.get(cfg.shard_lease(shard)), renewal=renewals.get(shard))
+                for shard in range(cfg.shards)
+            )
         )
         self._wake_at = self._next_expiry(observed)
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
+
+    def _kept(self) -> list[int]:
+        """Shards held, not draining and still this replica's as of the last round."""
+        if not self.verdict.agree:
+            return []
+        return [
+            shard
+            for shard, held in sorted(self._held.items())
+            if held.draining_since is None and self._desired[shard] == self.identity
+        ]
+
+    async def _renew_kept(self, shard: int) -> bool:
+        """Renew ``shard`` over this replica's own last write; whether that worked."""
+        held = self._held.get(shard)
+        if held is None:
+            return False
+        before = held.renewed_at
+        await self._write(shard, Observed(held.spec, held.resource_version, before), renew=True)
+        return self._held.get(shard) is held and held.renewed_at != before
+
+    async def _list_leases(self) -> ObjectList:
+        async with asyncio.timeout(self.config.request_timeout):
+            return await self.client.list(
+                LEASES,
+                self.config.namespace,
+                label_selector=f"{SHARD_LEASE_LABEL}={self.config.lease_prefix}",
+            )
 
     def next_round_in(self) -> float:
         """Seconds until the next round: the retry period, or sooner when a Lease that matters (a
@@ -489,6 +542,8 @@ class ShardCoordinator:
             async with asyncio.timeout(self.config.drain_timeout):
                 await self._wait_drained()
         await asyncio.gather(*(self._release(shard) for shard in list(self._held)), return_exceptions=True)
+        for activation in list(self._activations.values()):
+            activation.cancel()
         try:
             async with asyncio.timeout(self.config.request_timeout):
                 await self.client.delete(
@@ -587,8 +642,12 @@ class ShardCoordinator:
 
     # -- shards --------------------------------------------------------------------------------
 
-    async def _shard_round(self, shard: int, seen: Observed | None) -> None:
+    async def _shard_round(
+        self, shard: int, seen: Observed | None, *, renewal: asyncio.Future[bool] | None = None
+    ) -> None:
+        """``renewal``: this round's renewal of the shard over the last write (``_renew_kept``)."""
         cfg = self.config
+        renewed = renewal is not None and await renewal
         mine = self._desired[shard] == self.identity
         held = self._held.get(shard)
         if held is not None:
@@ -616,7 +675,8 @@ class ShardCoordinator:
                 if mine:  # desired again before the release: take it back (in full: requests
                     held.draining_since = None  # dropped while draining are enqueued again)
                     held.active = False
-            await self._write(shard, seen, renew=True)
+            if not renewed:
+                await self._write(shard, seen, renew=True)
             return
         if not mine or (self.clock.now() - self._joined_at < self.join_grace and not self._group_running()):
             return
@@ -698,26 +758,46 @@ class ShardCoordinator:
             held.resource_version = rv
             held.spec = spec
         if not held.active and held.draining_since is None:
-            if not await self._shard_caches_synced(shard, held):
-                return
-            held.active = True
-            self._holders[shard] = self._self
-            self._notify(self._on_acquired, shard)
+            self._activate_when_synced(shard, held)
 
-    async def _shard_caches_synced(self, shard: int, held: _Held) -> bool:
-        """Start the shard's caches (if per-shard) and wait up to one retry period for their first
-        list; the shard becomes active only then (else on a later round), so ``on_acquired`` sees
-        every object of the shard and no request is admitted before."""
+    def _activate_when_synced(self, shard: int, held: _Held) -> None:
+        """Act on ``shard`` once its caches (if per-shard) have their first list: at once without
+        per-shard caches, else from a task started with them, so ``on_acquired`` sees every object
+        of the shard and no request is admitted before.
+
+        Why a task and not a wait here: this runs inside the round that renews every Lease of this
+        replica, and at start-up a shard's lists take seconds; rounds that waited for them (up to a
+        retry period each) stretched the renewals of the shards already held past the renew
+        deadline (``benchmarks/results/scale.md``, issue 28)."""
         if self.shard_caches is None:
-            return True
+            self._activate(shard, held)
+            return
+        if shard in self._activations:
+            return
         self.shard_caches.start(shard)
-        if not await self.shard_caches.wait_synced(shard, self.config.retry_period):
-            log.info("%s: shard %d: caches not synced yet, acting on it later", self.identity, shard)
-            return False
-        return self._held.get(shard) is held and held.draining_since is None
+        self._activations[shard] = asyncio.create_task(
+            self._activate_once_synced(shard, self.shard_caches), name=f"shard {shard} caches"
+        )
+
+    async def _activate_once_synced(self, shard: int, caches: ShardCaches) -> None:
+        try:
+            await caches.wait_synced(shard, None)
+        finally:
+            self._activations.pop(shard, None)
+        held = self._held.get(shard)  # as of now: released, lost or draining meanwhile is no
+        if held is not None and not held.active and held.draining_since is None:
+            self._activate(shard, held)
+
+    def _activate(self, shard: int, held: _Held) -> None:
+        held.active = True
+        self._holders[shard] = self._self
+        self._notify(self._on_acquired, shard)
 
     def _stop_shard_caches(self, shard: int) -> None:
         if self.shard_caches is not None and shard not in self._held:
+            activation = self._activations.pop(shard, None)
+            if activation is not None:  # its caches go: they will never be synced
+                activation.cancel()
             self.shard_caches.stop(shard)
 
     async def _release(self, shard: int) -> None:

@@ -8,6 +8,7 @@ stop and then resume.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,6 +17,7 @@ from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES, Resource
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
+from tests.polling import eventually
 
 SHARDS = 16
 DURATION, DEADLINE, RETRY = 4.0, 3.0, 1.0
@@ -307,3 +309,40 @@ async def test_requests_wait_while_a_renewal_in_flight_passes_the_deadline(
     await a.tick()
     assert a.held() == frozenset(range(SHARDS)) and not any(a.fenced(s) for s in range(SHARDS))
     assert log == []
+
+
+class _SlowLeaseLists:
+    """The real client, but every list of the Leases takes ``delay`` seconds on the fake clock."""
+
+    def __init__(self, client: KubeClient, clock: FakeClock, delay: float) -> None:
+        self._client = client
+        self._clock = clock
+        self._delay = delay
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    async def list(self, res: Resource, *args: Any, **kwargs: Any) -> Any:
+        listed = await self._client.list(res, *args, **kwargs)
+        if res == LEASES:
+            self._clock.advance(self._delay)
+        return listed
+
+
+async def test_a_slow_round_is_followed_by_the_next_one_a_retry_period_after_it_started(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """Rounds start every retry period: one that took 0.8 of it (a loaded API server, a busy main
+    loop) is followed by the next 0.2 later, not a whole retry period after it ended, so two
+    renewals of a shard stay a retry period apart (before: round time + retry period, which at
+    start-up with shard-scoped caches went past the renew deadline)."""
+    clock = FakeClock()
+    a = coordinator(_SlowLeaseLists(kcp_client, clock, 0.8 * RETRY), kcp_namespace, "a", clock)  # type: ignore[arg-type]
+    task = asyncio.create_task(a.run())
+    try:
+        await eventually(lambda: a.rounds == 1 and clock.pending == 1, what="the first round, then its sleep")
+        clock.advance(0.25 * RETRY)
+        await eventually(lambda: a.rounds == 2, what="the next round 0.2 retry periods after the first ended")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,111 @@
+"""The Lease client and the threaded leader election against a real API server: Lease requests are
+sent and answered on the Lease thread, also while the main event loop is blocked."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kyma_operator.runtime import KubeClient
+from kyma_operator.runtime.leader import LeaderElectionConfig
+from kyma_operator.runtime.leaseclient import LeaseClient
+from kyma_operator.runtime.loopthread import LoopThread
+from kyma_operator.runtime.manager import Manager
+from kyma_operator.runtime.resources import LEASES
+from tests.polling import eventually
+
+
+def lease(name: str, namespace: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": "probe"}}
+
+
+@pytest.fixture
+async def thread() -> AsyncIterator[LoopThread]:
+    running = LoopThread("test-leases")
+    running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_requests_run_on_the_lease_thread_also_while_the_main_loop_is_blocked(
+    client: KubeClient, namespace: str, thread: LoopThread
+) -> None:
+    threads: list[str] = []
+    leases = LeaseClient(
+        client.access,
+        thread=thread,
+        on_request=lambda verb, res: threads.append(threading.current_thread().name),
+    )
+    try:
+        created = await leases.create(LEASES, lease("renewed", namespace))
+        assert threads == ["test-leases"], "sent from the Lease thread"
+
+        created["spec"]["holderIdentity"] = "renewed-while-blocked"
+        renewal = asyncio.run_coroutine_threadsafe(leases.update(LEASES, created), thread.loop)
+        # this loop is blocked (a large json.loads): the renewal is answered anyway
+        answered = renewal.result(timeout=30)
+        assert answered["spec"]["holderIdentity"] == "renewed-while-blocked"
+        assert (await client.get(LEASES, "renewed", namespace))["spec"][
+            "holderIdentity"
+        ] == "renewed-while-blocked"
+    finally:
+        await leases.close()
+    assert leases.closed
+
+
+async def test_a_manager_leads_from_the_lease_thread_and_releases_on_stop(
+    client: KubeClient, namespace: str, thread: LoopThread
+) -> None:
+    await thread.stop()  # the manager starts and stops the thread itself
+    leases = LeaseClient(client.access, thread=thread)
+    config = LeaderElectionConfig(
+        "threaded",
+        namespace,
+        identity="threaded-leader",
+        lease_duration=4,
+        renew_deadline=3,
+        retry_period=0.5,
+    )
+    manager = Manager(
+        client,
+        name="threaded",
+        namespace=namespace,
+        leader_election=config,
+        health_port=None,
+        lease_thread=thread,
+        lease_client=leases,
+    )
+    started: list[str] = []
+
+    async def leader_work() -> None:
+        started.append(threading.current_thread().name)
+        await asyncio.Event().wait()
+
+    manager.add_runnable(leader_work)
+    task = asyncio.create_task(manager.run())
+    try:
+        await eventually(lambda: manager.is_leader and bool(started), what="leading, leader work started")
+        assert started == [threading.main_thread().name], "leader work runs on the manager's loop"
+        spec = (await client.get(LEASES, "threaded", namespace))["spec"]
+        assert spec["holderIdentity"] == "threaded-leader"
+        renewed = spec["renewTime"]
+        await eventually(lambda: _renewed_since(client, namespace, renewed), what="renewed from the thread")
+        await manager.shutdown()
+        await task
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    spec = (await client.get(LEASES, "threaded", namespace))["spec"]
+    assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1, "released on stop"
+    assert not thread.running and leases.closed
+
+
+async def _renewed_since(client: KubeClient, namespace: str, renew_time: str) -> bool:
+    return bool((await client.get(LEASES, "threaded", namespace))["spec"]["renewTime"] != renew_time)
