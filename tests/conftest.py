@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from kyma_operator.runtime.loopthread import LoopThread
 from tests.controlplane.cluster import APIServer, ControlPlane
 from tests.helm.fixtures import helm_binary, helm_cli  # noqa: F401 - fixtures
 from tests.registry.fixtures import module_name, oci_registry, oci_registry_auth  # noqa: F401 - fixtures
@@ -29,6 +30,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.path).replace(os.sep, "/"):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+async def lease_thread() -> AsyncIterator[LoopThread]:
+    """A running ``LoopThread`` like the operator's Lease thread, stopped (and checked) after the test."""
+    running = LoopThread("test-leases")
+    running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+    assert not running.running
 
 
 @pytest.fixture(scope="session")

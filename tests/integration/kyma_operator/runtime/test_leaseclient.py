@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from kyma_operator.runtime import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -23,23 +20,13 @@ def lease(name: str, namespace: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": "probe"}}
 
 
-@pytest.fixture
-async def thread() -> AsyncIterator[LoopThread]:
-    running = LoopThread("test-leases")
-    running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
-
-
 async def test_requests_run_on_the_lease_thread_also_while_the_main_loop_is_blocked(
-    client: KubeClient, namespace: str, thread: LoopThread
+    client: KubeClient, namespace: str, lease_thread: LoopThread
 ) -> None:
     threads: list[str] = []
     leases = LeaseClient(
         client.access,
-        thread=thread,
+        thread=lease_thread,
         on_request=lambda verb, res: threads.append(threading.current_thread().name),
     )
     try:
@@ -47,7 +34,7 @@ async def test_requests_run_on_the_lease_thread_also_while_the_main_loop_is_bloc
         assert threads == ["test-leases"], "sent from the Lease thread"
 
         created["spec"]["holderIdentity"] = "renewed-while-blocked"
-        renewal = asyncio.run_coroutine_threadsafe(leases.update(LEASES, created), thread.loop)
+        renewal = asyncio.run_coroutine_threadsafe(leases.update(LEASES, created), lease_thread.loop)
         # this loop is blocked (a large json.loads): the renewal is answered anyway
         answered = renewal.result(timeout=30)
         assert answered["spec"]["holderIdentity"] == "renewed-while-blocked"
@@ -60,10 +47,10 @@ async def test_requests_run_on_the_lease_thread_also_while_the_main_loop_is_bloc
 
 
 async def test_a_manager_leads_from_the_lease_thread_and_releases_on_stop(
-    client: KubeClient, namespace: str, thread: LoopThread
+    client: KubeClient, namespace: str, lease_thread: LoopThread
 ) -> None:
-    await thread.stop()  # the manager starts and stops the thread itself
-    leases = LeaseClient(client.access, thread=thread)
+    await lease_thread.stop()  # the manager starts and stops the thread itself
+    leases = LeaseClient(client.access, thread=lease_thread)
     config = LeaderElectionConfig(
         "threaded",
         namespace,
@@ -78,7 +65,7 @@ async def test_a_manager_leads_from_the_lease_thread_and_releases_on_stop(
         namespace=namespace,
         leader_election=config,
         health_port=None,
-        lease_thread=thread,
+        lease_thread=lease_thread,
         lease_client=leases,
     )
     started: list[str] = []
@@ -104,7 +91,7 @@ async def test_a_manager_leads_from_the_lease_thread_and_releases_on_stop(
         await asyncio.gather(task, return_exceptions=True)
     spec = (await client.get(LEASES, "threaded", namespace))["spec"]
     assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1, "released on stop"
-    assert not thread.running and leases.closed
+    assert not lease_thread.running and leases.closed
 
 
 async def _renewed_since(client: KubeClient, namespace: str, renew_time: str) -> bool:

@@ -5,23 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.loopthread import LoopThread
-
-
-@pytest.fixture
-async def thread() -> AsyncIterator[LoopThread]:
-    running = LoopThread("test-leases")
-    running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
-    assert not running.running
 
 
 async def _until(check: threading.Event, what: str) -> None:
@@ -30,7 +18,7 @@ async def _until(check: threading.Event, what: str) -> None:
 
 
 async def test_a_coroutine_sleeping_on_an_injected_clock_there_returns_its_result_here(
-    thread: LoopThread,
+    lease_thread: LoopThread,
 ) -> None:
     clock = FakeClock()
     asleep = threading.Event()
@@ -42,13 +30,13 @@ async def test_a_coroutine_sleeping_on_an_injected_clock_there_returns_its_resul
         await sleeping
         return f"renewed at {clock.now():.1f}"
 
-    task = asyncio.create_task(thread.run(renew()))
+    task = asyncio.create_task(lease_thread.run(renew()))
     await _until(asleep, "the renewal sleeps")
     clock.advance(1.5)  # from this thread: the sleeper is woken on its own loop
     assert await task == "renewed at 1001.5"
 
 
-async def test_the_thread_goes_on_while_the_callers_loop_is_blocked(thread: LoopThread) -> None:
+async def test_the_thread_goes_on_while_the_callers_loop_is_blocked(lease_thread: LoopThread) -> None:
     done = threading.Event()
 
     async def renew() -> None:
@@ -56,22 +44,24 @@ async def test_the_thread_goes_on_while_the_callers_loop_is_blocked(thread: Loop
             await asyncio.sleep(0)
         done.set()
 
-    task = asyncio.create_task(thread.run(renew()))
+    task = asyncio.create_task(lease_thread.run(renew()))
     await asyncio.sleep(0)  # handed over to the thread
     # a callback that does not yield (a large json.loads): this loop runs nothing meanwhile
     assert done.wait(10), "the thread's loop did not need this one"
     await task
 
 
-async def test_an_error_there_is_raised_here(thread: LoopThread) -> None:
+async def test_an_error_there_is_raised_here(lease_thread: LoopThread) -> None:
     async def fail() -> None:
         raise ValueError("409 Conflict")
 
     with pytest.raises(ValueError, match="409 Conflict"):
-        await thread.run(fail())
+        await lease_thread.run(fail())
 
 
-async def test_cancelling_the_caller_cancels_there_and_waits_for_the_clean_up(thread: LoopThread) -> None:
+async def test_cancelling_the_caller_cancels_there_and_waits_for_the_clean_up(
+    lease_thread: LoopThread,
+) -> None:
     clock = FakeClock()
     asleep = threading.Event()
     cleaned: list[str] = []
@@ -85,7 +75,7 @@ async def test_cancelling_the_caller_cancels_there_and_waits_for_the_clean_up(th
             await asyncio.sleep(0)  # the release of the Lease, awaited
             cleaned.append(threading.current_thread().name)
 
-    task = asyncio.create_task(thread.run(lead()))
+    task = asyncio.create_task(lease_thread.run(lead()))
     await _until(asleep, "leading")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
