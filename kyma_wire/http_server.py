@@ -62,6 +62,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import unquote
@@ -201,6 +202,10 @@ class Limits:
     held every admission behind ~5 ms of connection set-up."""
     listen_backlog: int = 1024
     """The kernel's queue of connections not yet accepted."""
+    handshake_thread: bool = False
+    """TLS only: run the costly first step of each handshake (the client's hello: key exchange and
+    signature) on a thread of the server's own, one at a time, instead of on the event loop (see
+    ``kyma_wire.tls_layer``)."""
 
 
 class _NoCallbacks:
@@ -672,8 +677,13 @@ class HttpServer:
         observe: Callable[[str], None] | None = None,
         on_timeout: Callable[[str], None] | None = None,
         error: ErrorResponse = plain_error,
+        handshake_executor: Executor | None = None,
     ) -> None:
         self.handler = handler
+        self._handshake_executor = handshake_executor
+        """Where TLS handshakes' first steps run (``Limits.handshake_thread``: a thread of the server's
+        own, made at start and ended at stop, when none is given)."""
+        self._owns_executor = False
         self.observe = observe or _ignore
         """Called with the reason whenever the server cuts a client short: ``shed``, ``refused``,
         ``timeout``, ``not_reading``, ``malformed`` (400/417), ``headers_too_large`` (431)."""
@@ -751,7 +761,13 @@ class HttpServer:
         context = self.ssl_context
         if context is None:
             return lambda: _Connection(self)
-        shared = Shared(self.deadlines)
+        executor = self._handshake_executor
+        if executor is None and self.limits.handshake_thread:
+            executor = self._handshake_executor = ThreadPoolExecutor(
+                1, thread_name_prefix=f"{self.name}-handshake"
+            )
+            self._owns_executor = True
+        shared = Shared(self.deadlines, executor=executor)
         timeout = self.limits.header_timeout
 
         def tls() -> asyncio.BaseProtocol:
@@ -870,5 +886,7 @@ class HttpServer:
             pool.clear()
         await server.wait_closed()
         self.deadlines.close()
+        if self._owns_executor and self._handshake_executor is not None:
+            self._handshake_executor.shutdown(wait=True)  # a step in flight ends within a millisecond
         stopped.set()
         await self.task

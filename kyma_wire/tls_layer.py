@@ -22,12 +22,22 @@ server ~0.25 ms of CPU (ECDHE and a signature), and reconnecting attackers bring
 read them, a burst held every admission on an established connection behind it (issue 26: p99 16 ms
 under 1,000 held connections). So handshake steps wait in a queue (``Shared``) and run one per
 event-loop iteration: between two of them the loop serves whatever else is ready, and an admission
-on an established connection waits for at most one handshake step. The SSL object itself is created
-at the first step, so a connection that never sends a byte costs none. Renegotiation is off (a client
-could otherwise make the server redo expensive handshakes on one connection) and no session tickets
-are issued (``num_tickets = 0``: the API server's webhook client does not resume sessions, and each
-ticket costs the server an encryption per handshake); both are set on the context by
-``harden_server_context``.
+on an established connection waits for at most one handshake step. With an executor (the server's
+``Limits.handshake_thread``) the first step of each handshake, the costly one (the client's hello
+answered with the key exchange and a signature), runs on that thread instead, one at a time:
+OpenSSL releases the GIL while it computes, so the loop goes on serving admissions and the kernel,
+not the loop's turn order, decides who gets the core (the agent under 1,000 reconnecting attackers,
+pinned to one core: admission p99 3.3-5.3 ms against 3.5-6.2 ms in alternating runs,
+``benchmarks/results/agent_hostile.md``). The thread only ever touches the connection's SSL object
+and its two BIOs, and only while its step runs; bytes that arrive meanwhile wait in a buffer of
+their own (at most ``_MAX_HANDSHAKE_BYTES``) and are handed to the SSL object when the step is back
+on the loop. The later steps (the client's ``Finished``: a MAC check) stay on the loop, so a
+client's first request, sent right behind its ``Finished``, is read as it arrives. The SSL object
+itself is created at the first step, so a connection that never sends a byte costs none.
+Renegotiation is off (a client could otherwise make the server redo expensive handshakes on one
+connection) and no session tickets are issued (``num_tickets = 0``: the API server's webhook client
+does not resume sessions, and each ticket costs the server an encryption per handshake); both are
+set on the context by ``harden_server_context``.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import asyncio
 import contextlib
 import ssl
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from kyma_wire.deadlines import Deadlines
@@ -56,38 +67,97 @@ def harden_server_context(context: ssl.SSLContext) -> None:
     context.num_tickets = 0
 
 
+_WANT_READ = object()
+"""A handshake step's outcome: the step is done, the handshake needs the client's next bytes."""
+
+
+def _handshake_step(sslobj: ssl.SSLObject) -> object:
+    """Run on the handshake thread: one ``do_handshake`` (OpenSSL runs it without the GIL)."""
+    try:
+        sslobj.do_handshake()
+    except ssl.SSLWantReadError:
+        return _WANT_READ
+    except (ssl.SSLError, ssl.CertificateError, ValueError) as exc:
+        return exc
+    return None
+
+
+def _outcome(done: Future[object]) -> object:
+    """A finished step's outcome; a step that could not run (its executor shut down) failed."""
+    if done.cancelled():
+        return ssl.SSLError("the handshake thread has stopped")
+    error = done.exception()
+    return error if error is not None else done.result()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[object], None], outcome: object) -> None:
+    """From the handshake thread: hand a step's outcome to the loop (gone if the loop has closed)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, outcome)
+
+
 class Shared:
     """What all connections of one server (one event loop) share: the receive buffer they read into
-    in turn, and the queue of handshakes waiting for their next step."""
+    in turn, the queues of handshakes waiting for their next step and, if set, the handshake thread."""
 
-    def __init__(self, deadlines: Deadlines, size: int = _SHARED_READ) -> None:
+    def __init__(
+        self, deadlines: Deadlines, size: int = _SHARED_READ, *, executor: Executor | None = None
+    ) -> None:
         self.deadlines = deadlines
         """The server's deadlines (the handshakes' are among them)."""
         self.view = memoryview(bytearray(size))
-        self._handshakes: dict[TlsConnection, None] = {}
+        self._first: dict[TlsConnection, None] = {}
+        """Connections whose first handshake step (the client's hello) waits."""
+        self._later: dict[TlsConnection, None] = {}
+        """Connections whose next handshake step waits (the client's ``Finished``: cheap)."""
         self._scheduled = False
+        self._executor = executor
+        """Runs first handshake steps off the loop thread, one at a time (``None``: on the loop)."""
+        self.in_flight: TlsConnection | None = None
+        """The connection whose first step runs on the handshake thread now."""
 
-    def handshake_later(self, connection: TlsConnection) -> None:
+    def handshake_later(self, connection: TlsConnection, *, first: bool) -> None:
         """Queue ``connection``'s next handshake step (its bytes have arrived)."""
-        self._handshakes[connection] = None
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._step)
+        (self._first if first else self._later)[connection] = None
+        self._schedule()
 
     def forget(self, connection: TlsConnection) -> None:
-        self._handshakes.pop(connection, None)
+        self._first.pop(connection, None)
+        self._later.pop(connection, None)
 
-    def _step(self) -> None:
-        """One handshake step per event-loop iteration, then what the loop has ready (see the module)."""
-        self._scheduled = False
-        if not self._handshakes:
-            return
-        connection = next(iter(self._handshakes))
-        del self._handshakes[connection]
-        if self._handshakes:
+    def _runnable(self) -> bool:
+        return bool(self._later) or (bool(self._first) and self.in_flight is None)
+
+    def _schedule(self) -> None:
+        if not self._scheduled and self._runnable():
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._step)
-        connection.advance_handshake()
+
+    def _step(self) -> None:
+        """One handshake step on the loop per iteration, then what the loop has ready (see the module);
+        with a handshake thread, a first step goes there whenever it is free."""
+        self._scheduled = False
+        executor = self._executor
+        if executor is not None and self._first and self.in_flight is None:
+            connection = next(iter(self._first))
+            del self._first[connection]
+            if connection.advance_handshake(executor):
+                self.in_flight = connection
+            self._schedule()
+            return
+        queue = self._later or (self._first if executor is None else None)
+        if not queue:
+            return
+        connection = next(iter(queue))
+        del queue[connection]
+        self._schedule()
+        connection.advance_handshake(None)
+
+    def step_done(self, connection: TlsConnection) -> None:
+        """The handshake thread finished ``connection``'s step: it is free for the next one."""
+        if self.in_flight is connection:
+            self.in_flight = None
+        self._schedule()
 
 
 class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
@@ -103,7 +173,9 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
         "_on_handshake_timeout",
         "_outgoing",
         "_paused",
+        "_pending",
         "_shared",
+        "_spoken",
         "_ssl",
         "_tcp",
         "bucket",
@@ -133,6 +205,10 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
         self._closing = False
         self._paused = False
         """The app paused reading: decrypted data waits in the SSL object."""
+        self._spoken = False
+        """The server has sent handshake bytes: the client's hello (the costly step) was answered."""
+        self._pending: bytearray | None = None
+        """Bytes that arrived while a handshake step ran on the handshake thread (the BIO is its)."""
         self.deadline: float | None = None
         self.bucket: int | None = None
 
@@ -149,13 +225,21 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing:
             return
+        if self._shared.in_flight is self:
+            pending = self._pending
+            if pending is None:
+                pending = self._pending = bytearray()
+            pending += self._shared.view[:nbytes]
+            if len(pending) > _MAX_HANDSHAKE_BYTES:
+                self._fail()
+            return
         self._incoming.write(self._shared.view[:nbytes])
         if self._handshaken:
             self._deliver()
         elif self._incoming.pending > _MAX_HANDSHAKE_BYTES:
             self._fail()
         else:
-            self._shared.handshake_later(self)
+            self._shared.handshake_later(self, first=not self._spoken)
 
     def eof_received(self) -> bool | None:
         if self._handshaken and not self._closing:
@@ -177,14 +261,43 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
 
     # --- TLS ------------------------------------------------------------------------------------------------
 
-    def advance_handshake(self) -> None:
-        """The next handshake step (queued by ``Shared``); once done, what arrived with it is read."""
+    def advance_handshake(self, executor: Executor | None) -> bool:
+        """The next handshake step (queued by ``Shared``); once done, what arrived with it is read.
+        With ``executor``, the step runs there and ``_step_done`` finishes it: True."""
         if self._closing:
-            return
+            return False
         if self._ssl is None:  # created on the first bytes: a silent connection costs no SSL object
             self._ssl = self._context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        if executor is not None:
+            loop = asyncio.get_running_loop()
+            future = executor.submit(_handshake_step, self._ssl)
+            future.add_done_callback(lambda done: _call_soon(loop, self._step_done, _outcome(done)))
+            return True
         if self._handshake():
             self._deliver()
+        return False
+
+    def _step_done(self, outcome: object) -> None:
+        """Back on the loop thread after the first step ran on the handshake thread."""
+        self._shared.step_done(self)
+        pending, self._pending = self._pending, None
+        if self._closing:
+            return
+        if pending:
+            self._incoming.write(pending)
+        if outcome is _WANT_READ:
+            self._flush()
+            if pending:
+                self._shared.handshake_later(self, first=not self._spoken)
+            return
+        if outcome is not None:
+            self._flush()  # the alert, if any
+            self._refuse()
+            return
+        self._handshaken = True
+        self._cancel_timer()
+        self._flush()
+        self._deliver()
 
     def _handshake(self) -> bool:
         """Advance the handshake; True once it is done."""
@@ -242,6 +355,7 @@ class TlsConnection(asyncio.BufferedProtocol, asyncio.Transport):
 
     def _flush(self) -> None:
         if self._outgoing.pending and self._tcp is not None:
+            self._spoken = True
             data = self._outgoing.read()
             if not self._tcp.is_closing():
                 self._tcp.write(data)

@@ -49,6 +49,7 @@ def server_limits(config: AgentConfig, *, webhook: bool) -> Limits:
         keep_alive_timeout=config.http_idle_timeout,
         write_timeout=config.http_write_timeout,
         max_connections=config.webhook_max_connections if webhook else config.metrics_max_connections,
+        handshake_thread=webhook and config.webhook_handshake_thread,
     )
 
 

@@ -146,6 +146,10 @@ class AgentConfig(BaseModel):
         default=100, validation_alias="METRICS_MAX_CONNECTIONS"
     )
     """Connections to the metrics/health port (its own cap: it never starves the webhook port)."""
+    webhook_handshake_thread: bool = Field(default=True, validation_alias="WEBHOOK_HANDSHAKE_THREAD")
+    """Run the costly first step of each TLS handshake on the webhook port on a thread of its own
+    (OpenSSL computes without the GIL), so admissions on established connections are served
+    meanwhile; false: on the event loop, one step per loop turn."""
     resync_on_start: bool = Field(default=True, validation_alias="RESYNC_ON_START")
     """Send a resync event at start (KCP reconciles this runtime once)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

@@ -33,6 +33,7 @@ def test_defaults_match_upstream(files: AgentFiles) -> None:
     assert config.queue_size == 10_000
     assert config.max_connections == 4
     assert (config.batch_max_events, config.batch_interval) == (64, 0.02)
+    assert config.webhook_handshake_thread is True
 
 
 def test_all_settings(files: AgentFiles) -> None:
@@ -58,6 +59,7 @@ def test_all_settings(files: AgentFiles) -> None:
             HTTP_WRITE_TIMEOUT="500ms",
             WEBHOOK_MAX_CONNECTIONS="300",
             METRICS_MAX_CONNECTIONS="20",
+            WEBHOOK_HANDSHAKE_THREAD="false",
         )
     )
     assert (config.webhook_port, config.metrics_port) == (9443, 9090)
@@ -71,6 +73,7 @@ def test_all_settings(files: AgentFiles) -> None:
     assert (config.http_header_timeout, config.http_body_timeout) == (2.0, 3.0)
     assert (config.http_idle_timeout, config.http_write_timeout) == (60.0, 0.5)
     assert (config.webhook_max_connections, config.metrics_max_connections) == (300, 20)
+    assert config.webhook_handshake_thread is False
 
 
 def test_key_id_sources(files: AgentFiles) -> None:

@@ -5,17 +5,23 @@ of ``tests.hostile.attacks`` run here again over TLS, plus what only TLS has: a 
 against the cap while it handshakes, a handshake that never finishes is cut after the header
 timeout, a failed handshake is closed. And the shedding order: at the cap, connections that never
 completed a request go before a client that has been answered (the API server's pooled connection).
-Every wait is a read or a poll with a deadline.
+Every test runs twice: with each handshake's first step on the event loop, and on the server's
+handshake thread (``Limits.handshake_thread``, the agent's default). Every wait is a read or a poll
+with a deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,11 +68,27 @@ class Tls:
         return Target(self.target.host, self.target.port, path=self.target.path)
 
 
+_VARIANT = {"handshake_thread": False}
+"""Where this test's handshakes run (set per test by ``handshake_variant``)."""
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["handshake-on-loop", "handshake-thread"])
+def handshake_variant(request: pytest.FixtureRequest) -> Iterator[bool]:
+    _VARIANT["handshake_thread"] = request.param
+    yield request.param
+    _VARIANT["handshake_thread"] = False
+
+
 @asynccontextmanager
 async def tls_webhook(
-    tmp_path: Path, limits: Limits = _LIMITS, *, health: bool = False
+    tmp_path: Path,
+    limits: Limits = _LIMITS,
+    *,
+    health: bool = False,
+    handshake_executor: Executor | None = None,
 ) -> AsyncIterator[Tls]:
     """The webhook app over TLS (``health``: the metrics/health app, whose answers are large)."""
+    limits = dataclasses.replace(limits, handshake_thread=_VARIANT["handshake_thread"])
     ca = CertificateAuthority("test-ca")
     ca.issue("agent", ip_addresses=("127.0.0.1",), server=True).write(
         tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -88,6 +110,7 @@ async def tls_webhook(
         ssl_context=context,
         limits=limits,
         observe=lambda reason: metrics.http_cut.labels("webhook", reason).inc(),
+        handshake_executor=handshake_executor,
     )
     await server.start()
     client = ssl.create_default_context(cadata=ca.cert_pem.decode())
@@ -220,3 +243,81 @@ async def test_at_the_cap_a_client_with_a_history_is_shed_last(tmp_path: Path, f
                     assert statuses(await read_answer(reader)) == [200]  # never shed
         finally:
             writer.transport.abort()
+
+
+class GatedExecutor(Executor):
+    """A one-thread executor whose steps wait for ``gate``; counts what it was given."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.submitted = 0
+        self._inner = ThreadPoolExecutor(1, thread_name_prefix="gated-handshake")
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+
+        def gated() -> Any:
+            self.gate.wait(_DEADLINE)
+            return fn(*args, **kwargs)
+
+        return self._inner.submit(gated)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.gate.set()
+        self._inner.shutdown(wait)
+
+
+async def test_bytes_arriving_while_a_step_is_on_the_handshake_thread_wait_for_it(
+    tmp_path: Path, handshake_variant: bool
+) -> None:
+    """A hello split in two: its second half arrives while the first half's step runs on the thread
+    (held there by the gate); it is handed over when the step is back, and the handshake goes on.
+    Only first steps (the server's reply to the hello) go to the thread, the ``Finished`` does not."""
+    if not handshake_variant:
+        pytest.skip("the handshake thread only")
+    executor = GatedExecutor()
+    try:
+        async with tls_webhook(tmp_path, handshake_executor=executor) as tls:
+            assert tls.target.ssl is not None
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            client = tls.target.ssl.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+            with pytest.raises(ssl.SSLWantReadError):
+                client.do_handshake()
+            hello = outgoing.read()
+            reader, writer = await asyncio.open_connection(tls.target.host, tls.target.port)
+            try:
+                writer.write(hello[:40])
+                await eventually(
+                    lambda: _true(executor.submitted == 1), "the first half's step on the thread"
+                )
+                writer.write(hello[40:])
+                await writer.drain()
+                (connection,) = tls.server.connections
+                tcp: Any = connection._transport  # the TlsConnection under the HTTP connection
+                await eventually(lambda: _true(bool(tcp._pending)), "the second half kept aside")
+                executor.gate.set()
+                async with asyncio.timeout(_DEADLINE):
+                    while True:
+                        incoming.write(await reader.read(65536))
+                        try:
+                            client.do_handshake()
+                            break
+                        except ssl.SSLWantReadError:
+                            continue
+                client.write(admission(tls.target.path))
+                writer.write(outgoing.read())
+                answer = b""
+                async with asyncio.timeout(_DEADLINE):
+                    while data := await reader.read(65536):
+                        incoming.write(data)
+                        try:
+                            while chunk := client.read(65536):
+                                answer += chunk
+                        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                            pass
+                assert statuses(answer) == [200] and b'"allowed":true' in answer
+                assert executor.submitted == 2  # the half hello, the whole one; not the Finished
+            finally:
+                writer.transport.abort()
+    finally:
+        executor.shutdown()

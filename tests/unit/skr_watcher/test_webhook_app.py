@@ -54,6 +54,8 @@ async def test_validate_route() -> None:
 async def test_oversized_reviews_are_refused_with_and_without_length(tmp_path: Path) -> None:
     config = AgentConfig.from_env(agent_files(tmp_path).env())
     assert agent.server_limits(config, webhook=True).max_body_bytes == MAX_REVIEW_BYTES  # as served
+    assert agent.server_limits(config, webhook=True).handshake_thread  # TLS on the webhook port only
+    assert not agent.server_limits(config, webhook=False).handshake_thread
     sink, metrics = RecordingSink(), AgentMetrics()
     limit = 4096
     app = webhook_app(AdmissionHandler(sink, metrics, FakeClock()))
