@@ -51,7 +51,8 @@ request; the common path stays synchronous.
 Shared by the agent (``skr_watcher.agent``) and the listener (``kcp_listener.direct_server``); here,
 in ``kyma_wire``, because the agent may import nothing else of ours.
 
-Not thread-safe: everything runs on the event loop that called ``start``.
+Not thread-safe: everything runs on the event loop that called ``start``, except, with
+``Limits.handshake_thread``, the first step of each TLS handshake (``kyma_wire.tls_layer``).
 """
 
 from __future__ import annotations
