@@ -16,7 +16,7 @@ the gateway could give to an agent. The limits, all at most 60 s (``ListenerConf
 A connection past its deadline is closed (aborted when its writes are stalled: nothing more would
 be delivered); nothing reaches the application for it. Each is counted by reason through
 ``on_rejected`` (the listener's metric ``kcp_listener_connections_refused``) and logged at most once
-per reason every few seconds (``log_limit``).
+per reason every few seconds (``kyma_wire.log_limit``).
 
 How, cheaply: the request path only stores a deadline (one ``loop.time()`` per phase: request
 start, headers complete, response complete); one sweeper task per server visits the open

@@ -45,8 +45,8 @@ from kcp_listener.connection_limits import (
     ConnectionWatch,
 )
 from kcp_listener.intake import EventIntake, Reply, error_reply
-from kcp_listener.log_limit import RateLimitedLog
 from kyma_wire.http_server import HttpServer, Limits, Request, Response
+from kyma_wire.log_limit import RateLimitedLog
 
 __all__ = ["MAX_CONNECTIONS", "DirectHandler", "DirectServer"]
 

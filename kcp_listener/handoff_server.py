@@ -33,7 +33,7 @@ from kcp_listener.handoff import (
 )
 from kcp_listener.handoff_auth import HandoffAuthError, HandoffVerifier
 from kcp_listener.intake import EventIntake
-from kcp_listener.log_limit import RateLimitedLog
+from kyma_wire.log_limit import RateLimitedLog
 
 __all__ = ["HandoffApp", "HandoffServer"]
 

@@ -25,7 +25,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from kcp_listener.log_limit import RateLimitedLog
+from kyma_wire.log_limit import RateLimitedLog
 
 __all__ = ["BoundedHeadersProtocol", "bounded_headers_protocol"]
 

@@ -16,6 +16,8 @@ What is here, one concern per module, importing nothing heavier than pydantic an
 * :mod:`kyma_wire.profile` - the RFC 9421 signature profile (covered components, parameters,
   signature base, ``Content-Digest``, key ids): what signer and verifier must agree on byte for byte;
 * :mod:`kyma_wire.keys` - Ed25519 PEM helpers (the keys' wire format in Secrets);
+* :mod:`kyma_wire.log_limit` - at most one log line per reason and interval, for whatever a client
+  can trigger per request (agent and listener);
 * :mod:`kyma_wire.http_client` - the small keep-alive HTTP/1.1 client (asyncio streams, httptools,
   TLS/mTLS) the agent posts to KCP with and the listener hands events to other replicas with;
   :mod:`kyma_wire.httpx_transport` adapts httpx transports to it for tests (never the agent);

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kyma_wire.events import AgentEvent
 from kyma_wire.http_server import Handler, Request, Response
+from kyma_wire.log_limit import RateLimitedLog
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
 from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -47,10 +48,15 @@ def _problem(message: str) -> bytes:
 class AdmissionHandler:
     """Turns one request body into (HTTP status, response body); no I/O, no awaits."""
 
-    def __init__(self, sink: EventSink, metrics: AgentMetrics, clock: AgentClock) -> None:
+    def __init__(
+        self, sink: EventSink, metrics: AgentMetrics, clock: AgentClock, *, log_interval: float = 10.0
+    ) -> None:
         self._sink = sink
         self._metrics = metrics
         self._clock = clock
+        self._log = RateLimitedLog(log, interval=log_interval, clock=clock.monotonic)
+        """Whoever reaches the port can send malformed reviews: one line per reason and interval
+        (every one is counted in ``watcher_admission_request_error_total``)."""
 
     def too_large(self) -> tuple[int, bytes]:
         self._metrics.admission_requests.inc()
@@ -73,15 +79,28 @@ class AdmissionHandler:
             metrics.admission_errors.labels(error.reason).inc()
             metrics.admission_decisions.labels(Decision.INVALID.value).inc()
             if error.uid is None:
-                log.warning("rejected malformed AdmissionReview on /validate/%s: %s", manager, error)
+                self._log.log(
+                    error.reason, "rejected malformed AdmissionReview on /validate/%s: %s", manager, error
+                )
                 return 400, _problem(f"malformed AdmissionReview: {error}")
-            log.warning("malformed AdmissionReview uid=%s on /validate/%s: %s", error.uid, manager, error)
+            self._log.log(
+                error.reason,
+                "malformed AdmissionReview uid=%s on /validate/%s: %s",
+                error.uid,
+                manager,
+                error,
+            )
             return 200, allowed_response(error.uid, error.api_version)
         request = review.request
         if not _MANAGER.match(manager):
             metrics.admission_errors.labels("invalid-manager").inc()
             metrics.admission_decisions.labels(Decision.INVALID.value).inc()
-            log.warning("AdmissionReview uid=%s on invalid path /validate/%s: no event", request.uid, manager)
+            self._log.log(
+                "invalid-manager",
+                "AdmissionReview uid=%s on invalid path /validate/%s: no event",
+                request.uid,
+                manager,
+            )
             return 200, allowed_response(request.uid, review.api_version)
         outcome = decide(request, self._clock.utc_now())
         metrics.admission_decisions.labels(outcome.decision.value).inc()
@@ -89,7 +108,8 @@ class AdmissionHandler:
             self._sink.submit(manager, outcome.event)
         elif outcome.reason:
             metrics.admission_errors.labels(outcome.reason).inc()
-            log.warning(
+            self._log.log(
+                outcome.reason,
                 "AdmissionReview uid=%s %s %s/%s (subresource %r): no event (%s)",
                 request.uid,
                 request.operation,

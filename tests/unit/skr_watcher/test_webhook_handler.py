@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -74,6 +75,24 @@ def test_malformed_body_without_uid_is_a_clear_400(
     assert "malformed AdmissionReview" in json.loads(payload)["error"]
     assert value(metrics, "watcher_admission_request_error_total", {"reason": "invalid-json"}) == 1
     assert "malformed AdmissionReview" in caplog.text
+
+
+def test_a_flood_of_malformed_reviews_is_counted_each_and_logged_once_per_interval(
+    sink: RecordingSink, metrics: AgentMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    handler = AdmissionHandler(sink, metrics, clock, log_interval=10.0)
+    caplog.set_level(logging.WARNING, "skr_watcher.webhook")
+    for _ in range(500):
+        assert handler.handle(OPERATOR_NAME, b"{not json")[0] == 400
+        assert handler.handle("Bad", body(review("CREATE", new=obj(), uid="u-3")))[0] == 200
+    assert value(metrics, "watcher_admission_request_error_total", {"reason": "invalid-json"}) == 500
+    assert value(metrics, "watcher_admission_request_error_total", {"reason": "invalid-manager"}) == 500
+    assert len(caplog.records) == 2  # one line per reason
+    clock.advance(10.0)
+    handler.handle(OPERATOR_NAME, b"{not json")
+    assert len(caplog.records) == 3 and "(499 more since the last line)" in caplog.records[-1].getMessage()
+    assert sink.events == []
 
 
 def test_malformed_body_with_uid_is_still_allowed(

@@ -7,6 +7,10 @@ the operator's CPU) and buries every other line. The counts belong in metrics (e
 counted there); the log keeps a sample: the first occurrence of a reason is logged at once, later
 ones within ``interval`` seconds are only counted, and the next line of that reason says how many
 were held back (``... (41 more since the last line)``).
+
+Here, in ``kyma_wire``, because the agent needs it as much as the listener: its webhook port is
+reached by whatever the runtime's network admits, and a malformed AdmissionReview used to write one
+WARNING line per request there too.
 """
 
 from __future__ import annotations
