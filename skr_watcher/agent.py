@@ -17,14 +17,14 @@ from kyma_wire.http_client import HttpTransport
 from kyma_wire.http_server import HttpServer, Limits
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
-from skr_watcher.config import AgentConfig
+from skr_watcher.config import MAX_REVIEW_BYTES, AgentConfig
 from skr_watcher.delivery import Delivery
 from skr_watcher.heap_trim import HeapTrimmer, libc_trim
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
 from skr_watcher.retry import RetryBackoff
-from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
+from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ def server_limits(config: AgentConfig, *, webhook: bool) -> Limits:
         write_timeout=config.http_write_timeout,
         max_connections=config.webhook_max_connections if webhook else config.metrics_max_connections,
         handshake_thread=webhook and config.webhook_handshake_thread,
+        max_buffered_body_bytes=config.webhook_max_buffered_bytes if webhook else None,
     )
 
 

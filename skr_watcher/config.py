@@ -20,6 +20,9 @@ from kyma_wire.logs import LogFormat
 from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+"""An AdmissionReview carries object and oldObject (etcd limits each to 1.5 MiB by default)."""
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(?P<port>\d{1,5})$")
@@ -146,6 +149,12 @@ class AgentConfig(BaseModel):
         default=100, validation_alias="METRICS_MAX_CONNECTIONS"
     )
     """Connections to the metrics/health port (its own cap: it never starves the webhook port)."""
+    webhook_max_buffered_bytes: Annotated[int, Field(ge=MAX_REVIEW_BYTES, le=1024 * 1024 * 1024)] = Field(
+        default=3 * MAX_REVIEW_BYTES, validation_alias="WEBHOOK_MAX_BUFFERED_BYTES"
+    )
+    """AdmissionReview bytes held in memory at once, all webhook connections together (at least one
+    review of the largest size); at the bound the connection whose review has been arriving longest
+    is cut if it has taken over a second, else the new piece's request is answered 503."""
     webhook_handshake_thread: bool = Field(default=True, validation_alias="WEBHOOK_HANDSHAKE_THREAD")
     """Run the costly first step of each TLS handshake on the webhook port on a thread of its own
     (OpenSSL computes without the GIL), so admissions on established connections are served

@@ -101,7 +101,7 @@ class AgentMetrics:
         self.http_cut = Counter(
             "watcher_http_connections_cut",
             "Client connections the webhook or metrics port cut short, by port and reason (shed, refused,"
-            " timeout, not_reading, malformed, headers_too_large).",
+            " timeout, not_reading, malformed, headers_too_large, body_budget).",
             ["port", "reason"],
             registry=r,
         )

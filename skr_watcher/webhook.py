@@ -22,13 +22,12 @@ from kyma_wire.http_server import Handler, Request, Response
 from kyma_wire.log_limit import RateLimitedLog
 from skr_watcher.admission import Decision, MalformedReview, allowed_response, decide, parse_review
 from skr_watcher.clock import AgentClock
+from skr_watcher.config import MAX_REVIEW_BYTES
 from skr_watcher.exposition import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from skr_watcher.metrics import AgentMetrics
 
 log = logging.getLogger(__name__)
 
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
-"""An AdmissionReview carries object and oldObject (etcd limits each to 1.5 MiB by default)."""
 _MANAGER = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 _JSON = "application/json"
 _SECURITY_HEADERS = {

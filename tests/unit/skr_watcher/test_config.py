@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kyma_wire.names import OPERATOR_NAME
-from skr_watcher.config import AgentConfig, ConfigError, parse_duration
+from skr_watcher.config import MAX_REVIEW_BYTES, AgentConfig, ConfigError, parse_duration
 from tests.unit.skr_watcher.certs import AgentFiles, agent_files
 
 REPO = Path(__file__).resolve().parents[3]
@@ -34,6 +34,7 @@ def test_defaults_match_upstream(files: AgentFiles) -> None:
     assert config.max_connections == 4
     assert (config.batch_max_events, config.batch_interval) == (64, 0.02)
     assert config.webhook_handshake_thread is True
+    assert config.webhook_max_buffered_bytes == 3 * MAX_REVIEW_BYTES  # three reviews of the largest size
 
 
 def test_all_settings(files: AgentFiles) -> None:
@@ -60,6 +61,7 @@ def test_all_settings(files: AgentFiles) -> None:
             WEBHOOK_MAX_CONNECTIONS="300",
             METRICS_MAX_CONNECTIONS="20",
             WEBHOOK_HANDSHAKE_THREAD="false",
+            WEBHOOK_MAX_BUFFERED_BYTES=str(64 * 1024 * 1024),
         )
     )
     assert (config.webhook_port, config.metrics_port) == (9443, 9090)
@@ -74,6 +76,7 @@ def test_all_settings(files: AgentFiles) -> None:
     assert (config.http_idle_timeout, config.http_write_timeout) == (60.0, 0.5)
     assert (config.webhook_max_connections, config.metrics_max_connections) == (300, 20)
     assert config.webhook_handshake_thread is False
+    assert config.webhook_max_buffered_bytes == 64 * 1024 * 1024
 
 
 def test_key_id_sources(files: AgentFiles) -> None:
@@ -113,6 +116,7 @@ def test_missing_required_setting_is_named(files: AgentFiles, name: str) -> None
         ("QUEUE_SIZE", "0", "QUEUE_SIZE"),
         ("KCP_SCHEME", "ftp", "KCP_SCHEME"),
         ("MANAGER", "Bad_Name", "MANAGER"),
+        ("WEBHOOK_MAX_BUFFERED_BYTES", "1024", "WEBHOOK_MAX_BUFFERED_BYTES"),  # below one review
         ("SIGNING_KEY_ID", "no-colon", "SIGNING_KEY"),
         ("RETRY_BASE_DELAY", "60", "RETRY_MAX_DELAY must not be smaller"),
         ("BATCH_MAX_EVENTS", "257", "BATCH_MAX_EVENTS"),

@@ -16,9 +16,9 @@ import httpx
 from kyma_wire.http_server import Handler, HttpServer, Limits
 from kyma_wire.names import OPERATOR_NAME
 from skr_watcher import agent
-from skr_watcher.config import AgentConfig
+from skr_watcher.config import MAX_REVIEW_BYTES, AgentConfig
 from skr_watcher.metrics import AgentMetrics
-from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler, health_app, webhook_app
+from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.unit.skr_watcher.certs import agent_files
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
@@ -56,6 +56,9 @@ async def test_oversized_reviews_are_refused_with_and_without_length(tmp_path: P
     assert agent.server_limits(config, webhook=True).max_body_bytes == MAX_REVIEW_BYTES  # as served
     assert agent.server_limits(config, webhook=True).handshake_thread  # TLS on the webhook port only
     assert not agent.server_limits(config, webhook=False).handshake_thread
+    assert (
+        agent.server_limits(config, webhook=True).max_buffered_body_bytes == config.webhook_max_buffered_bytes
+    )
     sink, metrics = RecordingSink(), AgentMetrics()
     limit = 4096
     app = webhook_app(AdmissionHandler(sink, metrics, FakeClock()))

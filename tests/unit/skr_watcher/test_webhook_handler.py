@@ -8,8 +8,9 @@ import logging
 import pytest
 
 from kyma_wire.names import OPERATOR_NAME
+from skr_watcher.config import MAX_REVIEW_BYTES
 from skr_watcher.metrics import AgentMetrics
-from skr_watcher.webhook import MAX_REVIEW_BYTES, AdmissionHandler
+from skr_watcher.webhook import AdmissionHandler
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
 
