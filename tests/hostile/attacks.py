@@ -33,6 +33,8 @@ __all__ = [
     "huge_body",
     "never_reading",
     "pipelining_flood",
+    "read_answer",
+    "read_until_closed",
     "slowloris",
     "statuses",
 ]
@@ -103,6 +105,17 @@ async def read_until_closed(reader: asyncio.StreamReader, deadline: float = DEAD
     except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
         pass
     return Outcome(b"".join(chunks), closed=True, seconds=time.monotonic() - started)
+
+
+async def read_answer(reader: asyncio.StreamReader, deadline: float = DEADLINE) -> bytes:
+    """One keep-alive answer: the head, then ``content-length`` bytes."""
+    async with asyncio.timeout(deadline):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        return head + await reader.readexactly(length)
 
 
 async def exchange(target: Target, data: bytes, deadline: float = DEADLINE) -> Outcome:

@@ -63,17 +63,6 @@ async def _open(server: HttpServer, data: bytes) -> tuple[asyncio.StreamReader, 
     return reader, writer
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> bytes:
-    """One answer: its head, then ``content-length`` bytes."""
-    async with asyncio.timeout(_DEADLINE):
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        return head + await reader.readexactly(length)
-
-
 async def test_a_body_that_does_not_fit_beside_young_ones_is_answered_503_and_the_others_go_on() -> None:
     async with body_server(shed_after=30.0) as (server, cut):
         first_reader, first = await _open(server, _head() + b"a" * 60_000)
@@ -84,7 +73,7 @@ async def test_a_body_that_does_not_fit_beside_young_ones_is_answered_503_and_th
         assert b"too many request bytes in flight" in refused.answer
         assert cut == ["body_budget"] and server.buffered_body_bytes == 60_000
         first.write(b"a" * (_BODY - 60_000))  # the first one completes and is answered whole
-        answer = await _read_answer(first_reader)
+        answer = await attacks.read_answer(first_reader, _DEADLINE)
         assert statuses(answer) == [200] and answer.endswith(str(_BODY).encode())
         await eventually(lambda: server.buffered_body_bytes == 0, "the answered body released")
         first.transport.abort()
@@ -96,7 +85,7 @@ async def test_a_stalled_body_is_cut_to_make_room_for_a_new_one() -> None:
         stalled_reader, stalled = await _open(server, _head() + b"a" * 60_000)
         await eventually(lambda: server.buffered_body_bytes == 60_000, "the stalled body held")
         fresh_reader, fresh = await _open(server, _head() + b"b" * _BODY)
-        assert statuses(await _read_answer(fresh_reader)) == [200]
+        assert statuses(await attacks.read_answer(fresh_reader, _DEADLINE)) == [200]
         cutoff = await attacks.read_until_closed(stalled_reader, _DEADLINE)
         assert cutoff.closed and cutoff.answer == b""  # cut, not answered
         assert cut == ["body_budget"] and server.shed == 1

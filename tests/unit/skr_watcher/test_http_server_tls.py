@@ -145,17 +145,6 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def read_answer(reader: asyncio.StreamReader) -> bytes:
-    """One keep-alive answer: the head, then ``content-length`` bytes."""
-    async with asyncio.timeout(_DEADLINE):
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        return head + await reader.readexactly(length)
-
-
 async def test_malformed_heads_and_chunked_abuse_over_tls_get_4xx_and_a_close(tmp_path: Path) -> None:
     async with tls_webhook(tmp_path) as tls:
         for raw in (*attacks.MALFORMED, *attacks.CHUNKED_ABUSE):
@@ -229,7 +218,9 @@ async def test_at_the_cap_a_client_with_a_history_is_shed_last(tmp_path: Path, f
         reader, writer = await attacks.connect(tls.target)
         try:
             writer.write(admission(tls.target.path, close=False))
-            assert statuses(await read_answer(reader)) == [200]  # the pooled client: answered once
+            assert statuses(await attacks.read_answer(reader, _DEADLINE)) == [
+                200
+            ]  # the pooled client: answered once
             send = b"POST %s HTTP/1.1\r\nHost: x\r\n" % tls.target.path.encode() if fresh == "slow" else b""
             cap = limits.max_connections
             async with attacks.held_connections(tls.target, cap - 1, send=send):
@@ -240,7 +231,7 @@ async def test_at_the_cap_a_client_with_a_history_is_shed_last(tmp_path: Path, f
                     await eventually(lambda: _true(tls.server.shed >= cap - 1), "room made for each")
                     assert await admitted(tls)
                     writer.write(admission(tls.target.path, close=False))
-                    assert statuses(await read_answer(reader)) == [200]  # never shed
+                    assert statuses(await attacks.read_answer(reader, _DEADLINE)) == [200]  # never shed
         finally:
             writer.transport.abort()
 
