@@ -27,6 +27,7 @@ Kubernetes client library: ``docs/kube-client.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -146,21 +147,57 @@ class AsyncHttp:
                 httpx.Timeout(10.0, read=read_timeout),
             )
         timeout = httpx.Timeout(10.0, read=read_timeout)
-        try:
-            request = self._watch_client.build_request(
-                "GET", url, headers=headers, timeout=timeout, extensions=self._extensions
-            )
-            response = await self._watch_client.send(request, stream=True)
+        async with contextlib.aclosing(
+            self._stream(self._watch_client, url, headers, what, timeout, 0)
+        ) as body:
+            async for chunk in body:
+                yield chunk
+
+    async def get_streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]:
+        """The body of an ordinary GET (a list) chunk by chunk as it arrives, over the request pool
+        and its timeouts; a non-200 answer raises its typed error, ``Retry-After`` is honoured as
+        in ``request``."""
+        async with contextlib.aclosing(
+            self._stream(self._client, url, headers, what, None, _RETRY_AFTER_ATTEMPTS)
+        ) as body:
+            async for chunk in body:
+                yield chunk
+
+    async def _stream(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        headers: dict[str, str],
+        what: str,
+        timeouts: httpx.Timeout | None,
+        attempts: int,
+    ) -> AsyncGenerator[bytes, None]:
+        while True:
             try:
-                if response.status_code != 200:
+                request = client.build_request(
+                    "GET",
+                    url,
+                    headers=headers,
+                    extensions=self._extensions,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeouts is None else timeouts,
+                )
+                response = await client.send(request, stream=True)
+                try:
+                    if response.status_code == 200:
+                        async for chunk in response.aiter_bytes():
+                            yield chunk
+                        return
                     data = await response.aread()
-                    raise error_from_status(response.status_code, data, response.headers.get("Retry-After"))
-                async for chunk in response.aiter_bytes():
-                    yield chunk
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise _translate(exc, what) from exc
+                finally:
+                    await response.aclose()
+            except httpx.HTTPError as exc:
+                raise _translate(exc, what) from exc
+            retry_after = response.headers.get("Retry-After")
+            delay = _delay(retry_after) if response.status_code in _RETRY_AFTER_STATUS else None
+            if delay is None or attempts == 0:
+                raise error_from_status(response.status_code, data, retry_after)
+            attempts -= 1
+            await self._sleep(delay)
 
     async def close(self) -> None:
         await self._client.aclose()

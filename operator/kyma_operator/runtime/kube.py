@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 from kyma_operator.runtime import kubeconfig
 from kyma_operator.runtime.asynchttp import AsyncHttp
 from kyma_operator.runtime.errors import KubeError, KubeTransportError, error_from_status
+from kyma_operator.runtime.liststream import ListBodyDecoder, ListBodyError
 from kyma_operator.runtime.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -273,8 +274,13 @@ class KubeClient:
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        transform: Callable[[JSON], JSON] | None = None,
     ) -> ObjectList:
-        """One page of objects (all namespaces if ``namespace`` is None)."""
+        """One page of objects (all namespaces if ``namespace`` is None), each passed through
+        ``transform`` (if given).
+
+        The body is decoded item by item as it arrives (``runtime.liststream``): a large list is
+        never held whole, neither as bytes nor as parsed objects, only its transformed items."""
         query: dict[str, str] = {}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -286,19 +292,36 @@ class KubeClient:
             query["continue"] = continue_token
         if resource_version is not None:
             query["resourceVersion"] = resource_version
-        data = await self._request("GET", res.path(namespace), query=query)
-        return self._object_list(res, data)
-
-    @staticmethod
-    def _object_list(res: Resource, data: JSON) -> ObjectList:
-        items: list[JSON] = data.get("items") or []
+        if self._closed:
+            raise KubeTransportError("client is closed")
+        path = res.path(namespace)
+        if self._on_request is not None:
+            self._on_request("list", res.plural)
         api_version, kind = res.api_version, res.kind
-        for item in items:  # list items of built-in kinds come without apiVersion/kind
-            if "kind" not in item:
+
+        def prepare(item: JSON) -> JSON:
+            if "kind" not in item:  # list items of built-in kinds come without apiVersion/kind
                 item["apiVersion"] = api_version
                 item["kind"] = kind
-        meta = data.get("metadata") or {}
-        return ObjectList(items, str(meta.get("resourceVersion") or ""), meta.get("continue") or None)
+            return item if transform is None else transform(item)
+
+        decoder = ListBodyDecoder(prepare)
+        self.requests_started += 1
+        self.in_flight += 1
+        try:
+            headers = await self._headers()
+            body = self._http.get_streamed(self._url(path, query), headers, f"GET {path}")
+            async with contextlib.aclosing(body):
+                async for chunk in body:
+                    decoder.feed(chunk)
+            members = decoder.close()
+        except ListBodyError as exc:
+            raise KubeError(200, "InvalidResponse", f"GET {path}: {exc}") from exc
+        finally:
+            self.in_flight -= 1
+        meta = members.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        return ObjectList(decoder.items, str(meta.get("resourceVersion") or ""), meta.get("continue") or None)
 
     async def list_all(
         self,
@@ -312,8 +335,8 @@ class KubeClient:
     ) -> ObjectList:
         """Every object, following ``continue`` tokens; the resourceVersion is the list snapshot's.
 
-        ``transform`` is applied to each item as its page arrives (an informer's lean cache
-        transform), so only one page is ever held in its full form."""
+        ``transform`` is applied to each item as it arrives (an informer's lean cache transform),
+        so no item is held in its full form longer than its own decoding."""
         items: list[JSON] = []
         token: str | None = None
         first_rv = ""
@@ -325,8 +348,9 @@ class KubeClient:
                 field_selector=field_selector,
                 limit=page_size,
                 continue_token=token,
+                transform=transform,
             )
-            items.extend(page.items if transform is None else map(transform, page.items))
+            items.extend(page.items)
             first_rv = first_rv or page.resource_version
             if not page.continue_token:
                 return ObjectList(items, page.resource_version or first_rv, None)

@@ -96,10 +96,14 @@ class WatchCacheLists:
         transform: Transform | None = None,
     ) -> ObjectList:
         listed = await self.client.list(
-            res, namespace, label_selector=label_selector, field_selector=field_selector, resource_version="0"
+            res,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version="0",
+            transform=transform,
         )
-        items = listed.items if transform is None else [transform(item) for item in listed.items]
-        return ObjectList(items, listed.resource_version, None)
+        return ObjectList(listed.items, listed.resource_version, None)
 
     def watch(
         self,
