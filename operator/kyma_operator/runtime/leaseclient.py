@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.kube import KubeClient, ObjectList
 from kyma_operator.runtime.kubeconfig import ClusterAccess
 from kyma_operator.runtime.loopthread import LoopThread
 
 
 class LeaseClient(KubeClient):
-    """``KubeClient`` over ``access`` whose requests (not watches) run on ``thread``."""
+    """``KubeClient`` over ``access`` whose requests and lists (not watches) run on ``thread``."""
 
     def __init__(self, access: ClusterAccess, *, thread: LoopThread, **kwargs: Any) -> None:
         super().__init__(access, **kwargs)
@@ -33,6 +33,12 @@ class LeaseClient(KubeClient):
         if asyncio.get_running_loop() is self.thread.loop:
             return await super()._request(method, path, **kwargs)
         return await self.thread.run(super()._request(method, path, **kwargs))
+
+    async def list(self, *args: Any, **kwargs: Any) -> ObjectList:
+        """Lists stream their body (not through ``_request``); sent and decoded on the thread too."""
+        if asyncio.get_running_loop() is self.thread.loop:
+            return await super().list(*args, **kwargs)
+        return await self.thread.run(super().list(*args, **kwargs))
 
     async def close(self) -> None:
         """Closed on the thread's loop, where its connections were opened."""

@@ -32,6 +32,9 @@ async def test_requests_run_on_the_lease_thread_also_while_the_main_loop_is_bloc
     try:
         created = await leases.create(LEASES, lease("renewed", namespace))
         assert threads == ["test-leases"], "sent from the Lease thread"
+        listed = await leases.list(LEASES, namespace)
+        assert threads == ["test-leases"] * 2, "lists too (their body is streamed, not a _request)"
+        assert [item["metadata"]["name"] for item in listed.items] == ["renewed"]
 
         created["spec"]["holderIdentity"] = "renewed-while-blocked"
         renewal = asyncio.run_coroutine_threadsafe(leases.update(LEASES, created), lease_thread.loop)
