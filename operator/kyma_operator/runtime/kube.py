@@ -296,7 +296,7 @@ class KubeClient:
             raise KubeTransportError("client is closed")
         path = res.path(namespace)
         if self._on_request is not None:
-            self._on_request("list", res.plural)
+            self._on_request(*classify_request("GET", path))
         api_version, kind = res.api_version, res.kind
 
         def prepare(item: JSON) -> JSON:
