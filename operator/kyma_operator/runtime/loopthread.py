@@ -7,9 +7,10 @@ event loop a renewal's answer waits until every callback ready before it has run
 ``runtime/liststream``; before it one ``json.loads`` of up to 23 MB each) and the informers' first
 handler calls. In a thread with a loop of its own the renewal waits for at most one such call:
 CPython hands the GIL to a waiting thread every ``sys.getswitchinterval()`` (5 ms) between
-bytecodes, and a single C call (one item's ``raw_decode``) is the longest it can be held. What runs here must not touch the main
-loop's objects: it uses its own HTTP client, publishes plain values (a float, a bool: atomic under
-the GIL) and calls back into the main loop only through ``call_soon_threadsafe``.
+bytecodes, and a single C call (one item's ``raw_decode``) is the longest it can be held. What
+runs here must not touch the main loop's objects: it uses its own HTTP client, publishes plain
+values (a float, a bool: atomic under the GIL) and calls back into the main loop only through
+``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
