@@ -13,8 +13,7 @@ else:
   member ids (:func:`assign`: rendezvous hashing with balanced quotas, so shares differ by at most
   one and few shards move when a member joins or leaves);
 * **shard Leases** ``<prefix>-shard-<i>``: a replica acquires the desired shards that are free or
-  expired, renews the ones it holds (those it keeps every retry period on a schedule of their own,
-  not waiting for the round: ``_keep``), and hands over the ones no longer desired gracefully: it stops
+  expired, renews the ones it holds, and hands over the ones no longer desired gracefully: it stops
   admitting work for the shard at once, waits until the shard's in-flight reconciles are done
   (``enter``/``leave``, fed by the controllers' request gates), then releases the Lease (empty
   holder, 1 s duration) so the new owner takes it on its next round;
