@@ -277,10 +277,6 @@ class ShardCoordinator:
         self._on_released: list[Callback] = []
         self._activations: dict[int, asyncio.Task[None]] = {}
         """Per shard whose caches are still listing: the task that acts on it once they are in."""
-        self._renewing: dict[int, asyncio.Future[bool]] = {}
-        """Per kept shard: its renewal in flight, or the last one (``_renewals``)."""
-        self._keeping = False
-        """The renewal schedule of its own runs (``_keep``, started by ``run``)."""
         self._drained = asyncio.Event()
         self.rounds = 0
         self._wake_at = math.inf
@@ -390,9 +386,7 @@ class ShardCoordinator:
     # -- running -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Rounds every retry period until cancelled; then drain, release and leave. The kept
-        shards are renewed on a schedule of their own meanwhile (``_keep``)."""
-        keeper = asyncio.create_task(self._keep(), name=f"{self.identity}-shard-renewals")
+        """Rounds every retry period until cancelled; then drain, release and leave."""
         try:
             while True:
                 if self._caches_synced():
@@ -414,44 +408,8 @@ class ShardCoordinator:
                     continue
                 await self.clock.sleep(self.next_round_in())
         except asyncio.CancelledError:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
             await self.leave_all()
             raise
-        finally:
-            keeper.cancel()
-
-    async def _keep(self) -> None:
-        """Start a renewal of every kept shard every retry period, whatever the rounds do.
-
-        Why not in the rounds: a round renews, then waits for the membership renewal, the Lease
-        list and every shard's decision, each an API round trip plus turns of the main loop, and
-        the next round starts only after it. At start-up on a loaded machine a round took 4-10 s,
-        so two renewals of a shard came more than the renew deadline apart and the shard was fenced
-        for a while (``benchmarks/results/scale.md``, issue 28: "fenced gaps"). Here a renewal of a
-        shard starts a retry period after the previous one started (if that one took longer: at
-        the first retry period after it ended), whatever the round is waiting for; the round uses
-        the renewal in flight (or the last one) instead of writing its own."""
-        self._keeping = True
-        try:
-            while True:
-                started = self.clock.now()
-                self._renewals(start=True)
-                await self.clock.sleep(max(0.05, self.config.retry_period - (self.clock.now() - started)))
-        finally:
-            self._keeping = False
-
-    def _renewals(self, *, start: bool) -> dict[int, asyncio.Future[bool]]:
-        """The renewal of each kept shard: the one in flight, else (``start``) a new one, else the
-        last one."""
-        found: dict[int, asyncio.Future[bool]] = {}
-        for shard in self._kept():
-            current = self._renewing.get(shard)
-            if start and (current is None or current.done()):
-                current = self._renewing[shard] = asyncio.ensure_future(self._renew_kept(shard))
-            if current is not None:
-                found[shard] = current
-        return found
 
     async def tick(self) -> None:
         """One round: renew membership, read every Lease, compute the share, acquire/renew/release."""
@@ -463,8 +421,9 @@ class ShardCoordinator:
         # start-up every step of the round waits for a turn of a busy main loop (seconds each), and
         # renewals that waited for the list first came later than the renew deadline. The share is
         # computed as soon as the membership and the list are in, without waiting for them.
-        # With the renewal schedule of its own running (``_keep``), the round takes its renewals.
-        renewals = self._renewals(start=not self._keeping)
+        renewals: dict[int, asyncio.Future[bool]] = {
+            shard: asyncio.ensure_future(self._renew_kept(shard)) for shard in self._kept()
+        }
         try:
             await self._round(started, renewals)
         finally:
@@ -843,9 +802,6 @@ class ShardCoordinator:
 
     async def _release(self, shard: int) -> None:
         cfg = self.config
-        renewing = self._renewing.pop(shard, None)
-        if renewing is not None and not renewing.done():  # release over its last write, not under it
-            await asyncio.wait([renewing])
         held = self._held.pop(shard, None)
         if held is None:
             return
