@@ -60,6 +60,13 @@ def _delay(retry_after: str | None) -> float | None:
     return min(max(seconds, 0.0), _RETRY_AFTER_MAX)
 
 
+def _retry_delay(response: httpx.Response) -> float | None:
+    """Seconds to wait before sending again, for a 429/503 answer with a usable ``Retry-After``."""
+    if response.status_code not in _RETRY_AFTER_STATUS:
+        return None
+    return _delay(response.headers.get("Retry-After"))
+
+
 def _translate(exc: httpx.HTTPError, what: str) -> KubeTransportError:
     cause: BaseException | None = exc
     while cause is not None:
@@ -126,10 +133,9 @@ class AsyncHttp:
                 )
             except httpx.HTTPError as exc:
                 raise _translate(exc, what) from exc
-            retry_after = response.headers.get("Retry-After")
-            delay = _delay(retry_after) if response.status_code in _RETRY_AFTER_STATUS else None
+            delay = _retry_delay(response)
             if delay is None or attempts == 0:
-                return response.status_code, response.content, retry_after
+                return response.status_code, response.content, response.headers.get("Retry-After")
             attempts -= 1
             await self._sleep(delay)
 
@@ -192,10 +198,9 @@ class AsyncHttp:
                     await response.aclose()
             except httpx.HTTPError as exc:
                 raise _translate(exc, what) from exc
-            retry_after = response.headers.get("Retry-After")
-            delay = _delay(retry_after) if response.status_code in _RETRY_AFTER_STATUS else None
+            delay = _retry_delay(response)
             if delay is None or attempts == 0:
-                raise error_from_status(response.status_code, data, retry_after)
+                raise error_from_status(response.status_code, data, response.headers.get("Retry-After"))
             attempts -= 1
             await self._sleep(delay)
 

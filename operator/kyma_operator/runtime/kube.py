@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -217,21 +217,28 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> Any:
-        if self._closed:
-            raise KubeTransportError("client is closed")
-        if self._on_request is not None:
-            self._on_request(*classify_request(method, path, content_type))
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        if payload is not None and content_type is None:
-            content_type = _JSON_CT
-        self.requests_started += 1
-        self.in_flight += 1
-        try:
+        with self._counted(method, path, content_type):
+            if payload is not None and content_type is None:
+                content_type = _JSON_CT
             headers = await self._headers(content_type)
             status, data, retry_after = await self._http.request(
                 method, self._url(path, query), payload, headers, f"{method} {path}"
             )
             return _decode(status, data, retry_after, method, path)
+
+    @contextlib.contextmanager
+    def _counted(self, method: str, path: str, content_type: str | None = None) -> Iterator[None]:
+        """Around every request (not watches): refused on a closed client, named to ``on_request``,
+        counted as started and, until it ends, in flight."""
+        if self._closed:
+            raise KubeTransportError("client is closed")
+        if self._on_request is not None:
+            self._on_request(*classify_request(method, path, content_type))
+        self.requests_started += 1
+        self.in_flight += 1
+        try:
+            yield
         finally:
             self.in_flight -= 1
 
@@ -292,11 +299,7 @@ class KubeClient:
             query["continue"] = continue_token
         if resource_version is not None:
             query["resourceVersion"] = resource_version
-        if self._closed:
-            raise KubeTransportError("client is closed")
         path = res.path(namespace)
-        if self._on_request is not None:
-            self._on_request(*classify_request("GET", path))
         api_version, kind = res.api_version, res.kind
 
         def prepare(item: JSON) -> JSON:
@@ -306,19 +309,16 @@ class KubeClient:
             return item if transform is None else transform(item)
 
         decoder = ListBodyDecoder(prepare)
-        self.requests_started += 1
-        self.in_flight += 1
-        try:
+        with self._counted("GET", path):
             headers = await self._headers()
             body = self._http.get_streamed(self._url(path, query), headers, f"GET {path}")
-            async with contextlib.aclosing(body):
-                async for chunk in body:
-                    decoder.feed(chunk)
-            members = decoder.close()
-        except ListBodyError as exc:
-            raise KubeError(200, "InvalidResponse", f"GET {path}: {exc}") from exc
-        finally:
-            self.in_flight -= 1
+            try:
+                async with contextlib.aclosing(body):
+                    async for chunk in body:
+                        decoder.feed(chunk)
+                members = decoder.close()
+            except ListBodyError as exc:
+                raise KubeError(200, "InvalidResponse", f"GET {path}: {exc}") from exc
         meta = members.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         return ObjectList(decoder.items, str(meta.get("resourceVersion") or ""), meta.get("continue") or None)

@@ -64,11 +64,11 @@ def slept() -> list[float]:
 
 
 def http(server: Server, slept: list[float]) -> AsyncHttp:
-    async def sleep(seconds: float) -> None:
+    async def recorded_sleep(seconds: float) -> None:  # injected: records the wait, takes no time
         slept.append(seconds)
 
     access = ClusterAccess(f"http://127.0.0.1:{server.port}", ssl.create_default_context())
-    return AsyncHttp(access, max_connections=2, request_timeout=10.0, sleep=sleep)
+    return AsyncHttp(access, max_connections=2, request_timeout=10.0, sleep=recorded_sleep)
 
 
 async def test_a_streamed_get_waits_as_retry_after_says_then_hands_over_each_piece(
