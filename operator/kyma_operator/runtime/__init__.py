@@ -40,6 +40,7 @@ from kyma_operator.runtime.errors import (
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
+    WatchListUnsupported,
 )
 from kyma_operator.runtime.informer import (
     EventHandler,
@@ -136,6 +137,7 @@ __all__ = [
     "Unauthorized",
     "UnsupportedMediaType",
     "WatchEvent",
+    "WatchListUnsupported",
     "WorkQueue",
     "current_triggers",
     "default_controller_rate_limiter",

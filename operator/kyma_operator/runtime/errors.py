@@ -64,6 +64,11 @@ class Invalid(KubeError):
     """422: the object failed validation."""
 
 
+class WatchListUnsupported(KubeError):
+    """The API server does not list as a watch stream (``sendInitialEvents``): refused (422, the
+    ``WatchList`` feature gate is off) or ignored (no bookmark ended the initial events)."""
+
+
 class TooManyRequests(KubeError):
     """429: throttled; ``retry_after`` seconds if the server said so."""
 

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 
 from kyma_operator.runtime.clock import Clock
+from kyma_operator.runtime.errors import WatchListUnsupported
 from kyma_operator.runtime.informer import (
     JSON,
     EventHandler,
@@ -68,23 +69,28 @@ ShardOf = Callable[[JSON], int]
 
 
 class WatchCacheLists:
-    """The ``ListWatcher`` of the shard informers: lists with ``resourceVersion=0``, served from
-    the API server's watch cache (as client-go's reflector lists), not from etcd.
+    """The ``ListWatcher`` of the shard informers: lists as a watch stream from the API server's
+    watch cache (``KubeClient.watch_list``), or, where the server cannot, with
+    ``resourceVersion=0`` (one response, also from the watch cache), not from etcd.
 
-    Why: a label selector is not indexed in etcd, so a consistent list of one shard reads every
-    object of the kind in the namespace and filters it; 16 shards x 2 kinds x N replicas of those
-    at once (a restart) read the fleet dozens of times and starved the API server, whose slow
-    Lease renewals then cost the replicas their Leases. The watch cache filters in memory. The
-    list may be a little older than the latest write; the watch from its resourceVersion brings
-    everything after it, so nothing is missed. One request per list, decoded item by item as it
-    arrives (``runtime/liststream``: at 50,000 Kymas a shard's Manifests are ~230 MB of JSON).
+    Why the watch cache: a label selector is not indexed in etcd, so a list of one shard from etcd
+    reads every object of the kind in the namespace and filters it; 16 shards x 2 kinds x N
+    replicas of those at once (a restart) read the fleet dozens of times and starved the API
+    server, whose slow Lease renewals then cost the replicas their Leases. The watch cache filters
+    in memory. Why a watch stream: a list is one response the API server builds whole, and at
+    50,000 Kymas three replicas starting together grew its heap from 9.5 to 15.3 GB with their
+    ``resourceVersion=0`` shard lists (~230 MB of JSON each for Manifests) until it answered Lease
+    renewals too late (benchmarks/results/scale.md); the watch stream sends the same objects one
+    event at a time. Either way the items are decoded one by one as they arrive.
 
     The lists run side by side, never one at a time: a shard is acted on only once every kind's
     list of it is in, and the coordinator acquires its shards together, so lists queued behind one
     another kept acquired shards idle for seconds (docs/sharding.md, "Memory")."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, *, stream: bool = True) -> None:
         self.client = client
+        self.stream = stream
+        """List as a watch stream; turned off for good once the server refuses it."""
 
     async def list_all(
         self,
@@ -96,6 +102,23 @@ class WatchCacheLists:
         page_size: int = 500,
         transform: Transform | None = None,
     ) -> ObjectList:
+        if self.stream:
+            try:
+                return await self.client.watch_list(
+                    res,
+                    namespace,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                    transform=transform,
+                )
+            except WatchListUnsupported as exc:
+                self.stream = False
+                log.warning(
+                    "the API server cannot list %s as a watch stream (%s); shard lists are single "
+                    "responses from its watch cache from now on",
+                    res,
+                    exc,
+                )
         listed = await self.client.list(
             res,
             namespace,

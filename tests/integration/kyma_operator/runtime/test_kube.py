@@ -6,6 +6,7 @@ import base64
 import json
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,11 @@ from kyma_operator.runtime import (
     NotFound,
     Resource,
     Unauthorized,
+    WatchListUnsupported,
 )
 from kyma_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS
-from tests.controlplane.cluster import APIServer
+from kyma_operator.runtime.shardinformer import WatchCacheLists
+from tests.controlplane.cluster import APIServer, ControlPlane
 
 
 def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
@@ -145,6 +148,78 @@ async def test_a_large_list_is_decoded_item_by_item_as_it_arrives(client: KubeCl
         assert {"name": "big7", "kind": "ConfigMap", "text": one["data"]["text"]} in listed.items
     paged = await client.list_all(CONFIGMAPS, namespace, page_size=7, transform=transform)
     assert sorted(i["name"] for i in paged.items) == sorted(f"big{i}" for i in range(60))
+
+
+async def test_watch_list_streams_the_snapshot_and_ends_at_its_bookmark(
+    client: KubeClient, namespace: str
+) -> None:
+    """``watch_list`` gives what a list gives (selector applied, each item through the transform
+    once) and a resourceVersion from which a watch brings exactly the changes made after it."""
+    for i in range(40):
+        body = configmap(f"s{i}", namespace, n=str(i))
+        body["metadata"]["labels"] = {"shard": str(i % 4)}
+        await client.create(CONFIGMAPS, body)
+    seen: list[str] = []
+
+    def transform(item: dict[str, Any]) -> dict[str, Any]:
+        seen.append(item["metadata"]["name"])
+        return {"metadata": {"name": item["metadata"]["name"]}, "kind": item["kind"], "data": item["data"]}
+
+    streamed = await client.watch_list(CONFIGMAPS, namespace, label_selector="shard=1", transform=transform)
+    listed = await client.list(CONFIGMAPS, namespace, label_selector="shard=1", transform=transform)
+    assert sorted(seen) == sorted([f"s{i}" for i in range(1, 40, 4)] * 2)
+    assert sorted(streamed.items, key=str) == sorted(listed.items, key=str) and len(streamed.items) == 10
+    assert streamed.resource_version and streamed.continue_token is None
+
+    late = configmap("late", namespace)
+    late["metadata"]["labels"] = {"shard": "1"}
+    await client.create(CONFIGMAPS, late)
+    await client.delete(CONFIGMAPS, "s1", namespace)
+    after = []
+    async for event in client.watch(
+        CONFIGMAPS,
+        namespace,
+        resource_version=streamed.resource_version,
+        label_selector="shard=1",
+        timeout_seconds=1,
+    ):
+        if event.type != "BOOKMARK":
+            after.append((event.type, event.object["metadata"]["name"]))
+    assert after == [("ADDED", "late"), ("DELETED", "s1")]
+    empty = await client.watch_list(CONFIGMAPS, namespace, label_selector="shard=none")
+    assert empty.items == [] and empty.resource_version
+
+
+@pytest.fixture(scope="module")
+def no_watch_list() -> Iterator[ControlPlane]:
+    """An API server with the ``WatchList`` feature gate off: it refuses ``sendInitialEvents``."""
+    with ControlPlane(
+        ["nowatchlist"], extra_apiserver_args={"nowatchlist": ["--feature-gates=WatchList=false"]}
+    ) as plane:
+        yield plane
+
+
+async def test_shard_lists_fall_back_to_one_response_where_watch_lists_are_refused(
+    no_watch_list: ControlPlane,
+) -> None:
+    kube = KubeClient.from_kubeconfig_file(no_watch_list["nowatchlist"].kubeconfig_path)
+    try:
+        for i in range(5):
+            body = configmap(f"f{i}", "default")
+            body["metadata"]["labels"] = {"fallback": "yes"}
+            await kube.create(CONFIGMAPS, body)
+        with pytest.raises(WatchListUnsupported) as refused:
+            await kube.watch_list(CONFIGMAPS, "default", label_selector="fallback=yes")
+        assert refused.value.status == 422 and "WatchList" in refused.value.message
+        lists = WatchCacheLists(kube)
+        first = await lists.list_all(CONFIGMAPS, "default", label_selector="fallback=yes")
+        assert sorted(i["metadata"]["name"] for i in first.items) == [f"f{i}" for i in range(5)]
+        assert first.resource_version and lists.stream is False
+        started = kube.requests_started
+        again = await lists.list_all(CONFIGMAPS, "default", label_selector="fallback=yes")
+        assert len(again.items) == 5 and kube.requests_started == started + 1  # the list alone
+    finally:
+        await kube.close()
 
 
 async def test_cluster_scoped_resource(client: KubeClient, unique_name: str) -> None:
