@@ -66,7 +66,7 @@ class Invalid(KubeError):
 
 class WatchListUnsupported(KubeError):
     """The API server does not list as a watch stream (``sendInitialEvents``): refused (422, the
-    ``WatchList`` feature gate is off) or ignored (no bookmark ended the initial events)."""
+    ``WatchList`` feature gate is off) or ignored (a plain bookmark came first)."""
 
 
 class TooManyRequests(KubeError):

@@ -384,8 +384,9 @@ class KubeClient:
         heap grew by 6-7 GB); a watch sends the same objects from its watch cache one event at a
         time. The snapshot is consistent (``resourceVersion=""``): the API server waits until its
         cache has caught up with etcd. ``WatchListUnsupported`` if the server refuses the
-        parameter (422: the ``WatchList`` feature gate is off) or ends the stream without the
-        bookmark (a server that ignores it); other failures raise as from ``watch``."""
+        parameter (422: the ``WatchList`` feature gate is off) or ignores it (a plain bookmark
+        first); a stream that ends before the bookmark is a ``KubeError`` (``WatchListIncomplete``)
+        to retry; other failures raise as from ``watch``."""
         objects: dict[tuple[str, str], JSON] = {}
         stream = self.watch(
             res,
@@ -408,7 +409,11 @@ class KubeClient:
                             return ObjectList(
                                 list(objects.values()), str(meta.get("resourceVersion") or ""), None
                             )
-                        continue
+                        # a server that streams initial events sends no other bookmark before
+                        # their end: this one ignored the parameter (older than Kubernetes 1.27)
+                        raise WatchListUnsupported(
+                            0, "NoInitialEventsEnd", f"watch of {res}: a bookmark before {INITIAL_EVENTS_END}"
+                        )
                     if event.type == "ERROR":
                         raise error_from_status(int(obj.get("code") or 500), obj)
                     # only ADDED events precede the bookmark; a change or deletion among them is
@@ -420,9 +425,8 @@ class KubeClient:
                         objects[key] = obj if transform is None else transform(obj)
         except Invalid as exc:
             raise WatchListUnsupported(exc.status, exc.reason, exc.message) from exc
-        raise WatchListUnsupported(
-            0, "NoInitialEventsEnd", f"watch of {res} ended without the {INITIAL_EVENTS_END} bookmark"
-        )
+        # the server closed the stream early (e.g. its watch cache re-initialising): try again
+        raise KubeError(0, "WatchListIncomplete", f"watch of {res} ended before {INITIAL_EVENTS_END}")
 
     async def discover(self, group_version: str) -> JSON:
         """The ``APIResourceList`` of one group version (``v1`` or ``group/version``); ``NotFound``
