@@ -38,9 +38,10 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.request import Request, Result
 from kyma_operator.runtime.resources import SECRETS, Resource
-from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, WatchCacheLists, sharded
+from kyma_operator.runtime.shardinformer import ShardCaches, ShardedInformer, sharded
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
 from kyma_operator.runtime.shardmap import SHARD_LABEL, parse_shard_label, shard_label_value, shard_of
+from kyma_operator.runtime.streamedlists import StreamedLists
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +125,10 @@ def scoped_informers(
     client: KubeClient, namespace: str, shards: int, *, clock: Clock | None = None
 ) -> tuple[ShardedInformer, ShardedInformer]:
     """The Kyma and Manifest informers with shard-scoped caches (``--shard-scoped-caches``): the
-    same names and indexes as the fleet-wide ones (``shared_informers``); each shard listed from the
-    API server's watch cache (``WatchCacheLists``), the unlabelled objects paginated."""
-    lists = WatchCacheLists(client)
+    same names and indexes as the fleet-wide ones (``shared_informers``); each shard listed as a
+    watch stream from the API server's watch cache (``StreamedLists``), the unlabelled objects
+    paginated."""
+    lists = StreamedLists(client)
     kymas = ShardedInformer(
         lists,
         KYMAS,
@@ -159,7 +161,7 @@ def scoped_access_secrets(
     Manifests); same name and index as ``remote.secrets.access_secret_informer``. A Secret's shard
     (for tombstones) is its Kyma's, found as a Manifest's (``kyma-name`` label)."""
     return ShardedInformer(
-        WatchCacheLists(client),
+        StreamedLists(client),
         SECRETS,
         namespace=namespace,
         shards=shards,

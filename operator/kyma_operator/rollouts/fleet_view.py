@@ -34,8 +34,10 @@ from typing import Any
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS
 from kyma_operator.runtime.clock import Clock
-from kyma_operator.runtime.informer import Informer, ListWatcher, lean_object
+from kyma_operator.runtime.informer import Informer, lean_object
+from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.streamedlists import StreamedLists
 
 KYMAS_INFORMER = "rollout-kymas"
 MANIFESTS_INFORMER = "rollout-manifests"
@@ -113,14 +115,17 @@ def rollout_manifest(obj: JSON) -> JSON:
 
 
 def fleet_informers(
-    client: ListWatcher, namespace: str, *, clock: Clock | None = None
+    client: KubeClient, namespace: str, *, clock: Clock | None = None
 ) -> tuple[Informer, Informer]:
-    """The leader's own fleet-wide Kyma and Manifest informers (run only while it leads)."""
+    """The leader's own fleet-wide Kyma and Manifest informers (run only while it leads), listing
+    as watch streams from the API server's watch cache (``StreamedLists``: at 50,000 Kymas their
+    paginated lists read 250,000 Manifests from etcd while every replica listed its shards)."""
+    lists = StreamedLists(client, fallback="paginated")
     kymas = Informer(
-        client, KYMAS, namespace=namespace, clock=clock, name=KYMAS_INFORMER, transform=rollout_kyma
+        lists, KYMAS, namespace=namespace, clock=clock, name=KYMAS_INFORMER, transform=rollout_kyma
     )
     manifests = Informer(
-        client,
+        lists,
         MANIFESTS,
         namespace=namespace,
         clock=clock,

@@ -370,6 +370,7 @@ class KubeClient:
         res: Resource,
         namespace: str | None = None,
         *,
+        resource_version: str = "",
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Callable[[JSON], JSON] | None = None,
@@ -382,16 +383,17 @@ class KubeClient:
         Why: the API server answers a list with one response it builds whole (at 50,000 Kymas a
         shard's Manifests are ~230 MB, and replicas starting together asked for dozens at once: its
         heap grew by 6-7 GB); a watch sends the same objects from its watch cache one event at a
-        time. The snapshot is consistent (``resourceVersion=""``): the API server waits until its
-        cache has caught up with etcd. ``WatchListUnsupported`` if the server refuses the
-        parameter (422: the ``WatchList`` feature gate is off) or ignores it (a plain bookmark
-        first); a stream that ends before the bookmark is a ``KubeError`` (``WatchListIncomplete``)
-        to retry; other failures raise as from ``watch``."""
+        time. With ``resource_version=""`` the snapshot is consistent (the API server waits until
+        its cache has caught up with etcd), with ``"0"`` it is the cache's as it is.
+        ``WatchListUnsupported`` if the server refuses the parameter (422: the ``WatchList``
+        feature gate is off) or ignores it (a plain bookmark first); a stream that ends before the
+        bookmark is a ``KubeError`` (``WatchListIncomplete``) to retry; other failures raise as
+        from ``watch``."""
         objects: dict[tuple[str, str], JSON] = {}
         stream = self.watch(
             res,
             namespace,
-            resource_version="",
+            resource_version=resource_version,
             label_selector=label_selector,
             field_selector=field_selector,
             timeout_seconds=timeout_seconds,

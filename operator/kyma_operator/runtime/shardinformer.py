@@ -30,10 +30,9 @@ import asyncio
 import builtins
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 
 from kyma_operator.runtime.clock import Clock
-from kyma_operator.runtime.errors import WatchListUnsupported
 from kyma_operator.runtime.informer import (
     JSON,
     EventHandler,
@@ -45,7 +44,6 @@ from kyma_operator.runtime.informer import (
     lean_object,
     object_key,
 )
-from kyma_operator.runtime.kube import KubeClient, ObjectList, WatchEvent
 from kyma_operator.runtime.metrics import RuntimeMetrics
 from kyma_operator.runtime.resources import Resource
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_label_value
@@ -66,89 +64,6 @@ _RELABELLED = 10_000
 _IN_TRANSIT = 10_000
 
 ShardOf = Callable[[JSON], int]
-
-
-class WatchCacheLists:
-    """The ``ListWatcher`` of the shard informers: lists as a watch stream from the API server's
-    watch cache (``KubeClient.watch_list``), or, where the server cannot, with
-    ``resourceVersion=0`` (one response, also from the watch cache), not from etcd.
-
-    Why the watch cache: a label selector is not indexed in etcd, so a list of one shard from etcd
-    reads every object of the kind in the namespace and filters it; 16 shards x 2 kinds x N
-    replicas of those at once (a restart) read the fleet dozens of times and starved the API
-    server, whose slow Lease renewals then cost the replicas their Leases. The watch cache filters
-    in memory. Why a watch stream: a list is one response the API server builds whole, and at
-    50,000 Kymas three replicas starting together grew its heap from 9.5 to 15.3 GB with their
-    ``resourceVersion=0`` shard lists (~230 MB of JSON each for Manifests) until it answered Lease
-    renewals too late (benchmarks/results/scale.md); the watch stream sends the same objects one
-    event at a time. Either way the items are decoded one by one as they arrive.
-
-    The lists run side by side, never one at a time: a shard is acted on only once every kind's
-    list of it is in, and the coordinator acquires its shards together, so lists queued behind one
-    another kept acquired shards idle for seconds (docs/sharding.md, "Memory")."""
-
-    def __init__(self, client: KubeClient, *, stream: bool = True) -> None:
-        self.client = client
-        self.stream = stream
-        """List as a watch stream; turned off for good once the server refuses it."""
-
-    async def list_all(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = 500,
-        transform: Transform | None = None,
-    ) -> ObjectList:
-        if self.stream:
-            try:
-                return await self.client.watch_list(
-                    res,
-                    namespace,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                    transform=transform,
-                )
-            except WatchListUnsupported as exc:
-                self.stream = False
-                log.warning(
-                    "the API server cannot list %s as a watch stream (%s); shard lists are single "
-                    "responses from its watch cache from now on",
-                    res,
-                    exc,
-                )
-        listed = await self.client.list(
-            res,
-            namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            resource_version="0",
-            transform=transform,
-        )
-        return ObjectList(listed.items, listed.resource_version, None)
-
-    def watch(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        timeout_seconds: int | None = None,
-        allow_bookmarks: bool = True,
-    ) -> AsyncGenerator[WatchEvent, None]:
-        return self.client.watch(
-            res,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            timeout_seconds=timeout_seconds,
-            allow_bookmarks=allow_bookmarks,
-        )
 
 
 def shard_selector(shard: int) -> str:

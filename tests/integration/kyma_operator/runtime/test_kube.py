@@ -26,7 +26,7 @@ from kyma_operator.runtime import (
     WatchListUnsupported,
 )
 from kyma_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SERVICE_ACCOUNTS
-from kyma_operator.runtime.shardinformer import WatchCacheLists
+from kyma_operator.runtime.streamedlists import StreamedLists
 from tests.controlplane.cluster import APIServer, ControlPlane
 
 
@@ -199,7 +199,7 @@ def no_watch_list() -> Iterator[ControlPlane]:
         yield plane
 
 
-async def test_shard_lists_fall_back_to_one_response_where_watch_lists_are_refused(
+async def test_streamed_lists_fall_back_where_watch_lists_are_refused(
     no_watch_list: ControlPlane,
 ) -> None:
     kube = KubeClient.from_kubeconfig_file(no_watch_list["nowatchlist"].kubeconfig_path)
@@ -211,13 +211,20 @@ async def test_shard_lists_fall_back_to_one_response_where_watch_lists_are_refus
         with pytest.raises(WatchListUnsupported) as refused:
             await kube.watch_list(CONFIGMAPS, "default", label_selector="fallback=yes")
         assert refused.value.status == 422 and "WatchList" in refused.value.message
-        lists = WatchCacheLists(kube)
+        lists = StreamedLists(kube)
         first = await lists.list_all(CONFIGMAPS, "default", label_selector="fallback=yes")
         assert sorted(i["metadata"]["name"] for i in first.items) == [f"f{i}" for i in range(5)]
         assert first.resource_version and lists.stream is False
         started = kube.requests_started
         again = await lists.list_all(CONFIGMAPS, "default", label_selector="fallback=yes")
         assert len(again.items) == 5 and kube.requests_started == started + 1  # the list alone
+        paged = StreamedLists(kube, fallback="paginated")
+        fleet = await paged.list_all(CONFIGMAPS, "default", label_selector="fallback=yes", page_size=2)
+        assert sorted(i["metadata"]["name"] for i in fleet.items) == [f"f{i}" for i in range(5)]
+        assert paged.stream is False and fleet.resource_version
+        started = kube.requests_started
+        await paged.list_all(CONFIGMAPS, "default", label_selector="fallback=yes", page_size=2)
+        assert kube.requests_started == started + 3  # three pages, no watch
     finally:
         await kube.close()
 
