@@ -102,6 +102,16 @@ def _status(pid: int) -> dict[str, int]:
     return found
 
 
+async def _sample_peaks(pids: dict[str, int], peaks: dict[str, int], every: float = 0.5) -> None:
+    """Keep the highest RSS of each process in ``peaks`` until cancelled (VmHWM would be the peak
+    since the process started, e.g. the API server's while it took in the fleet)."""
+    while True:
+        for name, pid in pids.items():
+            with contextlib.suppress(OSError):
+                peaks[name] = max(peaks[name], _status(pid)["VmRSS"])
+        await asyncio.sleep(every)
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -581,6 +591,9 @@ async def measure_run(
         cwd=REPO_ROOT,
     )
     watched: list[Watched] = []
+    plane_peak = {name: _status(pid)["VmRSS"] for name, pid in plane_pids.items()}
+    plane_start = dict(plane_peak)
+    sampler = asyncio.create_task(_sample_peaks(plane_pids, plane_peak))
     try:
         watched = await start_group(kubeconfig, namespace, spec, flags, env)
         took, outcomes = await until_reconciled(watched, expected, args.timeout)
@@ -617,6 +630,14 @@ async def measure_run(
         if trace is not None:
             await measure_resync(args, watched, trace, expected, start_up_done)
     finally:
+        sampler.cancel()
+        print(
+            "  control plane RSS during the restart: "
+            + ", ".join(
+                f"{name} {_mb(plane_start[name])} -> peak {_mb(plane_peak[name])} MB" for name in plane_pids
+            ),
+            flush=True,
+        )
         for w in watched:
             await w.process.stop()
         probe.terminate()
