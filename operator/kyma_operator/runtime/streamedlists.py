@@ -19,12 +19,11 @@ resource version" under load). Either way the items are decoded one by one as th
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
 from typing import Literal
 
 from kyma_operator.runtime.errors import WatchListUnsupported
 from kyma_operator.runtime.informer import Transform
-from kyma_operator.runtime.kube import KubeClient, ObjectList, WatchEvent
+from kyma_operator.runtime.kube import KubeClient, ObjectList
 from kyma_operator.runtime.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -45,6 +44,8 @@ class StreamedLists:
         self.fallback: Fallback = fallback
         self.stream = stream
         """List as a watch stream; turned off for good once the server refuses it."""
+        self.watch = client.watch
+        """Watches are the client's own."""
 
     async def list_all(
         self,
@@ -92,24 +93,3 @@ class StreamedLists:
             transform=transform,
         )
         return ObjectList(listed.items, listed.resource_version, None)
-
-    def watch(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        timeout_seconds: int | None = None,
-        allow_bookmarks: bool = True,
-    ) -> AsyncGenerator[WatchEvent, None]:
-        return self.client.watch(
-            res,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            timeout_seconds=timeout_seconds,
-            allow_bookmarks=allow_bookmarks,
-        )
