@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import socket
 import sys
@@ -175,16 +177,22 @@ async def test_watch_list_streams_the_snapshot_and_ends_at_its_bookmark(
     late["metadata"]["labels"] = {"shard": "1"}
     await client.create(CONFIGMAPS, late)
     await client.delete(CONFIGMAPS, "s1", namespace)
-    after = []
-    async for event in client.watch(
+    # events come in resourceVersion order: anything of the snapshot sent again would come before
+    # the two later changes, so the first two events are what the watch adds to the snapshot
+    after: list[tuple[str, str]] = []
+    stream = client.watch(
         CONFIGMAPS,
         namespace,
         resource_version=streamed.resource_version,
         label_selector="shard=1",
-        timeout_seconds=1,
-    ):
-        if event.type != "BOOKMARK":
-            after.append((event.type, event.object["metadata"]["name"]))
+        timeout_seconds=60,
+    )
+    async with asyncio.timeout(30), contextlib.aclosing(stream):
+        async for event in stream:
+            if event.type != "BOOKMARK":
+                after.append((event.type, event.object["metadata"]["name"]))
+            if len(after) == 2:
+                break
     assert after == [("ADDED", "late"), ("DELETED", "s1")]
     empty = await client.watch_list(CONFIGMAPS, namespace, label_selector="shard=none")
     assert empty.items == [] and empty.resource_version
