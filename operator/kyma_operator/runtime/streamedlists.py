@@ -14,6 +14,10 @@ there, so a list of one shard from etcd reads every object of the kind and filte
 its resourceVersion brings everything after it, so nothing is missed), and the API server need not
 wait for its cache to catch up with etcd (a consistent snapshot timed out with 504 "Too large
 resource version" under load). Either way the items are decoded one by one as they arrive.
+
+The shard lists run side by side, never one at a time: a shard is acted on only once every kind's
+list of it is in, and the coordinator acquires its shards together, so lists queued behind one
+another kept acquired shards idle for seconds (docs/sharding.md, "Memory").
 """
 
 from __future__ import annotations
@@ -39,10 +43,10 @@ class StreamedLists:
     watch cache (the shard lists: small, and their label selector is not indexed in etcd), or
     ``"paginated"``, pages from etcd (a fleet-wide list: one response would be the whole fleet)."""
 
-    def __init__(self, client: KubeClient, *, fallback: Fallback = "cache", stream: bool = True) -> None:
+    def __init__(self, client: KubeClient, *, fallback: Fallback = "cache") -> None:
         self.client = client
         self.fallback: Fallback = fallback
-        self.stream = stream
+        self.stream = True
         """List as a watch stream; turned off for good once the server refuses it."""
         self.watch = client.watch
         """Watches are the client's own."""
