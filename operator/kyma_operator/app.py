@@ -461,12 +461,12 @@ async def build_operator(
     if runs is not None:
         assert kyma.manifests is not None
         fleet_kymas, fleet_manifests = kymas, kyma.manifests
-        own: tuple[Informer, ...] = ()
-        if shard_config is not None and config.shard_scoped_caches:
+        own = shard_config is not None and config.shard_scoped_caches
+        if own:
             # the shared caches hold this replica's shards only; the leader counts the whole fleet
-            # from informers of its own that keep only what rollouts read (rollouts/fleet_view.py)
+            # from informers of its own that keep only what rollouts read, run while rollouts
+            # need them (rollouts/fleet_view.py)
             fleet_kymas, fleet_manifests = fleet_informers(client, ns, clock=clock)
-            own = (fleet_kymas, fleet_manifests)
         rollouts = build_rollout_feature(
             client,
             namespace=ns,
@@ -474,7 +474,7 @@ async def build_operator(
             policies=policies,
             kymas=fleet_kymas,
             manifests=fleet_manifests,
-            leader_informers=own,
+            own_fleet_view=own,
             release_metas=catalog.release_metas_informer,
             templates=catalog.templates_informer,
             registry=manager.registry,

@@ -166,10 +166,6 @@ class RolloutReconciler:
             self._first_failure.pop(request, None)
             self._written_at.pop(request, None)
             return Result()
-        if not (self.kymas.synced.is_set() and self.manifests.synced.is_set()):
-            # the fleet view is still being listed (a leader's own informers, shard-scoped caches):
-            # deciding on a partial member list could settle a wave nobody has upgraded yet
-            return Result(requeue_after=1.0, reason=SYNCING)
         now = self.wall_clock()
         try:
             run = ModuleRollout.from_object(obj)
@@ -179,6 +175,11 @@ class RolloutReconciler:
         if run.phase() in TERMINAL_PHASES:
             self._first_failure.pop(request, None)
             return Result()
+        if not (self.kymas.synced.is_set() and self.manifests.synced.is_set()):
+            # the fleet view is still being listed (a leader's own informers, shard-scoped caches,
+            # started for unfinished runs): deciding on a partial member list could settle a wave
+            # nobody has upgraded yet. A finished run (above) needs no view, which may be stopped.
+            return Result(requeue_after=1.0, reason=SYNCING)
         successor = self._successor(run)
         if successor is not None:
             status = run.status.model_copy(

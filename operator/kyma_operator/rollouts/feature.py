@@ -10,8 +10,9 @@ Both controllers run only on the replica holding the leader-election Lease (no r
 the Watcher controller); the informers are shared with the Kyma controller and run on every
 replica, except with shard-scoped caches: then each replica's Kyma and Manifest caches hold only its
 shards, and the leader counts the fleet from fleet-wide Kyma and Manifest informers of its own,
-run only while it leads (its reconciles wait until they have listed), which store only the fields
-rollouts read (``fleet_view``). The Kyma controller's own
+which store only the fields rollouts read and run only while it leads and a run is unfinished or
+a start is being decided (``fleet_view.FleetView``; its reconciles wait until they have listed).
+The Kyma controller's own
 part (the run informer, the target look-up passed into ``resolve()``, ``sources.RolloutToKymas``)
 is wired in ``controllers/kyma/setup.py``.
 """
@@ -27,6 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from kyma_operator.api.resources import MODULE_ROLLOUT_POLICIES, MODULE_ROLLOUTS
 from kyma_operator.rollouts.controller import RolloutReconciler
+from kyma_operator.rollouts.fleet_view import FleetView
 from kyma_operator.rollouts.metrics import RolloutMetrics
 from kyma_operator.rollouts.sources import ManifestToRollout, MrmToStarter
 from kyma_operator.rollouts.starter import RolloutStarter
@@ -87,9 +89,9 @@ class RolloutFeature:
     rollouts: Informer
     policies: Informer
     metrics: RolloutMetrics
-    leader_informers: tuple[Informer, ...] = ()
+    fleet_view: FleetView | None = None
     """Fleet-wide Kyma and Manifest informers of the leader alone (with shard-scoped caches the
-    shared ones hold only this replica's shards): run only while leading."""
+    shared ones hold only this replica's shards): run on demand, only while leading."""
 
     @property
     def informers(self) -> list[Informer]:
@@ -98,9 +100,10 @@ class RolloutFeature:
     def add_to(self, manager: Manager) -> None:
         for informer in self.informers:
             manager.add_informer(informer)
-        for informer in self.leader_informers:
-            informer.set_metrics(manager.metrics)  # relists and events, like the shared informers
-            manager.add_runnable(informer, leader_only=True)
+        if self.fleet_view is not None:
+            for informer in self.fleet_view.informers:
+                informer.set_metrics(manager.metrics)  # relists and events, like the shared informers
+            manager.add_runnable(self.fleet_view, leader_only=True)
         manager.add_controller(self.controller)
         manager.add_controller(self.starter_controller)
 
@@ -118,13 +121,18 @@ def build_rollout_feature(
     registry: CollectorRegistry | None = None,
     clock: Clock | None = None,
     wall_clock: Callable[[], datetime.datetime] = utc_now,
-    leader_informers: tuple[Informer, ...] = (),
+    own_fleet_view: bool = False,
 ) -> RolloutFeature:
     """The two leader-only controllers over the shared informers (see the module docstring).
-    ``leader_informers``: ``kymas`` and ``manifests`` when they are the leader's own (not shared,
-    run only while leading; see ``RolloutFeature.leader_informers``)."""
+    ``own_fleet_view``: ``kymas`` and ``manifests`` are the leader's own (``fleet_informers``, not
+    shared), run on demand by a ``FleetView`` (see ``RolloutFeature.fleet_view``)."""
     policies = policies if policies is not None else policy_informer(client, namespace, clock=clock)
     metrics = RolloutMetrics(registry, rollouts)
+    view = (
+        FleetView(kymas, manifests, rollouts, clock=clock, on_running=metrics.fleet_view)
+        if own_fleet_view
+        else None
+    )
     reconciler = RolloutReconciler(
         client,
         rollouts=rollouts,
@@ -157,6 +165,7 @@ def build_rollout_feature(
         policies=policies,
         rollouts=rollouts,
         manifests=manifests,
+        on_fleet_needed=view.demand if view is not None else None,
     )
     starter_controller = Controller(STARTER_CONTROLLER, starter, clock=clock)
     starter_controller.add_source(MrmToStarter(release_metas, starter, policies))
@@ -168,5 +177,5 @@ def build_rollout_feature(
         rollouts=rollouts,
         policies=policies,
         metrics=metrics,
-        leader_informers=leader_informers,
+        fleet_view=view,
     )

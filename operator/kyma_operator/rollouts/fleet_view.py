@@ -24,20 +24,34 @@ that flag alone, and a missing entry reads as "not waiting", like an entry witho
 is named once, below; ``tests/unit/kyma_operator/rollouts/test_fleet_view.py`` checks that the
 readers give the same answers over a whole object and over its projection. Nothing else may read
 these informers: the Kyma controller's readers use the shared (shard) caches.
+
+``FleetView`` runs the two informers only while rollouts need them: while a run is not finished
+(``TERMINAL_PHASES``), or for ``IDLE_GRACE`` after the starter last asked (``demand``: a channel
+moved under a policy and it must count what is installed below). Why: most of the time no run is
+going, yet the projected view of 5,000 Kymas x 5 modules made the leader of three scoped
+replicas the one above its share (+102 MB for 6 of 16 shards, the others +53-60 MB for 5;
+benchmarks/results/scale.md). Stopped, the informers drop their caches (``Informer.reset``); the
+next start lists the fleet again, as a new leader does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kyma_operator.api import names
+from kyma_operator.api.modulerollout import TERMINAL_PHASES
 from kyma_operator.api.resources import KYMAS, MANIFESTS
-from kyma_operator.runtime.clock import Clock
-from kyma_operator.runtime.informer import Informer, lean_object
+from kyma_operator.runtime.clock import Clock, RealClock, TimerHandle
+from kyma_operator.runtime.informer import FuncHandler, Informer, lean_object
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.streamedlists import StreamedLists
+
+log = logging.getLogger(__name__)
 
 KYMAS_INFORMER = "rollout-kymas"
 MANIFESTS_INFORMER = "rollout-manifests"
@@ -133,3 +147,108 @@ def fleet_informers(
         transform=rollout_manifest,
     )
     return kymas, manifests
+
+
+IDLE_GRACE = 600.0
+"""Seconds the view keeps running after the last unfinished run was seen or the starter last asked:
+a burst of channel moves (one per module release) lists the fleet once, not once per move."""
+
+
+def _unfinished(run: Mapping[str, Any]) -> bool:
+    return _dict(run.get("status")).get("phase") not in TERMINAL_PHASES
+
+
+class FleetView:
+    """Runs ``kymas`` and ``manifests`` (``fleet_informers``) only while rollouts need them (see the
+    module docstring). A leader-only runnable: losing the lead stops and empties them too.
+    ``on_running(bool)`` is told each start and stop (the ``fleet view running`` gauge)."""
+
+    def __init__(
+        self,
+        kymas: Informer,
+        manifests: Informer,
+        runs: Informer,
+        *,
+        clock: Clock | None = None,
+        idle_grace: float = IDLE_GRACE,
+        on_running: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.kymas = kymas
+        self.manifests = manifests
+        self._runs = runs
+        self._clock = clock or RealClock()
+        self.idle_grace = idle_grace
+        self._on_running = on_running
+        self._wake = asyncio.Event()
+        self._needed_at: float | None = None
+        """Clock seconds an unfinished run was last seen or the starter last asked."""
+        self.starts = 0
+        self.running = False
+        self.decisions = 0
+        """Times it decided whether to run (each wake-up): tests wait for a decision on a change."""
+        runs.add_handler(FuncHandler(on_add=self._changed, on_update=self._updated, on_delete=self._changed))
+
+    @property
+    def informers(self) -> tuple[Informer, Informer]:
+        return self.kymas, self.manifests
+
+    def demand(self) -> None:
+        """The starter needs the fleet's installed versions: run (on) for ``idle_grace`` from now."""
+        self._needed_at = self._clock.now()
+        self._wake.set()
+
+    def _changed(self, _obj: Any) -> None:
+        self._wake.set()
+
+    def _updated(self, _old: Any, _new: Any) -> None:
+        self._wake.set()
+
+    def _idle_in(self, now: float) -> float:
+        """Seconds until the view may stop (0: now)."""
+        if any(_unfinished(run) for run in self._runs.list()):
+            self._needed_at = now
+        if self._needed_at is None:
+            return 0.0
+        return max(0.0, self._needed_at + self.idle_grace - now)
+
+    async def run(self) -> None:
+        tasks: list[asyncio.Task[None]] = []
+        timer: TimerHandle | None = None
+        try:
+            while True:
+                self._wake.clear()
+                idle_in = self._idle_in(self._clock.now())
+                self.decisions += 1
+                if idle_in > 0 and not tasks:
+                    tasks = [asyncio.create_task(i.run(), name=i.name) for i in self.informers]
+                    self._running(True, "listing every Kyma and Manifest for rollouts")
+                elif idle_in == 0 and tasks:
+                    await self._stop(tasks, f"no unfinished run, no start asked for {self.idle_grace:.0f}s")
+                    tasks = []
+                if timer is not None:
+                    timer.cancel()
+                timer = self._clock.call_later(idle_in, self._wake.set) if idle_in > 0 else None
+                await self._wake.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if tasks:
+                await self._stop(tasks, "no longer leading")
+
+    def _running(self, running: bool, why: str) -> None:
+        self.running = running
+        if running:
+            self.starts += 1
+        log.info("rollout fleet view %s: %s", "started" if running else "stopped", why)
+        if self._on_running is not None:
+            self._on_running(running)
+
+    async def _stop(self, tasks: list[asyncio.Task[None]], why: str) -> None:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for informer in self.informers:
+            informer.reset()
+        self._running(False, why)

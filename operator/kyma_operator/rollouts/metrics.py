@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -82,6 +82,12 @@ class RolloutMetrics:
             ["module", "kind"],
             registry=registry,
         )
+        self.fleet_view_running = Gauge(
+            "kyma_operator_rollout_fleet_view_running",
+            "1 while the leader's own fleet-wide Kyma and Manifest view for rollouts runs "
+            "(shard-scoped caches; run only while a run is unfinished or a start is being decided).",
+            registry=registry,
+        )
 
     def halted(self, module: str, reason: str, latency: float | None) -> None:
         if not self.enabled:
@@ -97,6 +103,10 @@ class RolloutMetrics:
     def wave_soaked(self, module: str, seconds: float) -> None:
         if self.enabled:
             self.wave_duration.labels(module).observe(max(0.0, seconds))
+
+    def fleet_view(self, running: bool) -> None:
+        if self.enabled:
+            self.fleet_view_running.set(1 if running else 0)
 
     def manifest_written(self, module: str, kind: str) -> None:
         if self.enabled:

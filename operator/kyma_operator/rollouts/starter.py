@@ -199,6 +199,10 @@ def installed_below(
     return counts
 
 
+LISTING = "runs or policies still listing"
+FLEET_VIEW_LISTING = "fleet view still listing"
+
+
 class RolloutStarter:
     """The reconciler of the leader's starter controller; its requests name ModuleReleaseMetas.
 
@@ -215,13 +219,17 @@ class RolloutStarter:
         rollouts: Informer,
         manifests: Informer,
         on_created: Callable[[Request], None] | None = None,
+        on_fleet_needed: Callable[[], None] | None = None,
     ) -> None:
+        """``on_fleet_needed``: ``manifests`` is the leader's own fleet view, run on demand
+        (``fleet_view.FleetView.demand``); called when a start must count what is installed."""
         self.client = client
         self.release_metas = release_metas
         self.policies = policies
         self.rollouts = rollouts
         self.manifests = manifests
         self.on_created = on_created
+        self.on_fleet_needed = on_fleet_needed
         self._before: dict[Request, dict[str, str]] = {}
         self.created: list[str] = []
         """Names of the runs this starter created (tests, logs)."""
@@ -236,10 +244,8 @@ class RolloutStarter:
         self._before.pop(request, None)
 
     async def reconcile(self, request: Request) -> Result:
-        if not all(i.synced.is_set() for i in (self.manifests, self.rollouts, self.policies)):
-            # a leader's own fleet-wide Manifest informer (shard-scoped caches) may still be listing:
-            # "nothing installed below" would be a wrong answer, not a missing one
-            return Result(requeue_after=1.0, reason="fleet view still listing")
+        if not (self.rollouts.synced.is_set() and self.policies.synced.is_set()):
+            return Result(requeue_after=1.0, reason=LISTING)
         obj = self.release_metas.get(request.namespace, request.name)
         if obj is None:
             self.forget(request)
@@ -259,6 +265,13 @@ class RolloutStarter:
             if latest is not None and not newer(version, str(_spec(latest).get("toVersion") or "")):
                 continue  # that version's run (or a newer one) exists
             if manifests is None:
+                if not self.manifests.synced.is_set():
+                    # a leader's own fleet-wide Manifest view (shard-scoped caches) is stopped or
+                    # still listing: "nothing installed below" would be a wrong answer, not a
+                    # missing one; ask for it and decide once it has listed
+                    if self.on_fleet_needed is not None:
+                        self.on_fleet_needed()
+                    return Result(requeue_after=1.0, reason=FLEET_VIEW_LISTING)
                 manifests = self.manifests.list(request.namespace)
             below = installed_below(manifests, module, channel, version)
             if not below:

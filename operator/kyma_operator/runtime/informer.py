@@ -282,6 +282,17 @@ class Informer:
             return False
         return True
 
+    def reset(self) -> None:
+        """Drop the cache, its indexes and its resourceVersion, without events, and wait for a list
+        again (``synced`` cleared). Only while ``run()`` is not running: the next ``run()`` lists
+        afresh and its handlers get an add for every object, as at the first start. For an informer
+        run on demand (``rollouts/fleet_view.FleetView``): a stopped informer holds no memory."""
+        self._items = {}
+        self._indices = {name: {} for name in self._indexers}
+        self._index_values = {}
+        self._resource_version = ""
+        self.synced.clear()
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:

@@ -187,6 +187,31 @@ async def test_indexes_follow_updates_and_deletes() -> None:
         informer.by_index("nope", "x")
 
 
+async def test_reset_drops_cache_and_indexes_without_events_and_the_next_run_lists_afresh() -> None:
+    source = Scripted(
+        lists=[
+            ObjectList([widget("a", "1", team="x"), widget("b", "2", team="x")], "2"),
+            ObjectList([widget("a", "1", team="x")], "7"),
+        ],
+        sessions=[],
+    )
+    clock = FakeClock()
+    informer = Informer(source, WIDGETS, clock=clock, indexers={"team": index_by_label("team")})
+    recorder = Recorder()
+    informer.add_handler(recorder)
+    await run_until_exhausted(informer, source, clock)
+    informer.reset()
+    assert (len(informer), informer.keys(), informer.index_values("team")) == (0, [], [])
+    assert (informer.resource_version, informer.synced.is_set()) == ("", False)
+    assert recorder.events == [("add", "a", "1"), ("add", "b", "2")], "a reset sends no delete"
+    source.exhausted.clear()
+    await run_until_exhausted(informer, source, clock)
+    # listed afresh: "a" is an add again (not an unchanged object), "b" is simply gone
+    assert recorder.events[2:] == [("add", "a", "1")]
+    assert [o["metadata"]["name"] for o in informer.by_index("team", "x")] == ["a"]
+    assert (informer.resource_version, source.watch_rvs) == ("7", ["2", "7"])
+
+
 async def test_late_handler_gets_existing_objects_and_broken_handler_is_isolated() -> None:
     source = Scripted(lists=[ObjectList([widget("a", "1")], "1")], sessions=[])
     clock = FakeClock()
