@@ -2,23 +2,24 @@
 runs only while a run is unfinished or the starter asked lately, against a real API server: it
 lists nothing while no run is going, lists the whole fleet when a run appears or a start is asked,
 and stops and drops its caches ``idle_grace`` (an injected clock) after the last need, or at once
-when the leader stops it."""
+when the leader stops it. The starter asks only when a policy makes it count installed versions."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from kyma_operator.api.resources import KYMAS, MODULE_ROLLOUTS
-from kyma_operator.rollouts.feature import rollout_informer
+from kyma_operator.api.resources import KYMAS, MODULE_RELEASE_METAS, MODULE_ROLLOUTS
+from kyma_operator.rollouts.feature import policy_informer, rollout_informer
 from kyma_operator.rollouts.fleet_view import FleetView, fleet_informers
-from kyma_operator.rollouts.starter import run_body
+from kyma_operator.rollouts.starter import FLEET_VIEW_LISTING, RolloutStarter, run_body
 from kyma_operator.runtime.clock import FakeClock
-from kyma_operator.runtime.informer import FuncHandler
+from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.request import Request
 from tests.integration.kyma_operator.modules_env import MODULE
-from tests.integration.rollouts.fleet import NEW, OLD, kyma_body, policy_body
+from tests.integration.rollouts.fleet import NEW, OLD, create_policy, kyma_body, policy_body, publish
 from tests.polling import eventually
 
 GRACE = 60.0
@@ -91,6 +92,55 @@ async def test_the_fleet_view_runs_while_a_run_is_unfinished_or_a_start_is_asked
         assert view.starts == 3
     finally:
         for task in (view_task, runs_task):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def test_the_starter_asks_for_the_fleet_view_only_when_a_policy_makes_it_count(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    ns = kcp_namespace
+    await publish(kcp_client, ns, {"regular": NEW})
+    runs, policies = rollout_informer(kcp_client, ns), policy_informer(kcp_client, ns)
+    release_metas = Informer(kcp_client, MODULE_RELEASE_METAS, namespace=ns)
+    kymas, manifests = fleet_informers(kcp_client, ns)
+    view = FleetView(kymas, manifests, runs, clock=FakeClock(), idle_grace=GRACE)
+    asked: list[str] = []
+
+    def fleet_needed() -> None:
+        asked.append("asked")
+        view.demand()
+
+    starter = RolloutStarter(
+        kcp_client,
+        release_metas=release_metas,
+        policies=policies,
+        rollouts=runs,
+        manifests=manifests,
+        on_fleet_needed=fleet_needed,
+    )
+    tasks = [asyncio.create_task(i.run()) for i in (runs, policies, release_metas)]
+    tasks.append(asyncio.create_task(view.run()))
+    request = Request(ns, MODULE)
+    try:
+        for informer in (runs, policies, release_metas):
+            assert await informer.wait_synced(30)
+        # the channel's version, no policy for it: decided without the fleet
+        result = await starter.reconcile(request)
+        assert (result.requeue_after, asked, view.starts) == (None, [], 0)
+
+        # a policy for the channel: the start must count what is installed below its version
+        await create_policy(kcp_client, ns)
+        await eventually(lambda: policies.list(ns), "the policy in the informer", within=30)
+        result = await starter.reconcile(request)
+        assert (result.requeue_after, result.reason, asked) == (1.0, FLEET_VIEW_LISTING, ["asked"])
+        await eventually(manifests.synced.is_set, "the fleet view listed on the starter's demand", within=30)
+        result = await starter.reconcile(request)
+        # nothing installed below (no Manifest at all): nobody to protect, no run
+        assert (result.requeue_after, asked, starter.created, view.starts) == (None, ["asked"], [], 1)
+    finally:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
