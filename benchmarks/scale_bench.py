@@ -350,6 +350,20 @@ DEPLOYMENT_TIMINGS = (
 which three busy replicas on a loaded 2-core machine can miss a renewal and exit."""
 
 
+def lease_flags(args: argparse.Namespace) -> list[str]:
+    """The operators' Lease timing flags: ``--lease-timings`` if given, else ``--deployment-timings``'s
+    or none (the tests' short ones)."""
+    timings = getattr(args, "lease_timings", None)
+    if timings:
+        duration, renew, retry = timings.split("/")
+        return [
+            f"--leader-elect-lease-duration={duration}",
+            f"--leader-elect-renew-deadline={renew}",
+            f"--leader-elect-retry-period={retry}",
+        ]
+    return list(DEPLOYMENT_TIMINGS) if args.deployment_timings else []
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One operator configuration to start: ``replicas`` processes, sharded (``--sharding``) or not,
@@ -569,7 +583,7 @@ async def measure_run(
 ) -> None:
     """One restart of ``spec`` on the fleet: RSS, CPU to the first full round, and (with
     ``--resync-interval``) the CPU of the periodic full resync that follows."""
-    flags = [*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ())]
+    flags = [*KYMA_FLAGS, *lease_flags(args)]
     trace: TraceReader | None = None
     if args.resync_interval:
         interval = f"{args.resync_interval:g}"
@@ -750,7 +764,7 @@ async def measure_base(
     args: argparse.Namespace, kubeconfig: Path, namespace: str, spec: RunSpec, env: dict[str, str] | None
 ) -> dict[int, int]:
     """Settled RSS of each replica of ``spec`` on an empty fleet (the catalog only), same flags."""
-    flags = [*KYMA_FLAGS, *(DEPLOYMENT_TIMINGS if args.deployment_timings else ())]
+    flags = [*KYMA_FLAGS, *lease_flags(args)]
     watched = await start_group(kubeconfig, namespace, spec, flags, env)
     try:
         await _ready(watched, args.timeout)
@@ -1049,6 +1063,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--deployment-timings",
         action="store_true",
         help="the Deployment's Lease timings (10/7/1.5 s) instead of the tests' (4/3/0.5 s)",
+    )
+    kymas.add_argument(
+        "--lease-timings",
+        metavar="DURATION/RENEW/RETRY",
+        help="other Lease timings in seconds (e.g. 60/40/5, upstream lifecycle-manager leases for 180 s), "
+        "for an API server too slow for the defaults' renewals; overrides --deployment-timings",
     )
     kymas.add_argument(
         "--runs",
