@@ -184,6 +184,13 @@ TARGETS: tuple[Target, ...] = (
         "{0} s / {1} s with --shard-scoped-caches", lambda f: max(f) <= 15, newest=True,
     ),
     Target(
+        "§10", "memory per scoped replica holding k of 16 shards, 50,000 Kymas x 5 modules, 3 and 5 replicas",
+        "<= k/16 of one replica's cache + base", "no shards: one replica caches the whole fleet", "scale",
+        r"the most a scoped replica is over k/16 of one replica's cache \+ base:\s+\*\*(\d+) %\*\* with 3 "
+        r"replicas, \*\*(\d+) %\*\* with 5",
+        "{0} % / {1} % over", lambda f: f[0] <= 0 and f[1] <= 0,
+    ),
+    Target(
         "§10", "full resync with replicas (sharded)", "near-linear speed-up", "one leader does everything",
         "scale", r"full resync speed-up with (\d+) replicas: \*\*([\d.]+)x\*\*", "{1}x with {0}",
         lambda f: f[1] >= 0.8 * f[0],

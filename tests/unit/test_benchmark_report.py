@@ -26,6 +26,7 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "2.8 s / 9.6 s with --shard-scoped-caches",
         "met",
     )
+    assert _verdict("memory per scoped replica holding k of 16 shards") == ("3 % / 4 % over", "NOT met")
     assert _verdict("module enabled -> module Ready") == (
         "p50 / p99 per step 1: 7.7 / 20.2, 2: 27.6 / 104.2, 3: 158.6 / 426.2, 5a: 82.4 / 307.1, "
         "5b: 23.2 / 691.5, 5c: 8.4 / 52.8 ms",
