@@ -350,16 +350,26 @@ DEPLOYMENT_TIMINGS = (
 which three busy replicas on a loaded 2-core machine can miss a renewal and exit."""
 
 
+def lease_timings(text: str) -> tuple[float, float, float]:
+    """``--lease-timings``: ``DURATION/RENEW/RETRY`` in seconds, as the operator will accept them."""
+    try:
+        duration, renew, retry = (float(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not DURATION/RENEW/RETRY in seconds") from None
+    if not duration > renew > 1.2 * retry > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the operator needs DURATION > RENEW > 1.2 x RETRY > 0")
+    return duration, renew, retry
+
+
 def lease_flags(args: argparse.Namespace) -> list[str]:
     """The operators' Lease timing flags: ``--lease-timings`` if given, else ``--deployment-timings``'s
     or none (the tests' short ones)."""
-    timings = getattr(args, "lease_timings", None)
-    if timings:
-        duration, renew, retry = timings.split("/")
+    if args.lease_timings is not None:
+        duration, renew, retry = args.lease_timings
         return [
-            f"--leader-elect-lease-duration={duration}",
-            f"--leader-elect-renew-deadline={renew}",
-            f"--leader-elect-retry-period={retry}",
+            f"--leader-elect-lease-duration={duration:g}",
+            f"--leader-elect-renew-deadline={renew:g}",
+            f"--leader-elect-retry-period={retry:g}",
         ]
     return list(DEPLOYMENT_TIMINGS) if args.deployment_timings else []
 
@@ -1067,6 +1077,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     kymas.add_argument(
         "--lease-timings",
         metavar="DURATION/RENEW/RETRY",
+        type=lease_timings,
         help="other Lease timings in seconds (e.g. 60/40/5, upstream lifecycle-manager leases for 180 s), "
         "for an API server too slow for the defaults' renewals; overrides --deployment-timings",
     )

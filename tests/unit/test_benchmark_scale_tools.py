@@ -1,8 +1,10 @@
 """The scale benchmark's own tools: the resync window read from a reconcile trace, the CPU spent in
-it, and the clone of a stored Kyma (``benchmarks/resync_window.py``, ``benchmarks/etcd_fleet.py``)."""
+it, the clone of a stored Kyma (``benchmarks/resync_window.py``, ``benchmarks/etcd_fleet.py``) and
+the Lease timings it passes to the operators (``benchmarks/scale_bench.py``)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from benchmarks.etcd_fleet import Cloner, Seed, kyma_key, manifest_key
 from benchmarks.lease_probe import summarize
 from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
+from benchmarks.scale_bench import DEPLOYMENT_TIMINGS, lease_flags, lease_timings
 from kyma_operator.api import names
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
 
@@ -138,3 +141,19 @@ def test_lease_probe_summary_counts_slow_and_failed_renewals(tmp_path: Path) -> 
     assert (found.attempts, found.over_2s, found.over_5s, found.errors) == (4, 2, 1, 1)
     assert found.slowest == pytest.approx(6.0)
     assert summarize(tmp_path / "missing").attempts == 0
+
+
+def test_lease_timings_become_the_operators_flags_and_bad_ones_are_refused() -> None:
+    def flags(timings: str | None, deployment: bool = False) -> list[str]:
+        parsed = lease_timings(timings) if timings is not None else None
+        return lease_flags(argparse.Namespace(lease_timings=parsed, deployment_timings=deployment))
+
+    assert flags("60/40/5", deployment=True) == [
+        "--leader-elect-lease-duration=60",
+        "--leader-elect-renew-deadline=40",
+        "--leader-elect-retry-period=5",
+    ]
+    assert flags(None, deployment=True) == list(DEPLOYMENT_TIMINGS) and flags(None) == []
+    for bad in ("60/40", "60/40/x", "10/20/5", "60/40/40", "60/40/0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            lease_timings(bad)
