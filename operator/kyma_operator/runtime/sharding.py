@@ -5,9 +5,10 @@ into S shards (``shardmap.shard_of``); each shard has one Lease, and only the re
 reconciles the shard's Kymas and Manifests. Replicas coordinate through the API server and nothing
 else:
 
-* **membership**: every replica renews its own Lease ``<prefix>-member-<replica id>`` every retry
-  period, annotated with its internal address (``shardmap.INTERNAL_ADDRESS_ANNOTATION``). A member
-  is live while its Lease keeps changing within its duration, on this process's monotonic clock
+* **membership**: every replica renews its own Lease ``<prefix>-member-<replica id>`` (rounds come
+  every retry period; a Lease it holds is renewed every ``ShardingConfig.renew_rounds`` of them),
+  annotated with its internal address (``shardmap.INTERNAL_ADDRESS_ANNOTATION``). A member is live
+  while its Lease keeps changing within its duration, on this process's monotonic clock
   (``leases.LeaseObservations``, the technique of ``leader.py``);
 * **assignment**: every replica computes the same desired owner of every shard from the sorted live
   member ids (:func:`assign`: rendezvous hashing with balanced quotas, so shares differ by at most
@@ -119,6 +120,27 @@ class ShardingConfig:
             raise ValueError("lease_duration must be greater than renew_deadline")
         if not self.renew_deadline > self.retry_period > 0:
             raise ValueError("renew_deadline must be greater than retry_period (> 0)")
+
+    @property
+    def renew_rounds(self) -> int:
+        """Rounds between two renewals of a Lease this replica holds (its shards', its membership):
+        as many whole retry periods as fit in half the renew deadline, at least one.
+
+        Why not every round, as client-go's leader election renews: every renewal is a write that
+        each replica's next list decodes, and with 16 shards that Lease traffic was most of a
+        sharded replica's idle CPU and 2.0-2.4 s of each 5,000-Kyma resync window (issue 28,
+        ``benchmarks/results/scale.md``). Spaced so, a renewal still comes at least every half
+        renew deadline (the others wait a whole lease duration), and the other half is left for
+        retries every round before the replica fences itself. 4/3/0.5 s: every 3rd round (1.5 s);
+        10/7/1.5 s: every 2nd (3 s); 60/40/5 s: every 4th (20 s); retry periods longer than a
+        quarter of the deadline: every round, as before."""
+        return max(1, math.floor(self.renew_deadline / 2 / self.retry_period + 1e-9))
+
+    def renewal_due(self, age: float) -> bool:
+        """Whether a Lease last renewed ``age`` seconds ago is renewed in this round (rounds start
+        every retry period, so ``age`` is a whole number of them minus the write's own delay: the
+        threshold sits half a round early)."""
+        return age >= (self.renew_rounds - 0.5) * self.retry_period
 
     def member_lease(self, replica_id: str) -> str:
         return f"{self.lease_prefix}-member-{replica_id}"
@@ -431,7 +453,10 @@ class ShardCoordinator:
 
     async def _round(self, started: float, renewals: dict[int, asyncio.Future[bool]]) -> None:
         cfg = self.config
-        _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
+        if not self._member_rv or cfg.renewal_due(started - self._member_renewed_at):
+            _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
+        else:
+            listed = await self._list_leases()
         leases = {str(item["metadata"]["name"]): item for item in listed.items}
         self._observed.forget_missing(set(leases))
         observed = {name: self._observed.observe(lease, started) for name, lease in leases.items()}
@@ -456,14 +481,17 @@ class ShardCoordinator:
         self.metrics.draining.set(sum(1 for h in self._held.values() if h.draining_since is not None))
 
     def _kept(self) -> list[int]:
-        """Shards held, not draining and still this replica's as of the last round."""
+        """Shards held, not draining, still this replica's as of the last round, and due."""
         if not self.verdict.agree:
             return []
         return [
             shard
             for shard, held in sorted(self._held.items())
-            if held.draining_since is None and self._desired[shard] == self.identity
+            if held.draining_since is None and self._desired[shard] == self.identity and self._due(held)
         ]
+
+    def _due(self, held: _Held) -> bool:
+        return self.config.renewal_due(self.clock.now() - held.renewed_at)
 
     async def _renew_kept(self, shard: int) -> bool:
         """Renew ``shard`` over this replica's own last write; whether that worked."""
@@ -675,8 +703,12 @@ class ShardCoordinator:
                 if mine:  # desired again before the release: take it back (in full: requests
                     held.draining_since = None  # dropped while draining are enqueued again)
                     held.active = False
-            if not renewed:
+            if renewed:
+                return
+            if self._due(held):
                 await self._write(shard, seen, renew=True)
+            elif not held.active and held.draining_since is None:
+                self._activate_when_synced(shard, held)  # taken back while fresh: no write needed
             return
         if not mine or (self.clock.now() - self._joined_at < self.join_grace and not self._group_running()):
             return

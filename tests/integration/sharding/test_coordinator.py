@@ -9,11 +9,12 @@ stop and then resume.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from kyma_operator.runtime.clock import FakeClock
-from kyma_operator.runtime.errors import NotFound
+from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES, Resource
 from kyma_operator.runtime.sharding import ShardCoordinator, ShardingConfig
@@ -346,3 +347,79 @@ async def test_a_slow_round_is_followed_by_the_next_one_a_retry_period_after_it_
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class _CountedLeaseWrites:
+    """The real client; counts the Lease writes per Lease name, and fails the next ``fail(n)``
+    writes of one Lease with a server error (the API server away for that long)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+        self.writes: Counter[str] = Counter()
+        self._failing: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def fail(self, lease: str, times: int) -> None:
+        self._failing[lease] = times
+
+    async def _counted(self, body: dict[str, Any]) -> None:
+        name = str(body["metadata"]["name"])
+        self.writes[name] += 1
+        if self._failing.get(name, 0) > 0:
+            self._failing[name] -= 1
+            raise KubeError(503, "ServiceUnavailable", "injected: the API server is away")
+
+    async def update(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        await self._counted(body)
+        return await self._client.update(res, body, *args, **kwargs)
+
+    async def create(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        await self._counted(body)
+        return await self._client.create(res, body, *args, **kwargs)
+
+
+async def test_held_leases_are_renewed_every_third_round_and_a_failed_renewal_every_round_until_done(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """With the tests' 4/3/0.5 s timings a held Lease is renewed every 3rd round (1.5 s), not every
+    round: each renewal is a write every replica's next list decodes (issue 28: most of a sharded
+    replica's idle CPU). Half the renew deadline is left for retries: a renewal that fails is tried
+    again every round, and the shard is held without a gap throughout."""
+    retry = 0.5
+    clock = FakeClock()
+    client = _CountedLeaseWrites(kcp_client)
+    config = ShardingConfig(
+        namespace=kcp_namespace,
+        replica_id="a",
+        address="https://a.internal:8083",
+        shards=SHARDS,
+        lease_duration=4.0,
+        renew_deadline=3.0,
+        retry_period=retry,
+    )
+    assert config.renew_rounds == 3
+    a = ShardCoordinator(client, config, clock=clock)  # type: ignore[arg-type]
+    everything = frozenset(range(SHARDS))
+
+    async def round_() -> None:
+        await a.tick()
+        assert a.held() == everything  # never fenced, not even for a moment
+        clock.advance(retry)
+
+    await a.tick()  # acquires every shard (and joins) at t = 0
+    clock.advance(retry)
+    client.writes.clear()
+    for _ in range(9):  # t = 0.5 .. 4.5: renewed at 1.5, 3.0 and 4.5
+        await round_()
+    assert client.writes == Counter({**{config.shard_lease(s): 3 for s in range(SHARDS)}, "klm-member-a": 3})
+
+    client.writes.clear()
+    client.fail(config.shard_lease(0), 3)  # due at 6.0: the renewal and the write over the list fail
+    for _ in range(3):  # t = 5.0, 5.5, 6.0 (two failed writes), 6.5 (the third fails, then done)
+        await round_()
+    await round_()
+    assert client.writes[config.shard_lease(0)] == 4
+    assert client.writes[config.shard_lease(1)] == 1  # renewed at 6.0 only
+    assert await lease_holder(kcp_client, kcp_namespace, 0) == "a"

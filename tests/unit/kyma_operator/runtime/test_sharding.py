@@ -53,6 +53,33 @@ def test_config_rejects_unsafe_timings_and_bad_ids() -> None:
     assert cfg.count_lease() == "klm-shards"  # not a "klm-shard-<n>" name
 
 
+@pytest.mark.parametrize(
+    ("timings", "every"),
+    [
+        ((4, 3, 0.5), 3),
+        ((10, 7, 1.5), 2),
+        ((60, 40, 5), 4),
+        ((15, 10, 2), 2),
+        ((4, 3, 1), 1),
+        ((3, 2, 1.5), 1),
+    ],
+)
+def test_a_held_lease_is_renewed_every_few_rounds_within_half_the_renew_deadline(
+    timings: tuple[float, float, float], every: int
+) -> None:
+    duration, deadline, retry = timings
+    cfg = ShardingConfig(
+        namespace="ns", replica_id="r1", lease_duration=duration, renew_deadline=deadline, retry_period=retry
+    )
+    assert cfg.renew_rounds == every
+    assert every == 1 or every * retry <= deadline / 2  # the other half of the deadline is for retries
+    # rounds start every retry period; a renewal's write starts a little after its round did, so the
+    # round ``every`` periods later sees an age just under ``every`` periods, and is due
+    assert cfg.renewal_due(every * retry - 0.01)
+    assert not cfg.renewal_due((every - 1) * retry - 0.01)
+    assert cfg.renewal_due(deadline)  # late (a failed renewal): every round until one succeeds
+
+
 def test_announced_shard_counts_are_positive_decimals_else_unknown() -> None:
     def lease(annotations: dict[str, object] | None) -> dict[str, object]:
         return {"metadata": {"name": "klm-member-r1", "annotations": annotations}}
