@@ -136,11 +136,14 @@ class ShardingConfig:
         quarter of the deadline: every round, as before."""
         return max(1, math.floor(self.renew_deadline / 2 / self.retry_period + 1e-9))
 
-    def renewal_due(self, age: float) -> bool:
-        """Whether a Lease last renewed ``age`` seconds ago is renewed in this round (rounds start
+    def renewal_due(self, age: float, latency: float = 0.0) -> bool:
+        """Whether a Lease last renewed ``age`` seconds ago is renewed in this round. Rounds start
         every retry period, so ``age`` is a whole number of them minus the write's own delay: the
-        threshold sits half a round early)."""
-        return age >= (self.renew_rounds - 0.5) * self.retry_period
+        threshold sits half a round early. ``latency``: how long Lease writes take lately; a slow
+        API server (4-5 s per renewal while replicas list their shards at start-up) brings the
+        renewals forward, down to every round, so that one still lands before the renew deadline."""
+        spaced = (self.renew_rounds - 0.5) * self.retry_period
+        return age >= min(spaced, self.renew_deadline / 2 - latency)
 
     def member_lease(self, replica_id: str) -> str:
         return f"{self.lease_prefix}-member-{replica_id}"
@@ -278,6 +281,8 @@ class ShardCoordinator:
         self._observed = LeaseObservations()
         self._member_renewed_at = -math.inf
         self._member_rv = ""
+        self._write_latency = 0.0
+        self._round_slowest = 0.0
         self._members: list[Replica] = []
         self._holders: dict[int, Replica] = {}
         self._desired: list[str | None] = [None] * config.shards
@@ -450,10 +455,12 @@ class ShardCoordinator:
             await self._round(started, renewals)
         finally:
             await asyncio.gather(*renewals.values(), return_exceptions=True)
+            self._write_latency = max(self._round_slowest, 0.8 * self._write_latency)
+            self._round_slowest = 0.0
 
     async def _round(self, started: float, renewals: dict[int, asyncio.Future[bool]]) -> None:
         cfg = self.config
-        if not self._member_rv or cfg.renewal_due(started - self._member_renewed_at):
+        if not self._member_rv or cfg.renewal_due(started - self._member_renewed_at, self._write_latency):
             _, listed = await asyncio.gather(self._renew_membership(), self._list_leases())
         else:
             listed = await self._list_leases()
@@ -491,7 +498,18 @@ class ShardCoordinator:
         ]
 
     def _due(self, held: _Held) -> bool:
-        return self.config.renewal_due(self.clock.now() - held.renewed_at)
+        return self.config.renewal_due(self.clock.now() - held.renewed_at, self._write_latency)
+
+    def _took(self, started: float) -> None:
+        """Record a Lease write's duration (queueing in the client's pool included)."""
+        self._round_slowest = max(self._round_slowest, self.clock.now() - started)
+
+    @property
+    def write_latency(self) -> float:
+        """How long Lease writes take lately: the slowest of the last round, or a fifth less per
+        round than the one before, whichever is more. Renewals come earlier while it is high
+        (``ShardingConfig.renewal_due``)."""
+        return self._write_latency
 
     async def _renew_kept(self, shard: int) -> bool:
         """Renew ``shard`` over this replica's own last write; whether that worked."""
@@ -625,9 +643,11 @@ class ShardCoordinator:
                     async with asyncio.timeout(cfg.request_timeout):
                         written = await self.client.update(LEASES, body)
         except (KubeError, TimeoutError) as exc:
+            self._took(started)
             self._member_rv = ""
             log.info("%s: membership renewal failed: %s", self.identity, exc)
             return
+        self._took(started)
         self._member_rv = str(written["metadata"]["resourceVersion"])
         self._member_renewed_at = started
         if not self.joined:
@@ -767,10 +787,12 @@ class ShardCoordinator:
                 log.info("%s: shard %d lease changed under us; re-reading next round", self.identity, shard)
             return
         except (KubeError, TimeoutError) as exc:
+            self._took(started)
             log.info("%s: shard %d lease write failed: %s", self.identity, shard, exc)
             if held is not None and self.clock.now() - held.renewed_at >= cfg.lease_duration:
                 self._lose(shard, "not renewed within the lease duration")
             return
+        self._took(started)
         rv = str(written["metadata"]["resourceVersion"])
         spec = written.get("spec") or {}
         self._observed.observe(written, started)

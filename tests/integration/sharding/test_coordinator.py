@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.errors import KubeError, NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -353,10 +355,12 @@ class _CountedLeaseWrites:
     """The real client; counts the Lease writes per Lease name, and fails the next ``fail(n)``
     writes of one Lease with a server error (the API server away for that long)."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, clock: FakeClock) -> None:
         self._client = client
+        self._clock = clock
         self.writes: Counter[str] = Counter()
         self._failing: dict[str, int] = {}
+        self._slow: dict[str, float] = {}
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._client, name)
@@ -364,9 +368,14 @@ class _CountedLeaseWrites:
     def fail(self, lease: str, times: int) -> None:
         self._failing[lease] = times
 
+    def slow(self, lease: str, seconds: float) -> None:
+        """The next write of ``lease`` takes ``seconds`` on the fake clock."""
+        self._slow[lease] = seconds
+
     async def _counted(self, body: dict[str, Any]) -> None:
         name = str(body["metadata"]["name"])
         self.writes[name] += 1
+        self._clock.advance(self._slow.pop(name, 0.0))
         if self._failing.get(name, 0) > 0:
             self._failing[name] -= 1
             raise KubeError(503, "ServiceUnavailable", "injected: the API server is away")
@@ -380,7 +389,7 @@ class _CountedLeaseWrites:
         return await self._client.create(res, body, *args, **kwargs)
 
 
-async def test_held_leases_are_renewed_every_third_round_and_a_failed_renewal_every_round_until_done(
+async def test_held_leases_are_renewed_every_third_round_a_failed_renewal_every_round_until_done(
     kcp_client: KubeClient, kcp_namespace: str
 ) -> None:
     """With the tests' 4/3/0.5 s timings a held Lease is renewed every 3rd round (1.5 s), not every
@@ -389,7 +398,7 @@ async def test_held_leases_are_renewed_every_third_round_and_a_failed_renewal_ev
     again every round, and the shard is held without a gap throughout."""
     retry = 0.5
     clock = FakeClock()
-    client = _CountedLeaseWrites(kcp_client)
+    client = _CountedLeaseWrites(kcp_client, clock)
     config = ShardingConfig(
         namespace=kcp_namespace,
         replica_id="a",
@@ -423,3 +432,14 @@ async def test_held_leases_are_renewed_every_third_round_and_a_failed_renewal_ev
     assert client.writes[config.shard_lease(0)] == 4
     assert client.writes[config.shard_lease(1)] == 1  # renewed at 6.0 only
     assert await lease_holder(kcp_client, kcp_namespace, 0) == "a"
+
+    # a slow API server: the round's slowest Lease write is remembered (renewals come earlier
+    # while it is high, ``ShardingConfig.renewal_due``), a fifth less per round after it
+    assert a.write_latency == 0.0  # the fake clock stood still during every write so far
+    client.slow(config.shard_lease(1), 0.6)  # t = 7.0: nothing due, no write
+    await round_()
+    assert a.write_latency == 0.0
+    await round_()  # t = 7.5: shard 1 is due, its write takes 0.6 s
+    assert a.write_latency == pytest.approx(0.6)
+    await round_()
+    assert a.write_latency == pytest.approx(0.48)

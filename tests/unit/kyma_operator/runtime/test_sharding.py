@@ -80,6 +80,16 @@ def test_a_held_lease_is_renewed_every_few_rounds_within_half_the_renew_deadline
     assert cfg.renewal_due(deadline)  # late (a failed renewal): every round until one succeeds
 
 
+def test_slow_lease_writes_bring_the_renewals_forward_down_to_every_round() -> None:
+    cfg = ShardingConfig(
+        namespace="ns", replica_id="r1", lease_duration=10, renew_deadline=7, retry_period=1.5
+    )
+    assert not cfg.renewal_due(1.49)  # fast writes: every 2nd round
+    assert not cfg.renewal_due(1.49, latency=1.0)  # 3.5 s of the deadline left still covers 1 s
+    assert cfg.renewal_due(1.49, latency=2.5)
+    assert cfg.renewal_due(0.0, latency=5.0)  # renewals answered in 5 s: every round, as before
+
+
 def test_announced_shard_counts_are_positive_decimals_else_unknown() -> None:
     def lease(annotations: dict[str, object] | None) -> dict[str, object]:
         return {"metadata": {"name": "klm-member-r1", "annotations": annotations}}
