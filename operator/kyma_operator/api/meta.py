@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cache
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
@@ -61,13 +62,33 @@ class KubeModel(BaseModel):
         if not isinstance(data, dict):
             return data
         fields_set = self.model_fields_set
-        for name, field in type(self).model_fields.items():
-            if name in fields_set or field.is_required():
+        for name, alias, default in optional_fields(type(self)):
+            if name in fields_set:
                 continue
-            key = (field.alias or name) if info.by_alias else name
-            if key in data and getattr(self, name) == field.get_default(call_default_factory=True):
+            key = alias if info.by_alias else name
+            if key in data and getattr(self, name) == default:
                 del data[key]
         return data
+
+
+@cache
+def optional_fields(model: type[BaseModel]) -> tuple[tuple[str, str, Any], ...]:
+    """``(name, alias, default)`` of every field of ``model`` that has a default, computed once per
+    model class; the defaults are only compared against, never handed out, so one instance each is
+    enough.
+
+    Why cached: pydantic's ``FieldInfo.get_default(call_default_factory=True)`` inspects the
+    factory's signature on every call (``inspect.signature`` of ``list``/``dict`` parses their text
+    signature), and every dump of every object paid that per defaulted field: 18 % of a resync
+    reconcile's CPU (a py-spy profile, issue 28), and ``apply_body`` of the upstream Manifest
+    fixture took 219 us against 33 us. Every factory here is deterministic (``list``, ``dict``,
+    model classes); ``tests/unit/kyma_operator/api/test_meta.py`` holds the cache to pydantic's
+    answer for every model."""
+    return tuple(
+        (name, field.alias or name, field.get_default(call_default_factory=True))
+        for name, field in model.model_fields.items()
+        if not field.is_required()
+    )
 
 
 class State(StrEnum):

@@ -12,11 +12,13 @@ from kyma_operator.api.kyma import KymaSpec, Module
 from kyma_operator.api.meta import (
     Condition,
     ConditionStatus,
+    KubeModel,
     LabelSelector,
     LabelSelectorRequirement,
     ObjectMeta,
     find_condition,
     format_time,
+    optional_fields,
     set_condition,
 )
 
@@ -155,6 +157,40 @@ def test_models_built_in_code_write_only_what_was_set() -> None:
     written = kyma.to_object()
     assert written["metadata"]["labels"] == {"a": "b"}
     assert written["spec"]["modules"] == [{"name": "serverless", "managed": False}]
+
+
+def _models(base: type[KubeModel]) -> list[type[KubeModel]]:
+    found = []
+    for sub in base.__subclasses__():
+        found += [sub, *_models(sub)]
+    return found
+
+
+def test_the_cached_defaults_are_pydantic_s_for_every_model() -> None:
+    """``optional_fields`` (computed once per class) against pydantic's own answer, asked afresh,
+    for every model of the operator (every kind's module is imported by ``kyma_operator.api``)."""
+    models = _models(KubeModel)
+    assert len(models) > 40 and Kyma in models and ObjectMeta in models
+    for model in models:
+        plain = [
+            (name, field.alias or name, field.get_default(call_default_factory=True))
+            for name, field in model.model_fields.items()
+            if not field.is_required()
+        ]
+        assert list(optional_fields(model)) == plain, model.__name__
+
+
+def test_the_cached_defaults_are_never_handed_out() -> None:
+    """A defaulted collection changed in place on one object does not change the cached default the
+    next object is compared against."""
+    first = Kyma(metadata=ObjectMeta(name="a", namespace="ns"), spec=KymaSpec(channel="regular"))
+    first.metadata.labels["x"] = "y"
+    first.spec.modules.append(Module(name="serverless"))
+    assert first.to_object()["metadata"]["labels"] == {"x": "y"}
+    second = Kyma(metadata=ObjectMeta(name="b", namespace="ns"), spec=KymaSpec(channel="regular"))
+    assert second.to_object()["metadata"] == {"name": "b", "namespace": "ns"}
+    assert second.to_object()["spec"] == {"channel": "regular"}
+    assert {name: default for name, _, default in optional_fields(ObjectMeta)}["labels"] == {}
 
 
 def test_python_names_are_accepted_on_input() -> None:
