@@ -27,6 +27,10 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "met",
     )
     assert _verdict("memory per scoped replica holding k of 16 shards") == ("3 % / 4 % over", "NOT met")
+    assert _verdict("full resync of 5,000 Kymas, 3 scoped replicas") == (
+        "43 % (leader, 6 of 16 shards) / 45 % / 40 %",
+        "NOT met",
+    )
     assert _verdict("module enabled -> module Ready") == (
         "p50 / p99 per step 1: 7.7 / 20.2, 2: 27.6 / 104.2, 3: 158.6 / 426.2, 5a: 82.4 / 307.1, "
         "5b: 23.2 / 691.5, 5c: 8.4 / 52.8 ms",
