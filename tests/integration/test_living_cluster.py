@@ -8,7 +8,6 @@ node, short node-monitor periods) since it takes that node away.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -244,7 +243,8 @@ def test_living_names_must_be_clusters_of_the_plane() -> None:
 # kwok renews every second (a quarter of its 4 s lease), so a node never counts as lost by accident.
 # Real clusters: 50 s grace, 40 s leases renewed every 10 s; the behaviour is the same.
 NODE_FAILURE_ARGS = {
-    "kube-controller-manager": ["--node-monitor-period=1s", "--node-monitor-grace-period=6s"],
+    # --v=2: its "Node hasn't been updated" line (node lifecycle controller) ends the API outage below
+    "kube-controller-manager": ["--node-monitor-period=1s", "--node-monitor-grace-period=6s", "--v=2"],
     "kwok": ["--node-lease-duration-seconds=4"],
 }
 
@@ -328,6 +328,13 @@ async def test_a_node_that_comes_back_readies_its_running_pods_again(lonely_node
         await client.close()
 
 
+def _stale_node_lines(log: str, node: str) -> int:
+    """kube-controller-manager's "Node hasn't been updated" lines (``--v=2``) about ``node``."""
+    return sum(
+        1 for line in log.splitlines() if "Node hasn't been updated" in line and f'node="{node}"' in line
+    )
+
+
 async def _available(client: KubeClient, namespace: str) -> dict[str, Any] | None:
     """The Deployment ``app``'s one pod, once it is Ready and the Deployment Available."""
     pods = (await client.list(PODS, namespace, label_selector="app=app")).items
@@ -359,8 +366,18 @@ async def test_the_cluster_heals_after_an_api_server_outage_longer_than_the_grac
     finally:
         await client.close()
 
+    # The outage lasts until the controller manager, which keeps running on its caches, has judged
+    # the node stale (no Lease renewal it could see for the grace period): from then on it marks
+    # the node and its pod not ready as soon as the API server is back, the case of the issue.
+    manager_log = lonely_node.components["kube-controller-manager"].log_path
+    judged_before = _stale_node_lines(manager_log.read_text(errors="replace"), node_name)
     lonely_node.process.stop()
-    await asyncio.sleep(15)  # the outage itself (the scenario, not a wait for something): 2.5 grace periods
+    await eventually(
+        lambda: _stale_node_lines(manager_log.read_text(errors="replace"), node_name) > judged_before,
+        "the controller manager judged the node stale during the outage",
+        within=60,
+        interval=0.2,
+    )
     lonely_node.process.start()
     back_at = time.time()
 
