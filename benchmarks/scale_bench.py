@@ -69,6 +69,7 @@ from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.config import check_lease_timings
 from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER, apply_body
@@ -356,8 +357,12 @@ def lease_timings(text: str) -> tuple[float, float, float]:
         duration, renew, retry = (float(part) for part in text.split("/"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not DURATION/RENEW/RETRY in seconds") from None
-    if not duration > renew > 1.2 * retry > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: the operator needs DURATION > RENEW > 1.2 x RETRY > 0")
+    try:
+        if not retry > 0:
+            raise ValueError("the retry period must be positive")
+        check_lease_timings(duration, renew, retry)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     return duration, renew, retry
 
 

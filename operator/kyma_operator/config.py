@@ -49,6 +49,16 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message names the settings concerned."""
 
 
+def check_lease_timings(lease_duration: float, renew_deadline: float, retry_period: float) -> None:
+    """The Lease timings the operator accepts (client-go's rule): lease duration > renew deadline >
+    1.2 x retry period. Raises ``ValueError`` naming the rule broken; also used by
+    ``benchmarks/scale_bench --lease-timings``."""
+    if not lease_duration > renew_deadline:
+        raise ValueError("leader_elect_lease_duration must be longer than leader_elect_renew_deadline")
+    if not renew_deadline > 1.2 * retry_period:
+        raise ValueError("leader_elect_renew_deadline must exceed 1.2 x leader_elect_retry_period")
+
+
 class OperatorConfig(BaseModel):
     # Attribute docstrings become field descriptions: the --help text of every flag.
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
@@ -312,10 +322,9 @@ class OperatorConfig(BaseModel):
     def _consistent(self) -> OperatorConfig:
         if self.failure_max_delay < self.failure_base_delay:
             raise ValueError("failure_max_delay must not be smaller than failure_base_delay")
-        if not self.leader_elect_lease_duration > self.leader_elect_renew_deadline:
-            raise ValueError("leader_elect_lease_duration must be longer than leader_elect_renew_deadline")
-        if not self.leader_elect_renew_deadline > 1.2 * self.leader_elect_retry_period:
-            raise ValueError("leader_elect_renew_deadline must exceed 1.2 x leader_elect_retry_period")
+        check_lease_timings(
+            self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
+        )
         if self.oci_registry_host and self.oci_registry_cred_secret:
             raise ValueError(
                 "oci_registry_host and oci_registry_cred_secret must not both be set (upstream: the "
