@@ -31,7 +31,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -43,7 +43,8 @@ from kyma_operator.runtime.tlscancel import cancel_safe
 # (thousands a minute at scale). Request counts are metrics (``KubeClient(on_request=...)``).
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-_NOT_RETRIED = frozenset({"POST", "PATCH"})
+NOT_RETRIED = frozenset({"POST", "PATCH"})
+"""Methods never sent twice: the server may have acted on the first."""
 _RETRY_AFTER_STATUS = frozenset({429, 503})
 _RETRY_AFTER_ATTEMPTS = 2
 _RETRY_AFTER_MAX = 10.0
@@ -60,11 +61,30 @@ def _delay(retry_after: str | None) -> float | None:
     return min(max(seconds, 0.0), _RETRY_AFTER_MAX)
 
 
-def _retry_delay(response: httpx.Response) -> float | None:
+def _retry_delay(status: int, retry_after: str | None) -> float | None:
     """Seconds to wait before sending again, for a 429/503 answer with a usable ``Retry-After``."""
-    if response.status_code not in _RETRY_AFTER_STATUS:
+    if status not in _RETRY_AFTER_STATUS:
         return None
-    return _delay(response.headers.get("Retry-After"))
+    return _delay(retry_after)
+
+
+Answer = tuple[int, bytes, str | None]
+"""(status, body, Retry-After) of one request."""
+
+
+async def retrying(
+    method: str, send: Callable[[], Awaitable[Answer]], sleep: Callable[[float], Awaitable[None]]
+) -> Answer:
+    """``send()``'s answer, sent again after a 429/503 answer's ``Retry-After`` delay (twice at
+    most, never for POST and PATCH). Shared by both transports (``lighthttp``)."""
+    attempts = 0 if method in NOT_RETRIED else _RETRY_AFTER_ATTEMPTS
+    while True:
+        answer = await send()
+        delay = _retry_delay(answer[0], answer[2])
+        if delay is None or attempts == 0:
+            return answer
+        attempts -= 1
+        await sleep(delay)
 
 
 def _translate(exc: httpx.HTTPError, what: str) -> KubeTransportError:
@@ -74,6 +94,22 @@ def _translate(exc: httpx.HTTPError, what: str) -> KubeTransportError:
             return KubeTransportError(f"{what}: TLS error: {cause}", tls=True)
         cause = cause.__cause__ or cause.__context__
     return KubeTransportError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class HttpTransport(Protocol):
+    """What ``KubeClient`` sends through: ``AsyncHttp`` or the Lease thread's ``lighthttp.LightHttp``."""
+
+    async def request(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], what: str
+    ) -> Answer: ...
+
+    def get_streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]: ...
+
+    def stream(
+        self, url: str, headers: dict[str, str], read_timeout: float | None, what: str
+    ) -> AsyncGenerator[bytes, None]: ...
+
+    async def close(self) -> None: ...
 
 
 class AsyncHttp:
@@ -125,19 +161,17 @@ class AsyncHttp:
         """(status, body, Retry-After) of one request; transport failures as ``KubeTransportError``.
 
         Retried as the module docstring says (never a POST or PATCH that reached the server)."""
-        attempts = 0 if method in _NOT_RETRIED else _RETRY_AFTER_ATTEMPTS
-        while True:
+
+        async def once() -> Answer:
             try:
                 response = await self._client.request(
                     method, url, content=body, headers=headers, extensions=self._extensions
                 )
             except httpx.HTTPError as exc:
                 raise _translate(exc, what) from exc
-            delay = _retry_delay(response)
-            if delay is None or attempts == 0:
-                return response.status_code, response.content, response.headers.get("Retry-After")
-            attempts -= 1
-            await self._sleep(delay)
+            return response.status_code, response.content, response.headers.get("Retry-After")
+
+        return await retrying(method, once, self._sleep)
 
     async def stream(
         self, url: str, headers: dict[str, str], read_timeout: float | None, what: str
@@ -198,7 +232,7 @@ class AsyncHttp:
                     await response.aclose()
             except httpx.HTTPError as exc:
                 raise _translate(exc, what) from exc
-            delay = _retry_delay(response)
+            delay = _retry_delay(response.status_code, response.headers.get("Retry-After"))
             if delay is None or attempts == 0:
                 raise error_from_status(response.status_code, data, response.headers.get("Retry-After"))
             attempts -= 1

@@ -25,11 +25,11 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlencode
 
 from kyma_operator.runtime import kubeconfig
-from kyma_operator.runtime.asynchttp import AsyncHttp
+from kyma_operator.runtime.asynchttp import AsyncHttp, HttpTransport
 from kyma_operator.runtime.errors import (
     Invalid,
     KubeError,
@@ -112,6 +112,9 @@ class KubeClient:
     wait for one); idle ones are closed after ``keepalive_expiry`` seconds. No threads.
     """
 
+    transport: ClassVar[Callable[..., HttpTransport]] = AsyncHttp
+    """How requests are sent (``asynchttp.AsyncHttp``; the Lease client: ``lighthttp.LightHttp``)."""
+
     def __init__(
         self,
         access: kubeconfig.ClusterAccess,
@@ -129,7 +132,7 @@ class KubeClient:
         self._access = access
         self._host = access.server.rstrip("/")
         self._credentials = access.credentials
-        self._http = AsyncHttp(
+        self._http: HttpTransport = self.transport(
             access,
             max_connections=max_concurrency,
             request_timeout=request_timeout,

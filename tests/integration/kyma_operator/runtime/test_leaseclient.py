@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable
 from typing import Any
 
 from kyma_operator.runtime import KubeClient
+from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.leader import LeaderElectionConfig
 from kyma_operator.runtime.leaseclient import LeaseClient
+from kyma_operator.runtime.lighthttp import LightHttp
 from kyma_operator.runtime.loopthread import LoopThread
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.resources import LEASES
@@ -99,3 +102,51 @@ async def test_a_manager_leads_from_the_lease_thread_and_releases_on_stop(
 
 async def _renewed_since(client: KubeClient, namespace: str, renew_time: str) -> bool:
     return bool((await client.get(LEASES, "threaded", namespace))["spec"]["renewTime"] != renew_time)
+
+
+async def test_the_lease_clients_light_transport_answers_as_the_kube_client_does(
+    client: KubeClient, namespace: str, lease_thread: LoopThread
+) -> None:
+    """Over TLS with the API server's client certificate: objects, typed refusals and lists come
+    back from ``lighthttp.LightHttp`` exactly as from httpx."""
+    leases = LeaseClient(client.access, thread=lease_thread)
+    assert isinstance(leases._http, LightHttp)
+
+    async def outcome(request: Awaitable[Any]) -> Any:
+        try:
+            answer = await request
+        except KubeError as exc:
+            return type(exc).__name__, exc.status, exc.reason
+        return answer["spec"]["holderIdentity"]
+
+    async def steps(via: KubeClient, name: str) -> list[Any]:
+        results = [
+            await outcome(via.get(LEASES, name, namespace)),
+            await outcome(via.create(LEASES, lease(name, namespace))),
+            await outcome(via.create(LEASES, lease(name, namespace))),
+        ]
+        current = await via.get(LEASES, name, namespace)
+        stale = {**current, "metadata": {**current["metadata"], "resourceVersion": "1"}}
+        results.append(await outcome(via.update(LEASES, stale)))
+        current["spec"]["holderIdentity"] = "renewed"
+        results.append(await outcome(via.update(LEASES, current)))
+        listed = await via.list(LEASES, namespace)
+        results.append(sum(item["metadata"]["name"] == name for item in listed.items))
+        await via.delete(LEASES, name, namespace)
+        results.append(await outcome(via.get(LEASES, name, namespace)))
+        return results
+
+    try:
+        light = await steps(leases, "light")
+        assert light == await steps(client, "httpx")
+        assert light == [
+            ("NotFound", 404, "NotFound"),
+            "probe",
+            ("AlreadyExists", 409, "AlreadyExists"),
+            ("Conflict", 409, "Conflict"),
+            "renewed",
+            1,
+            ("NotFound", 404, "NotFound"),
+        ]
+    finally:
+        await leases.close()
