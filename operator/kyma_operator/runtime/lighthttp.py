@@ -335,28 +335,20 @@ class LightHttp:
                         head = await answer.head()
                         async for piece in answer.body(head):
                             sink(piece)
-                except TimeoutError as exc:  # before OSError, of which it is a subclass
+                except BaseException as exc:
                     if connection is not None:
                         connection.close()
-                    raise KubeTransportError(f"{what}: timed out after {self._timeout:g} s") from exc
-                except (OSError, EOFError) as exc:
-                    if connection is not None:
-                        connection.close()
-                    unanswered = (
-                        connection is not None and connection.reused and not (answer and answer.received)
-                    )
-                    if retry_stale and unanswered:
+                    if isinstance(exc, TimeoutError):  # before OSError, of which it is a subclass
+                        raise KubeTransportError(f"{what}: timed out after {self._timeout:g} s") from exc
+                    if isinstance(exc, ProtocolError):
+                        raise KubeTransportError(f"{what}: RemoteProtocolError: {exc}") from exc
+                    if not isinstance(exc, OSError | EOFError):
+                        raise  # cancelled, or a failure of the caller's sink
+                    stale = connection is not None and connection.reused and not (answer and answer.received)
+                    if retry_stale and stale:
                         retry_stale = False
                         continue
                     raise _transport_error(exc, what) from exc
-                except ProtocolError as exc:
-                    if connection is not None:
-                        connection.close()
-                    raise KubeTransportError(f"{what}: RemoteProtocolError: {exc}") from exc
-                except BaseException:
-                    if connection is not None:
-                        connection.close()
-                    raise
                 if answer.reusable and not self._closed:
                     connection.idle_since = self._monotonic()
                     connection.reused = True

@@ -73,11 +73,17 @@ STRICTER_THAN_H11 = {
 }
 
 
-def h11_verdict(head: bytes) -> tuple[int, str] | None:
-    """(status, framing) of h11's reading of ``head`` as the answer to a GET; None if refused."""
+def h11_after_a_get() -> h11.Connection:
+    """An h11 client connection that sent a GET and waits for the answer."""
     connection = h11.Connection(h11.CLIENT)
     connection.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
     connection.send(h11.EndOfMessage())
+    return connection
+
+
+def h11_verdict(head: bytes) -> tuple[int, str] | None:
+    """(status, framing) of h11's reading of ``head`` as the answer to a GET; None if refused."""
+    connection = h11_after_a_get()
     connection.receive_data(head + b"\r\n\r\n")
     try:
         event = connection.next_event()
@@ -181,9 +187,7 @@ def test_malformed_chunk_sizes_are_refused_as_h11_refuses_them(line: bytes) -> N
 
 def h11_chunk(line: bytes) -> int | None:
     """How many body bytes h11 reads from a chunk with this size line (None: refused)."""
-    connection = h11.Connection(h11.CLIENT)
-    connection.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
-    connection.send(h11.EndOfMessage())
+    connection = h11_after_a_get()
     body = b"x" * 300
     connection.receive_data(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + line + b"\r\n" + body)
     try:
