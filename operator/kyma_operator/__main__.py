@@ -39,9 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"kyma-operator: {error}", file=sys.stderr)
         return 2
-    logs.configure(
-        config.log_level, sys.stderr, config.log_format, batch_interval=config.log_batch_interval or None
-    )
+    logs.configure(config.log_level, sys.stderr, config.log_format)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(serve(config))

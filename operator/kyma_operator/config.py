@@ -120,10 +120,6 @@ class OperatorConfig(BaseModel):
     log_format: LogFormat = "text"
     """text (one readable line per record) or json (one JSON object per line: ts, level, logger, msg;
     for log pipelines)."""
-    log_batch_interval: Annotated[float, Field(ge=0, le=5)] = 0.1
-    """Seconds a line below WARNING may wait to be written with the lines after it, in one write to
-    stderr (the log reader of a busy node wakes once per batch, not once per reconcile's line); 0:
-    every line at once. WARNING and above are written at once, with what is waiting."""
 
     # listener
     listener_enabled: bool = True

@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +20,6 @@ def logger() -> Iterator[logging.Logger]:
     yield root
     for handler in list(root.handlers):
         root.removeHandler(handler)
-        handler.close()  # a batching handler's flusher thread ends
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(level)
@@ -94,72 +91,3 @@ def test_quiet_libraries_stay_at_warning_and_write_through_the_root_handler(logg
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="text, json"):
         logs.formatter("xml")  # type: ignore[arg-type]
-
-
-class Writes(io.StringIO):
-    """A stream that records each write, as a pipe would see it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.writes.append(text)
-        return super().write(text)
-
-
-def _flushers() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name == "log-flush"]
-
-
-def test_lines_below_warning_are_written_together_a_warning_at_once_with_them(logger: logging.Logger) -> None:
-    out = Writes()
-    logs.configure("INFO", out, batch_interval=30.0)  # longer than the test: only the rules below write
-    log = logging.getLogger("kyma_operator.kyma")
-    log.info("one")
-    log.info("two")
-    assert out.writes == []
-    log.warning("three")
-    assert len(out.writes) == 1
-    assert [line.split(": ", 1)[1] for line in out.writes[0].splitlines()] == ["one", "two", "three"]
-    log.info("four")
-    logging.getLogger().handlers[0].flush()  # what logging.shutdown does at exit
-    assert len(out.writes) == 2 and out.writes[1].endswith("kyma_operator.kyma: four\n")
-
-
-def test_a_batch_is_written_once_its_interval_has_passed_or_it_is_full(logger: logging.Logger) -> None:
-    out = Writes()
-    logs.configure("INFO", out, "json", batch_interval=0.05)
-    log = logging.getLogger("kyma_operator.kyma")
-    for i in range(3):
-        log.info("line %d", i)
-    deadline = time.monotonic() + 10
-    while not out.writes and time.monotonic() < deadline:
-        threading.Event().wait(0.01)  # polling for the flusher thread's write, with a deadline
-    assert [json.loads(line)["msg"] for line in out.writes[0].splitlines()] == ["line 0", "line 1", "line 2"]
-
-    full = Writes()
-    handler = logs.BatchingStreamHandler(full, 30.0, max_bytes=1000)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    try:
-        for _ in range(9):
-            handler.handle(logging.LogRecord("x", logging.INFO, "", 0, "a" * 99, None, None))
-        assert full.writes == []
-        handler.handle(logging.LogRecord("x", logging.INFO, "", 0, "a" * 99, None, None))
-        assert len(full.writes) == 1 and full.getvalue() == ("a" * 99 + "\n") * 10  # 1,000 bytes
-    finally:
-        handler.close()
-
-
-def test_configure_again_ends_the_flusher_and_writes_what_was_waiting(logger: logging.Logger) -> None:
-    before = set(_flushers())
-    first = Writes()
-    logs.configure("INFO", first, batch_interval=30.0)
-    (flusher,) = set(_flushers()) - before
-    logging.getLogger("x").info("waiting")
-    logs.configure("INFO", io.StringIO())  # replaces (and closes) the batching handler
-    assert first.getvalue().endswith("x: waiting\n")
-    flusher.join(timeout=10)
-    assert not flusher.is_alive()
-    with pytest.raises(ValueError, match="positive"):
-        logs.BatchingStreamHandler(io.StringIO(), 0)
