@@ -143,7 +143,9 @@ class _Connection:
     reused: bool = False
 
     def close(self) -> None:
-        self.writer.close()
+        """Closed at once, without TLS's close_notify exchange: a graceful close would leave the
+        socket open until the server answers, and a loop stopped meanwhile leaks it."""
+        self.writer.transport.abort()
 
 
 class _Answer:
@@ -298,9 +300,15 @@ class LightHttp:
         return self._fallback.stream(url, headers, read_timeout, what)
 
     async def close(self) -> None:
+        """Every kept connection's socket is closed when this returns."""
         self._closed = True
-        while self._idle:
-            self._idle.popleft().close()
+        kept = list(self._idle)
+        self._idle.clear()
+        for connection in kept:
+            connection.close()
+        for connection in kept:
+            with contextlib.suppress(Exception):
+                await connection.writer.wait_closed()
         await self._fallback.close()
 
     async def _exchange(

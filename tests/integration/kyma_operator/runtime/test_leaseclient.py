@@ -138,6 +138,7 @@ async def test_the_lease_clients_light_transport_answers_as_the_kube_client_does
 
     try:
         light = await steps(leases, "light")
+        kept = [connection.writer.get_extra_info("socket") for connection in leases._http._idle]
         assert light == await steps(client, "httpx")
         assert light == [
             ("NotFound", 404, "NotFound"),
@@ -150,3 +151,4 @@ async def test_the_lease_clients_light_transport_answers_as_the_kube_client_does
         ]
     finally:
         await leases.close()
+    assert kept and all(sock.fileno() == -1 for sock in kept), "closed, not left to the collector"
