@@ -243,6 +243,7 @@ class LightHttp:
         keepalive_expiry: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        timeout: Callable[[float], asyncio.Timeout] = asyncio.timeout,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -263,6 +264,8 @@ class LightHttp:
         self._keepalive_expiry = keepalive_expiry
         self._sleep = sleep
         self._monotonic = monotonic
+        self._deadline = timeout
+        """Arms the whole-request timeout (``asyncio.timeout``; a test expires it by hand)."""
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: deque[_Connection] = deque()
         self._closed = False
@@ -335,7 +338,7 @@ class LightHttp:
                 connection = None
                 answer = None
                 try:
-                    async with asyncio.timeout(self._timeout):
+                    async with self._deadline(self._timeout):
                         connection = await self._connection()
                         connection.writer.write(message)
                         await connection.writer.drain()

@@ -436,15 +436,33 @@ async def test_a_kept_connection_the_server_dropped_is_retried_once_but_never_fo
 
 
 async def test_an_answer_that_never_comes_times_out_and_its_connection_is_closed() -> None:
+    half_answered = asyncio.Event()
+
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab")  # and nothing more
+        await writer.drain()
+        half_answered.set()
+
+    armed: list[tuple[float, asyncio.Timeout]] = []
+
+    def by_hand(seconds: float) -> asyncio.Timeout:
+        """The request's timeout, armed with no deadline: the test expires it (no real wait)."""
+        deadline = asyncio.timeout(None)
+        armed.append((seconds, deadline))
+        return deadline
 
     async with serving(silent) as server:
-        client = light_client(server.port, request_timeout=0.3)
+        client = light_client(server.port, request_timeout=0.3, timeout=by_hand)
         try:
+            waiting = asyncio.ensure_future(
+                client.request("GET", f"http://127.0.0.1:{server.port}/x", None, {}, "GET /x")
+            )
+            await half_answered.wait()
+            assert [seconds for seconds, _ in armed] == [0.3], "one timeout per request, of request_timeout"
+            armed[0][1].reschedule(asyncio.get_running_loop().time())
             with pytest.raises(KubeTransportError, match=r"timed out after 0\.3 s"):
-                await client.request("GET", f"http://127.0.0.1:{server.port}/x", None, {}, "GET /x")
+                await waiting
             await eventually(lambda: server.closed_by_client == 1, "connection closed", within=5)
         finally:
             await client.close()
