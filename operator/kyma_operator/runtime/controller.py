@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kyma_operator.runtime.bulk import adding_in_bulk
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.mappers import (
@@ -92,7 +93,10 @@ class TerminalError(Exception):
 
 
 class _NotingQueue:
-    """The controller's ``Enqueuer``: adds to the work queue and notes the reason of each add."""
+    """The controller's ``Enqueuer``: adds to the work queue and notes the reason of each add.
+
+    An add made while an informer dispatches a list is bulk work (``runtime/bulk.py``): it waits
+    behind the events in the queue's bulk lane."""
 
     def __init__(self, queue: WorkQueue[Request], triggers: TriggerLog) -> None:
         self._queue = queue
@@ -103,7 +107,7 @@ class _NotingQueue:
         if queue.shutting_down:
             return
         self._triggers.note(request, reason)
-        queue.add(request)
+        queue.add(request, low=adding_in_bulk())
 
     def add_after(self, request: Request, delay: float, reason: str) -> None:
         queue = self._queue

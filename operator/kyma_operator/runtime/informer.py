@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, Protocol
 
 from kyma_operator.runtime.backoff import ReconnectBackoff
+from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import Gone, KubeError, TooManyRequests
 from kyma_operator.runtime.kube import ObjectList, WatchEvent
@@ -225,8 +226,9 @@ class Informer:
     def add_handler(self, handler: EventHandler) -> None:
         """Register ``handler``; if the cache is already filled, it gets an add for every object."""
         self._handlers.append(handler)
-        for obj in builtins.list(self._items.values()):
-            self._call(handler.on_add, obj)
+        with bulk_adds():
+            for obj in builtins.list(self._items.values()):
+                self._call(handler.on_add, obj)
 
     def add_indexer(self, name: str, func: IndexFunc) -> None:
         """Add a named index (allowed at any time; existing objects are indexed immediately)."""
@@ -400,21 +402,22 @@ class Informer:
         if self._metrics is not None:
             self._metrics.informer_relists.labels(self.name).inc()
         seen: set[ObjectKey] = set()
-        for item in listed.items:
-            obj = item  # transformed by list_all, page by page
-            key = object_key(obj)
-            seen.add(key)
-            old = self._items.get(key)
-            if old is None:
-                self._store(key, obj)
-                self._dispatch_add(obj)
-            elif _rv(old) != _rv(obj):
-                self._store(key, obj)
-                self._dispatch_update(old, obj)
-        for key in [key for key in self._items if key not in seen]:
-            old = self._remove(key)
-            if old is not None:
-                self._dispatch_delete(old)
+        with bulk_adds():  # a list's requests wait behind events (runtime/bulk.py)
+            for item in listed.items:
+                obj = item  # transformed by list_all, page by page
+                key = object_key(obj)
+                seen.add(key)
+                old = self._items.get(key)
+                if old is None:
+                    self._store(key, obj)
+                    self._dispatch_add(obj)
+                elif _rv(old) != _rv(obj):
+                    self._store(key, obj)
+                    self._dispatch_update(old, obj)
+            for key in [key for key in self._items if key not in seen]:
+                old = self._remove(key)
+                if old is not None:
+                    self._dispatch_delete(old)
         self._resource_version = listed.resource_version
         self.synced.set()
 

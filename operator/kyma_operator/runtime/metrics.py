@@ -59,6 +59,8 @@ class QueueMetrics:
         labels = (name, name)
         self.name = name
         self.depth = metrics.workqueue_depth.labels(*labels)
+        self.bulk_depth = metrics.workqueue_bulk_depth.labels(*labels)
+        self.promotions = metrics.workqueue_promotions.labels(*labels)
         self.adds = metrics.workqueue_adds.labels(*labels)
         self.queue_duration = metrics.workqueue_queue_duration.labels(*labels)
         self.work_duration = metrics.workqueue_work_duration.labels(*labels)
@@ -98,6 +100,18 @@ class RuntimeMetrics:
         self.workqueue_depth = Gauge("workqueue_depth", "Current depth of workqueue", q_labels, registry=r)
         self.workqueue_adds = Counter(
             "workqueue_adds_total", "Total number of adds handled by workqueue", q_labels, registry=r
+        )
+        self.workqueue_bulk_depth = Gauge(
+            "kyma_operator_workqueue_bulk_depth",
+            "Of workqueue_depth, the keys waiting as bulk work (lists, resyncs, retries) behind events",
+            q_labels,
+            registry=r,
+        )
+        self.workqueue_promotions = Counter(
+            "kyma_operator_workqueue_promotions_total",
+            "Keys waiting as bulk work that an event moved ahead to the event lane",
+            q_labels,
+            registry=r,
         )
         self.workqueue_queue_duration = Histogram(
             "workqueue_queue_duration_seconds",

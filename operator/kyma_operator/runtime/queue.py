@@ -4,6 +4,17 @@ Why not ``asyncio.Queue``: a controller needs (1) dedup: a key added many times 
 takes it is processed once, (2) exclusivity: a key re-added while a worker processes it waits in a
 dirty set and is queued again only when that worker calls ``done`` — so the same key is never in
 two workers at once, (3) delayed adds (one heap, one timer) and (4) per-key rate-limited retries.
+
+Two lanes, like controller-runtime's priority queue (v0.20): a key is added either *now* (an event:
+a watched object changed, the listener reported a runtime change) or as *bulk* work (``low=True``:
+an informer's list at start-up, a relist or a newly acquired shard, and every delayed add when it
+falls due: safety-net resyncs, retries, fan-outs spread over time). ``get`` hands out the event lane
+first, each lane in FIFO order. Why: a replica that starts, takes over or acquires shards lists
+thousands of Kymas at once (5,000 x ~3.5 ms = ~17 s of reconciles); in one FIFO a user's change made
+meanwhile waited behind all of them. Bulk work still runs whenever no event is waiting, and events
+arrive far slower than a worker reconciles, so the bulk lane is delayed, not starved. A key queued
+as bulk that gets an event moves to the event lane (the entry it leaves behind in the bulk deque is
+skipped when reached); a key queued for an event stays there when bulk work asks for it again.
 """
 
 from __future__ import annotations
@@ -45,6 +56,18 @@ class WorkQueue(Generic[K]):
         self._clock = clock or RealClock()
         self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter(self._clock)
         self._queue: deque[K] = deque()
+        """The event lane."""
+        self._bulk: deque[tuple[int, K]] = deque()
+        """The bulk lane: (entry number, key). Entries left behind by a key that moved to the event
+        lane are skipped when reached (their number is no longer the key's)."""
+        self._bulk_keys: dict[K, int] = {}
+        """Dirty keys whose pending add is bulk work -> the number of their entry in ``_bulk``
+        (0 while the key is being processed: it gets an entry on ``done``)."""
+        self._bulk_entries = itertools.count(1)
+        self._queued = 0
+        """Keys in either lane waiting for a worker (what ``len`` reports)."""
+        self._bulk_queued = 0
+        """Of them, in the bulk lane."""
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._added_at: dict[K, float] = {}
@@ -68,7 +91,8 @@ class WorkQueue(Generic[K]):
         """Report into ``metrics`` from now on (the manager attaches its registry this way)."""
         self._metrics = metrics
         metrics.set_in_flight_provider(self._in_flight)
-        metrics.depth.set(len(self._queue))
+        metrics.depth.set(self._queued)
+        metrics.bulk_depth.set(self._bulk_queued)
 
     @property
     def clock(self) -> Clock:
@@ -76,11 +100,27 @@ class WorkQueue(Generic[K]):
 
     # -- adding --------------------------------------------------------------------------------
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` unless it is already queued; if it is being processed, queue it after ``done``."""
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, *, low: bool = False) -> None:
+        """Queue ``key`` unless it is already queued; if it is being processed, queue it after ``done``.
+
+        ``low``: bulk work (see the module docstring); an event add of a key queued as bulk work
+        moves it to the event lane.
+        """
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if not low and key in self._bulk_keys:
+                del self._bulk_keys[key]
+                if key not in self._processing:
+                    self._queue.append(key)  # its bulk entry is skipped when reached
+                    self._bulk_queued -= 1
+                    if self._metrics is not None:
+                        self._metrics.promotions.inc()
+                        self._metrics.bulk_depth.set(self._bulk_queued)
             return
         self._dirty.add(key)
+        if low:
+            self._bulk_keys[key] = 0
         if self._metrics is not None:
             self._metrics.adds.inc()
         if key in self._processing:
@@ -88,10 +128,18 @@ class WorkQueue(Generic[K]):
         self._push(key)
 
     def _push(self, key: K) -> None:
-        self._queue.append(key)
+        if key in self._bulk_keys:
+            entry = next(self._bulk_entries)
+            self._bulk_keys[key] = entry
+            self._bulk.append((entry, key))
+            self._bulk_queued += 1
+        else:
+            self._queue.append(key)
+        self._queued += 1
         self._added_at[key] = self._clock.now()
         if self._metrics is not None:
-            self._metrics.depth.set(len(self._queue))
+            self._metrics.depth.set(self._queued)
+            self._metrics.bulk_depth.set(self._bulk_queued)
         self._wake_one()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -99,7 +147,7 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, low=True)
             return
         ready_at = self._clock.now() + delay
         current = self._waiting.get(key)
@@ -150,13 +198,13 @@ class WorkQueue(Generic[K]):
                 return
             heapq.heappop(self._delayed)
             del self._waiting[key]
-            self.add(key)
+            self.add(key, low=True)
 
     # -- taking --------------------------------------------------------------------------------
 
     async def get(self) -> K:
         """Wait for the next key and mark it as processing. Raises ``QueueShutDown`` when shut down."""
-        while not self._queue:
+        while not self._queued:
             if self._shutting_down:
                 raise QueueShutDown(self.name)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -164,7 +212,7 @@ class WorkQueue(Generic[K]):
             try:
                 await waiter
             except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled() and self._queue:
+                if waiter.done() and not waiter.cancelled() and self._queued:
                     self._wake_one()  # pass the wake-up on to another getter
                 raise
             finally:
@@ -174,17 +222,27 @@ class WorkQueue(Generic[K]):
 
     def get_nowait(self) -> K | None:
         """Take the next key without waiting, or None if there is none."""
-        return self._take() if self._queue else None
+        return self._take() if self._queued else None
 
     def _take(self) -> K:
-        key = self._queue.popleft()
+        if self._queue:
+            key = self._queue.popleft()
+        else:
+            while True:
+                entry, key = self._bulk.popleft()
+                if self._bulk_keys.get(key) == entry:
+                    del self._bulk_keys[key]
+                    self._bulk_queued -= 1
+                    break
+        self._queued -= 1
         self._processing.add(key)
         self._dirty.discard(key)
         now = self._clock.now()
         self._started_at[key] = now
         added = self._added_at.pop(key, now)
         if self._metrics is not None:
-            self._metrics.depth.set(len(self._queue))
+            self._metrics.depth.set(self._queued)
+            self._metrics.bulk_depth.set(self._bulk_queued)
             self._metrics.queue_duration.observe(max(0.0, now - added))
         return key
 
@@ -198,7 +256,7 @@ class WorkQueue(Generic[K]):
             self._metrics.work_duration.observe(max(0.0, self._clock.now() - started))
         if key in self._dirty:
             self._push(key)
-        elif not self._processing and not self._queue:
+        elif not self._processing and not self._queued:
             self._wake_idle()
 
     def _wake_one(self) -> None:
@@ -217,7 +275,12 @@ class WorkQueue(Generic[K]):
     # -- state ---------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self._queued
+
+    @property
+    def bulk(self) -> int:
+        """Keys waiting in the bulk lane (part of ``len``)."""
+        return self._bulk_queued
 
     @property
     def processing(self) -> frozenset[K]:
@@ -246,7 +309,7 @@ class WorkQueue(Generic[K]):
 
     async def wait_idle(self) -> None:
         """Wait until nothing is queued or processing (delayed adds don't count)."""
-        while self._queue or self._processing:
+        while self._queued or self._processing:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._idle_waiters.append(waiter)
             await waiter

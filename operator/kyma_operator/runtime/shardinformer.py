@@ -32,6 +32,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
+from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.informer import (
     JSON,
@@ -275,8 +276,9 @@ class ShardedInformer(Informer):
 
     def add_handler(self, handler: EventHandler) -> None:
         self._handlers_of_view.append(handler)
-        for obj in self.list():
-            self._call(handler.on_add, obj)
+        with bulk_adds():
+            for obj in self.list():
+                self._call(handler.on_add, obj)
 
     def add_indexer(self, name: str, func: IndexFunc) -> None:
         if name in self._indexers:

@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 
 from kyma_operator.runtime import (
+    Controller,
     FuncHandler,
     Gone,
     Informer,
     KubeClient,
     ObjectList,
+    Request,
     Resource,
+    Result,
     WatchEvent,
     index_by_label,
 )
@@ -210,3 +213,38 @@ async def test_relist_on_gone_emits_the_differences(
         # And it keeps watching from the new list's resourceVersion.
         await client.create(CONFIGMAPS, cm("after", ns))
         await eventually(lambda: informer.get(ns, "after") is not None, what="events after the relist")
+
+
+async def test_a_lists_requests_wait_as_bulk_work_behind_watched_changes(
+    client: KubeClient, namespace: str, running: list[asyncio.Task[None]]
+) -> None:
+    """What a controller's queue holds after an informer's list, and where changes seen by its
+    watch go: ahead of the listed objects (``runtime/bulk.py``, the queue's two lanes)."""
+    listed = [f"listed-{i}" for i in range(6)]
+    for name in listed:
+        await client.create(CONFIGMAPS, cm(name, namespace))
+
+    class NoWorker:
+        async def reconcile(self, request: Request) -> Result:
+            raise AssertionError("no worker runs in this test")
+
+    controller = Controller("lanes", NoWorker())
+    informer = Informer(client, CONFIGMAPS, namespace=namespace)
+    controller.watch(informer, reason="configmap changed")
+    running.append(asyncio.create_task(informer.run()))
+    assert await informer.wait_synced(10)
+    queue = controller.queue
+    assert (len(queue), queue.bulk) == (6, 6), "every listed object is bulk work"
+
+    await client.patch(CONFIGMAPS, "listed-4", {"data": {"v": "1"}}, namespace)
+    await client.create(CONFIGMAPS, cm("created", namespace))
+    await eventually(lambda: len(queue) == 7 and queue.bulk == 5, what="the update and the create queued")
+
+    handed_out = []
+    while (request := queue.get_nowait()) is not None:
+        handed_out.append(request.name)
+        queue.done(request)
+    assert handed_out == ["listed-4", "created", "listed-0", "listed-1", "listed-2", "listed-3", "listed-5"]
+
+    controller.watch(informer, reason="second source")  # registered on the filled cache: its adds
+    assert (len(queue), queue.bulk) == (7, 7), "are bulk work too"
