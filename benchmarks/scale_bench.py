@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import re
 import signal
 import subprocess
@@ -310,6 +311,55 @@ async def until_reconciled(
                 f"reconciles per replica {[w.reconciles for w in watched]}; never reconciled: {missing[:10]}"
             )
         await asyncio.sleep(0.25)
+
+
+PROBE_LABEL = "benchmark.kyma-project.io/probe"
+"""The label ``--event-probes`` writes (a label change is an event for the Kyma controller)."""
+
+
+async def probe_events(
+    kubeconfig: Path, namespace: str, watched: list[Watched], count: int, spacing: float, expected: int
+) -> list[tuple[str, float]]:
+    """During the start-up round, (Kyma, monotonic time of the write) of up to ``count`` label
+    changes, each to a Kyma the round has already reconciled (so it is not still queued from the
+    list), one every ``spacing`` s, until the round is over."""
+    rng = random.Random(count)
+    probed: list[tuple[str, float]] = []
+    kcp = KubeClient.from_kubeconfig_file(kubeconfig)
+    try:
+        while len(probed) < count:
+            done = set().union(*(w.reconciled for w in watched))
+            if len(done) >= expected:
+                break
+            candidates = sorted(done - {key for key, _ in probed})
+            if len(done) >= expected // 20 and candidates:
+                key = rng.choice(candidates)
+                written = time.monotonic()
+                labels = {PROBE_LABEL: str(len(probed))}
+                await kcp.patch(KYMAS, key.rsplit("/", 1)[-1], {"metadata": {"labels": labels}}, namespace)
+                probed.append((key, written))
+            await asyncio.sleep(spacing)
+    finally:
+        await kcp.close()
+    return probed
+
+
+def report_probes(probed: list[tuple[str, float]], trace: TraceReader) -> str:
+    """Write -> next reconcile start of each probe (from the reconcile trace)."""
+    trace.read()
+    waits = []
+    for key, written in probed:
+        starts = [at for at, subject, _ in trace.starts if subject == key and at >= written]
+        if starts:
+            waits.append(min(starts) - written)
+    if not waits:
+        return f"event probes: {len(probed)} written during the round, none reconciled since"
+    waits.sort()
+    return (
+        f"event probes during the start-up round: {len(probed)} changes, {len(waits)} reconciled; "
+        f"write -> reconcile start p50 {1000 * waits[len(waits) // 2]:.0f} ms, max {1000 * waits[-1]:.0f} ms "
+        f"(all: {', '.join(f'{1000 * w:.0f}' for w in waits)} ms)"
+    )
 
 
 async def settle(watched: list[Watched], seconds: float) -> None:
@@ -603,6 +653,7 @@ async def measure_run(
     if args.resync_interval:
         interval = f"{args.resync_interval:g}"
         flags += [f"--kyma-healthy-interval={interval}", f"--kyma-unhealthy-interval={interval}"]
+    if args.resync_interval or args.event_probes:
         path = Path(tempfile.mkdtemp(prefix="scale-trace-")) / "trace"
         flags += [f"--reconcile-trace-file={path}"]
         trace = TraceReader(path)
@@ -625,8 +676,15 @@ async def measure_run(
     sampler = asyncio.create_task(_sample_peaks(plane_pids, plane_peak))
     try:
         watched = await start_group(kubeconfig, namespace, spec, flags, env)
+        prober = None
+        if args.event_probes and trace is not None:
+            prober = asyncio.create_task(
+                probe_events(kubeconfig, namespace, watched, args.event_probes, args.probe_spacing, expected)
+            )
         took, outcomes = await until_reconciled(watched, expected, args.timeout)
         start_up_done = time.monotonic()
+        if prober is not None and trace is not None:
+            print(f"  {report_probes(await prober, trace)}", flush=True)
         print(
             "  control plane CPU s until then: "
             + ", ".join(
@@ -1134,6 +1192,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0,
         help="GOGC of etcd and kube-apiserver (0: Go's default 100); lower keeps the API server's heap "
         "closer to its watch cache at 50,000 Kymas, at some CPU",
+    )
+    kymas.add_argument(
+        "--event-probes",
+        type=int,
+        default=0,
+        help="during each start-up round, change this many Kymas already reconciled in it (a label, "
+        "one every --probe-spacing s) and report the time from the write to their next reconcile start: "
+        "how long a user's change waits behind the round (0: none)",
+    )
+    kymas.add_argument(
+        "--probe-spacing", type=float, default=0.5, help="seconds between two --event-probes writes"
     )
     kymas.add_argument("--logs", type=Path, help="keep each operator's output in this directory")
     kymas.add_argument(
