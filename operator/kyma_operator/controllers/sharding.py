@@ -30,6 +30,7 @@ from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.secrets import ACCESS_SECRET_SELECTOR, BY_KYMA_INDEX, kyma_index
+from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import Clock
 from kyma_operator.runtime.controller import Controller, Reconciler, RequestGate
 from kyma_operator.runtime.errors import KubeError
@@ -200,15 +201,16 @@ def enqueue_shard(
     controller: Controller, informer: Informer, shard_for: ShardFunc, reason: str
 ) -> Callable[[int], None]:
     """``on_acquired`` callback: every cached object of the shard once, with the controller's
-    ``SHARD_ACQUIRED`` trigger (a full reconcile)."""
+    ``SHARD_ACQUIRED`` trigger (a full reconcile), as bulk work: behind events (``runtime/bulk.py``)."""
 
     def enqueue(shard: int) -> None:
         count = 0
-        for obj in informer.list():
-            request = Request.for_object(obj)
-            if shard_for(request) == shard:
-                controller.enqueue(request, reason)
-                count += 1
+        with bulk_adds():
+            for obj in informer.list():
+                request = Request.for_object(obj)
+                if shard_for(request) == shard:
+                    controller.enqueue(request, reason)
+                    count += 1
         log.info("shard %d: %d %s enqueued for a full reconcile", shard, count, controller.name)
 
     return enqueue
