@@ -683,8 +683,7 @@ async def measure_run(
             )
         took, outcomes = await until_reconciled(watched, expected, args.timeout)
         start_up_done = time.monotonic()
-        if prober is not None and trace is not None:
-            print(f"  {report_probes(await prober, trace)}", flush=True)
+        probed = await prober if prober is not None else []
         print(
             "  control plane CPU s until then: "
             + ", ".join(
@@ -693,11 +692,13 @@ async def measure_run(
             flush=True,
         )
         await settle(watched, args.settle)
-        writes = await etcd.count(f"/kcp/{GROUP}/", min_mod_revision=revision + 1)
+        writes = await etcd.count(f"/kcp/{GROUP}/", min_mod_revision=revision + 1) - len(probed)
         print(
             f"{label}: every Kyma reconciled once after {took:.1f} s; outcomes {outcomes}; Kymas/Manifests "
             f"written by the operators since their start: {writes}"
         )
+        if trace is not None and args.event_probes:  # read after the settle: late ones included
+            print(f"  {report_probes(probed, trace)}", flush=True)
         for i, w in enumerate(watched):
             rss = _status(w.process.pid)["VmRSS"]
             ready = f"{w.ready_at:.1f} s" if w.ready_at is not None else "-"

@@ -1,0 +1,83 @@
+"""CPU of the work queue's own bookkeeping per request: add, take, done.
+
+Why: every reconcile passes through ``runtime/queue.py`` (5,000 Kymas and 25,000 Manifests at each
+start-up), and the two lanes (events before bulk work) added a branch, a counter and, for bulk work,
+an entry number per add. This measures what that costs against another checkout's queue, in one
+process, alternating: 5,000 keys added, then each taken and done, best of ``--rounds``.
+
+Run: ``.venv/bin/python -m benchmarks.queue_bench [--tree DIR]`` (``DIR/operator`` holds the other
+``kyma_operator``; default: only this checkout). Results: ``benchmarks/results/scale.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+KEYS = 5000
+
+
+def _queue_class(tree: Path | None) -> Any:
+    """``WorkQueue`` of this checkout, or of ``tree`` (imported under its own module names)."""
+    if tree is None:
+        from kyma_operator.runtime.queue import WorkQueue
+
+        return WorkQueue
+    saved = {name: module for name, module in sys.modules.items() if name.startswith("kyma_operator")}
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(tree / "operator"))
+    try:
+        return importlib.import_module("kyma_operator.runtime.queue").WorkQueue
+    finally:
+        sys.path.pop(0)
+        for name in [n for n in sys.modules if n.startswith("kyma_operator")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def _cycle(queue_class: Any, add: Callable[[Any, str], None]) -> float:
+    queue = queue_class("bench")
+    keys = [f"kyma-{i:05d}" for i in range(KEYS)]
+    started = time.perf_counter()
+    for key in keys:
+        add(queue, key)
+    while (key := queue.get_nowait()) is not None:
+        queue.done(key)
+    return (time.perf_counter() - started) / KEYS
+
+
+def _promoting(queue: Any, key: str) -> None:
+    queue.add(key, low=True)
+    if key.endswith("7"):
+        queue.add(key)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", type=Path, help="another checkout whose queue is measured too")
+    parser.add_argument("--rounds", type=int, default=30, help="best of this many rounds per case")
+    args = parser.parse_args()
+    cases: list[tuple[str, Any, Callable[[Any, str], None]]] = []
+    mine = _queue_class(None)
+    cases.append(("this checkout: event adds", mine, lambda q, k: q.add(k)))
+    cases.append(("this checkout: bulk adds", mine, lambda q, k: q.add(k, low=True)))
+    cases.append(("this checkout: bulk adds, every 10th moved by an event", mine, _promoting))
+    if args.tree is not None:
+        cases.insert(0, (f"{args.tree}: adds (one lane)", _queue_class(args.tree), lambda q, k: q.add(k)))
+    best = {name: float("inf") for name, _, _ in cases}
+    for _ in range(args.rounds):
+        for name, queue_class, add in cases:
+            best[name] = min(best[name], _cycle(queue_class, add))
+    print(f"work queue: add + take + done of {KEYS} keys, best of {args.rounds} rounds, alternating")
+    for name, seconds in best.items():
+        print(f"  {name}: {seconds * 1e6:.2f} us per key")
+
+
+if __name__ == "__main__":
+    main()
