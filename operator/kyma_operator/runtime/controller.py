@@ -113,8 +113,9 @@ class _NotingQueue:
         queue = self._queue
         if queue.shutting_down:
             return
-        if delay <= 0:
-            self.add(request, reason)
+        if delay <= 0:  # bulk work like every delayed add, whatever the delay
+            self._triggers.note(request, reason)
+            queue.add(request, low=True)
             return
         queue.add_after(request, delay)
         if queue.ready_at(request) is not None:

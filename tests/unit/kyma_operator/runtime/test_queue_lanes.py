@@ -11,7 +11,8 @@ import random
 
 from prometheus_client import CollectorRegistry
 
-from kyma_operator.runtime import FakeClock, RuntimeMetrics, WorkQueue, settle
+from kyma_operator.runtime import Controller, FakeClock, Request, Result, RuntimeMetrics, WorkQueue, settle
+from kyma_operator.runtime.bulk import adding_in_bulk, bulk_adds
 
 
 def make_queue(clock: FakeClock | None = None) -> WorkQueue[str]:
@@ -186,3 +187,23 @@ async def test_the_queue_follows_the_plain_two_list_model_over_random_operations
             queue.done(expected)
             model.done(expected)
         assert queue.get_nowait() is None
+
+
+async def test_the_controllers_enqueuer_adds_bulk_work_inside_a_lists_dispatch_and_for_delays() -> None:
+    class NoWorker:
+        async def reconcile(self, request: Request) -> Result:
+            raise AssertionError("no worker runs in this test")
+
+    controller = Controller("lanes", NoWorker(), clock=FakeClock())
+    enqueuer, queue = controller.enqueuer, controller.queue
+    with bulk_adds():
+        enqueuer.add(Request("ns", "listed"), "listed")
+    enqueuer.add_after(Request("ns", "requeued"), 0, "no delay")
+    enqueuer.add(Request("ns", "changed"), "event")
+    assert not adding_in_bulk(), "the mark ends with its block"
+    assert (len(queue), queue.bulk) == (3, 2)
+    taken = []
+    while (request := queue.get_nowait()) is not None:
+        taken.append(request.name)
+        queue.done(request)
+    assert taken == ["changed", "listed", "requeued"]
