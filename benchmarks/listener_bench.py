@@ -468,6 +468,9 @@ class _Count:
     def __len__(self) -> int:
         return 0
 
+    def events_waiting(self) -> int:
+        return 0
+
 
 class _NeverCoalesce:
     """A timer whose clock moves a minute per reading: every event is forwarded at once (as in the

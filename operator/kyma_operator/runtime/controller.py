@@ -127,6 +127,9 @@ class _NotingQueue:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def events_waiting(self) -> int:
+        return len(self._queue) - self._queue.bulk
+
 
 # -- controller --------------------------------------------------------------------------------
 

@@ -6,8 +6,11 @@ an event storm for one object must not become a storm of reconciles. ``Intake`` 
 from the listener into the controller's work queue, and a ``Source`` like any other:
 
 * ``offer(request) -> bool`` never blocks. A request already waiting in the queue is absorbed
-  (deduplicated, always accepted); otherwise it is refused once ``capacity`` requests wait. Refused
-  offers leave no trace (no reason noted, nothing queued).
+  (deduplicated, always accepted; waiting as bulk work, it moves ahead of it); otherwise it is
+  refused once ``capacity`` requests wait for events. Bulk work (a start-up's or an acquired
+  shard's thousands of listed Kymas) does not count: events are served before it, so a replica
+  that just took over answers its runtimes' events instead of pushing them back for the length
+  of its first round. Refused offers leave no trace (no reason noted, nothing queued).
 * Throttling (``throttle_window`` > 0): per target a leading and a trailing edge. The first offer
   is queued at once (no added latency for isolated events); further offers within ``window`` of the
   last forward are absorbed into ONE trailing add when the window ends, so the reconcile after a
@@ -78,7 +81,7 @@ class Intake:
         queue = self._queue
         if queue is None:
             raise RuntimeError("intake is not bound to a controller")
-        if not queue.is_queued(request) and len(queue) >= self.capacity:
+        if not queue.is_queued(request) and queue.events_waiting() >= self.capacity:
             self.refused += 1
             return False
         queue.add(request, self.reason)

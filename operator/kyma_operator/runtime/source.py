@@ -51,6 +51,10 @@ class Enqueuer(Protocol):
         """Requests waiting to be processed (not counting delayed ones and in-flight ones)."""
         ...
 
+    def events_waiting(self) -> int:
+        """Of them, those waiting for events (not bulk work: ``runtime/queue.py``)."""
+        ...
+
 
 class Source(Protocol):
     def bind(self, queue: Enqueuer) -> None: ...

@@ -45,6 +45,9 @@ class Recorder:
     def __len__(self) -> int:
         return 0
 
+    def events_waiting(self) -> int:
+        return 0
+
 
 async def test_a_channel_move_without_policy_spreads_every_user_over_rng_times_max_delay(
     kcp_client: KubeClient, kcp_namespace: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kcp_listener.config import ListenerConfig
 from kyma_operator.listener.sinks import ControllerSink
+from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import FakeClock
 from kyma_operator.runtime.controller import Controller
 from kyma_operator.runtime.intake import Intake
@@ -108,6 +109,18 @@ def test_a_request_already_waiting_is_absorbed_even_when_full() -> None:
     assert intake.offer(KYMA)  # deduplicated by the queue: costs nothing, never refused
     assert not intake.offer(OTHER)
     assert drain(controller) == [KYMA]
+
+
+def test_bulk_work_does_not_fill_the_intake_and_an_event_moves_a_listed_request_ahead() -> None:
+    intake, controller, _ = make(window=0, capacity=1)
+    listed = [Request("kcp-system", f"listed-{i}") for i in range(3)]
+    with bulk_adds():  # a start-up's list: three Kymas waiting as bulk work
+        for request in listed:
+            controller.enqueue(request, "listed")
+    assert intake.offer(KYMA), "bulk work does not count against the capacity"
+    assert not intake.offer(OTHER), "one event waiting: full"
+    assert intake.offer(listed[2]), "waiting as bulk work: absorbed, and moved ahead"
+    assert drain(controller) == [KYMA, listed[2], listed[0], listed[1]]
 
 
 def test_state_is_pruned_after_the_window() -> None:
