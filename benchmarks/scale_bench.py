@@ -715,7 +715,7 @@ async def measure_run(
             )
         if args.memprobe:
             await memprobe(watched)
-        if trace is not None:
+        if trace is not None and args.resync_interval:
             await measure_resync(args, watched, trace, expected, start_up_done)
     finally:
         sampler.cancel()
