@@ -335,7 +335,7 @@ async def probe_events(
             if len(done) >= expected // 20 and candidates:
                 key = rng.choice(candidates)
                 written = time.monotonic()
-                labels = {PROBE_LABEL: str(len(probed))}
+                labels = {PROBE_LABEL: str(time.time_ns())}  # new in every restart of the same fleet
                 await kcp.patch(KYMAS, key.rsplit("/", 1)[-1], {"metadata": {"labels": labels}}, namespace)
                 probed.append((key, written))
             await asyncio.sleep(spacing)
