@@ -313,12 +313,14 @@ class Controller:
         return True
 
     def _retry_gated(self, request: Request) -> None:
-        """Counted as gated and tried again after ``gate_retry`` (not reconciled now, not lost)."""
+        """Counted as gated and tried again after ``gate_retry`` (not reconciled now, not lost), in
+        the lane it was taken from: an event put back for a moment stays ahead of bulk work."""
         self.gated += 1
         if self._metrics is not None:
             self._metrics.gated.inc()
+        event = self.queue.taken_as_event(request)
         self.queue.done(request)
-        self.queue.add_after(request, self.gate_retry)
+        self.queue.add_after(request, self.gate_retry, low=not event)
 
     async def _process(self, request: Request) -> None:
         gate = self._gate

@@ -64,6 +64,10 @@ class WorkQueue(Generic[K]):
         """Dirty keys whose pending add is bulk work -> the number of their entry in ``_bulk``
         (0 while the key is being processed: it gets an entry on ``done``)."""
         self._bulk_entries = itertools.count(1)
+        self._taken_as_event: set[K] = set()
+        """Keys being processed that were handed out from the event lane."""
+        self._delayed_events: set[K] = set()
+        """Keys whose pending delayed add is an event (``add_after(..., low=False)``)."""
         self._queued = 0
         """Keys in either lane waiting for a worker (what ``len`` reports)."""
         self._bulk_queued = 0
@@ -142,13 +146,20 @@ class WorkQueue(Generic[K]):
             self._metrics.bulk_depth.set(self._bulk_queued)
         self._wake_one()
 
-    def add_after(self, key: K, delay: float) -> None:
-        """Add ``key`` after ``delay`` seconds; an earlier pending delayed add of the same key wins."""
+    def add_after(self, key: K, delay: float, *, low: bool = True) -> None:
+        """Add ``key`` after ``delay`` seconds; an earlier pending delayed add of the same key wins.
+
+        Bulk work when it falls due, unless ``low`` is False (a request put back for a moment that
+        was an event keeps its place ahead of bulk work); one event add among the pending ones of a
+        key makes its due add an event.
+        """
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key, low=True)
+            self.add(key, low=low)
             return
+        if not low:
+            self._delayed_events.add(key)
         ready_at = self._clock.now() + delay
         current = self._waiting.get(key)
         if current is not None and current <= ready_at:
@@ -198,7 +209,11 @@ class WorkQueue(Generic[K]):
                 return
             heapq.heappop(self._delayed)
             del self._waiting[key]
-            self.add(key, low=True)
+            if key in self._delayed_events:
+                self._delayed_events.discard(key)
+                self.add(key)
+            else:
+                self.add(key, low=True)
 
     # -- taking --------------------------------------------------------------------------------
 
@@ -227,6 +242,7 @@ class WorkQueue(Generic[K]):
     def _take(self) -> K:
         if self._queue:
             key = self._queue.popleft()
+            self._taken_as_event.add(key)
         else:
             while True:
                 entry, key = self._bulk.popleft()
@@ -251,6 +267,7 @@ class WorkQueue(Generic[K]):
         if key not in self._processing:
             return
         self._processing.discard(key)
+        self._taken_as_event.discard(key)
         started = self._started_at.pop(key, None)
         if self._metrics is not None and started is not None:
             self._metrics.work_duration.observe(max(0.0, self._clock.now() - started))
@@ -290,6 +307,10 @@ class WorkQueue(Generic[K]):
     def waiting(self) -> int:
         """Number of keys waiting for a delayed add."""
         return len(self._waiting)
+
+    def taken_as_event(self, key: K) -> bool:
+        """Whether ``key``, being processed, was handed out from the event lane."""
+        return key in self._taken_as_event
 
     def is_queued(self, key: K) -> bool:
         return key in self._dirty and key not in self._processing
@@ -331,6 +352,7 @@ class WorkQueue(Generic[K]):
                 self._timer_at = None
             self._delayed.clear()
             self._waiting.clear()
+            self._delayed_events.clear()
             for waiter in self._waiters:
                 if not waiter.done():
                     waiter.set_result(None)

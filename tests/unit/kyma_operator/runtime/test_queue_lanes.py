@@ -7,6 +7,7 @@ skipped, counters instead of scans) are checked against the plain path.
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 from prometheus_client import CollectorRegistry
@@ -207,3 +208,69 @@ async def test_the_controllers_enqueuer_adds_bulk_work_inside_a_lists_dispatch_a
         taken.append(request.name)
         queue.done(request)
     assert taken == ["changed", "listed", "requeued"]
+
+
+async def test_a_delayed_event_add_falls_due_into_the_event_lane() -> None:
+    clock = FakeClock()
+    queue = make_queue(clock)
+    queue.add("listed", low=True)
+    queue.add_after("put back", 1.0, low=False)
+    queue.add_after("put back", 5.0)  # a later bulk add of the same key does not demote it
+    clock.advance(1.0)
+    await settle()
+    assert drain(queue) == ["put back", "listed"]
+
+
+async def test_a_taken_key_knows_its_lane_until_done() -> None:
+    queue = make_queue()
+    queue.add("bulk", low=True)
+    queue.add("event")
+    first, second = queue.get_nowait(), queue.get_nowait()
+    assert (first, second) == ("event", "bulk")
+    assert queue.taken_as_event("event") and not queue.taken_as_event("bulk")
+    queue.done("event")
+    assert not queue.taken_as_event("event")
+
+
+class Deferring:
+    """A shard gate that holds every request back once (a late renewal), then admits it."""
+
+    def __init__(self) -> None:
+        self.held: set[Request] = set()
+
+    def admit(self, request: Request) -> int | None:
+        return 0 if request in self.held else None
+
+    def deferred(self, request: Request) -> bool:
+        if request in self.held:
+            return False
+        self.held.add(request)
+        return True
+
+    def release(self, ticket: int) -> None:
+        pass
+
+
+async def test_a_request_put_back_for_a_moment_keeps_its_lane() -> None:
+    clock = FakeClock()
+    order: list[str] = []
+
+    class Recording:
+        async def reconcile(self, request: Request) -> Result:
+            order.append(request.name)
+            return Result()
+
+    controller = Controller("lanes", Recording(), clock=clock)  # gate_retry: 1 s
+    with bulk_adds():
+        for name in ("listed-0", "listed-1", "listed-2"):
+            controller.enqueue(Request("ns", name), "listed")
+    task = asyncio.create_task(controller.run(request_gate=Deferring()))
+    await settle(50)
+    controller.enqueue(Request("ns", "changed"), "event")  # put back last, due at the same moment
+    await settle(50)
+    assert order == [] and controller.gated == 4, "each held back once"
+    clock.advance(1.0)
+    await settle(50)
+    assert order == ["changed", "listed-0", "listed-1", "listed-2"]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
