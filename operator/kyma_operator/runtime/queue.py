@@ -11,8 +11,10 @@ an informer's list at start-up, a relist or a newly acquired shard, and every de
 falls due: safety-net resyncs, retries, fan-outs spread over time). ``get`` hands out the event lane
 first, each lane in FIFO order. Why: a replica that starts, takes over or acquires shards lists
 thousands of Kymas at once (5,000 x ~3.5 ms = ~17 s of reconciles); in one FIFO a user's change made
-meanwhile waited behind all of them. Bulk work still runs whenever no event is waiting, and events
-arrive far slower than a worker reconciles, so the bulk lane is delayed, not starved. A key queued
+meanwhile waited behind all of them. Bulk work runs whenever no event is waiting, and while it waits
+at most ``EVENTS_PER_BULK`` events are handed out in a row before one bulk request: an event storm
+faster than the workers delays bulk work (safety-net resyncs) but cannot starve it (the starvation
+reported for controller-runtime's queue, kubernetes-sigs/controller-runtime#3496). A key queued
 as bulk that gets an event moves to the event lane (the entry it leaves behind in the bulk deque is
 skipped when reached); a key queued for an event stays there when bulk work asks for it again.
 """
@@ -31,6 +33,9 @@ from kyma_operator.runtime.metrics import QueueMetrics
 from kyma_operator.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
 K = TypeVar("K", bound=Hashable)
+
+EVENTS_PER_BULK = 32
+"""While bulk work waits, events handed out in a row before one bulk request is."""
 
 
 class QueueShutDown(Exception):
@@ -72,6 +77,8 @@ class WorkQueue(Generic[K]):
         """Keys in either lane waiting for a worker (what ``len`` reports)."""
         self._bulk_queued = 0
         """Of them, in the bulk lane."""
+        self._events_in_a_row = 0
+        """Events handed out since the last bulk request, while bulk work waited."""
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._added_at: dict[K, float] = {}
@@ -240,9 +247,10 @@ class WorkQueue(Generic[K]):
         return self._take() if self._queued else None
 
     def _take(self) -> K:
-        if self._queue:
+        if self._queue and not (self._bulk_queued and self._events_in_a_row >= EVENTS_PER_BULK):
             key = self._queue.popleft()
             self._taken_as_event.add(key)
+            self._events_in_a_row = self._events_in_a_row + 1 if self._bulk_queued else 0
         else:
             while True:
                 entry, key = self._bulk.popleft()
@@ -250,6 +258,7 @@ class WorkQueue(Generic[K]):
                     del self._bulk_keys[key]
                     self._bulk_queued -= 1
                     break
+            self._events_in_a_row = 0
         self._queued -= 1
         self._processing.add(key)
         self._dirty.discard(key)

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from kyma_operator.runtime import Controller, FakeClock, Request, Result, RuntimeMetrics, WorkQueue, settle
 from kyma_operator.runtime.bulk import adding_in_bulk, bulk_adds
+from kyma_operator.runtime.queue import EVENTS_PER_BULK
 
 
 def make_queue(clock: FakeClock | None = None) -> WorkQueue[str]:
@@ -39,6 +40,24 @@ async def test_events_are_handed_out_before_bulk_work_each_lane_in_order() -> No
     assert queue.bulk == 4
     assert drain(queue) == ["e1", "e2", "b1", "b2", "b3", "b4"]
     assert len(queue) == 0 and queue.bulk == 0
+
+
+async def test_an_event_storm_delays_bulk_work_but_cannot_starve_it() -> None:
+    queue = make_queue()
+    queue.add("bulk-0", low=True)
+    queue.add("bulk-1", low=True)
+    events = [f"event-{i}" for i in range(EVENTS_PER_BULK + 8)]
+    for key in events:
+        queue.add(key)
+    assert drain(queue) == [
+        *events[:EVENTS_PER_BULK],
+        "bulk-0",
+        *events[EVENTS_PER_BULK:],
+        "bulk-1",
+    ]
+    queue.add("event")  # no bulk work waiting: nothing was counted meanwhile
+    queue.add("bulk", low=True)
+    assert drain(queue) == ["event", "bulk"]
 
 
 async def test_an_event_moves_a_queued_bulk_key_ahead_and_it_is_handed_out_once() -> None:
@@ -120,13 +139,15 @@ async def test_bulk_depth_and_moves_are_reported() -> None:
 
 
 class Model:
-    """The plain path: two ordered lists; a move takes the key out of the bulk list."""
+    """The plain path: two ordered lists; a move takes the key out of the bulk list; one bulk key
+    after ``EVENTS_PER_BULK`` events in a row while bulk work waits."""
 
     def __init__(self) -> None:
         self.events: list[str] = []
         self.bulk: list[str] = []
         self.processing: set[str] = set()
         self.readd: dict[str, bool] = {}  # key being processed -> its re-add is bulk
+        self.in_a_row = 0
 
     def add(self, key: str, low: bool) -> None:
         if key in self.processing:
@@ -145,10 +166,14 @@ class Model:
         (self.bulk if low else self.events).append(key)
 
     def take(self) -> str | None:
-        lane = self.events or self.bulk
-        if not lane:
+        if self.events and not (self.bulk and self.in_a_row >= EVENTS_PER_BULK):
+            key = self.events.pop(0)
+            self.in_a_row = self.in_a_row + 1 if self.bulk else 0
+        elif self.bulk:
+            key = self.bulk.pop(0)
+            self.in_a_row = 0
+        else:
             return None
-        key = lane.pop(0)
         self.processing.add(key)
         return key
 
@@ -161,7 +186,7 @@ class Model:
 
 async def test_the_queue_follows_the_plain_two_list_model_over_random_operations() -> None:
     rng = random.Random(20261129)
-    keys = [f"k{i}" for i in range(12)]
+    keys = [f"k{i}" for i in range(3 * EVENTS_PER_BULK)]  # enough for long runs of events
     for _ in range(40):
         queue = make_queue()
         model = Model()
