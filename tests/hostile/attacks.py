@@ -71,25 +71,50 @@ def statuses(raw: bytes) -> list[int]:
     return [int(status) for status in re.findall(rb"HTTP/1\.[01] (\d{3}) ", raw)]
 
 
+class _ReadsBeforeReset(asyncio.StreamReader):
+    """A reader that hands out what arrived before the connection was reset or broke, then ends.
+
+    A socket does that (``recv`` returns the queued bytes, then ``ECONNRESET``), but asyncio's
+    ``StreamReader.read`` raises the transport's error (``ECONNRESET``, or ``EPIPE`` from a write
+    after the reset) before its buffered bytes: an answer the server sent just before a reset (its
+    close with our unread input in its buffer) would be lost to the client though it arrived.
+    ``exception()`` still reports the error."""
+
+    reset: Exception | None = None
+
+    def set_exception(self, exc: Exception) -> None:
+        if isinstance(exc, ConnectionError):
+            self.reset = exc
+            self.feed_eof()
+        else:
+            super().set_exception(exc)
+
+    def exception(self) -> Exception | None:
+        return self.reset or super().exception()
+
+
 async def connect(
     target: Target, *, receive_buffer: int | None = None, limit: int = 2**20
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    sock: socket.socket | None = None
+    """A connection like ``asyncio.open_connection``'s, with a reader that keeps what arrived
+    before a reset (``_ReadsBeforeReset``)."""
+    loop = asyncio.get_running_loop()
+    reader = _ReadsBeforeReset(limit=limit, loop=loop)
+    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    server_hostname = target.host if target.ssl else None
     if receive_buffer is not None:  # before connect: the window the server may fill
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(sock, (target.host, target.port))
-        return await asyncio.open_connection(
-            sock=sock, ssl=target.ssl, server_hostname=target.host if target.ssl else None, limit=limit
+        await loop.sock_connect(sock, (target.host, target.port))
+        transport, _ = await loop.create_connection(
+            lambda: protocol, sock=sock, ssl=target.ssl, server_hostname=server_hostname
         )
-    return await asyncio.open_connection(
-        target.host,
-        target.port,
-        ssl=target.ssl,
-        server_hostname=target.host if target.ssl else None,
-        limit=limit,
-    )
+    else:
+        transport, _ = await loop.create_connection(
+            lambda: protocol, target.host, target.port, ssl=target.ssl, server_hostname=server_hostname
+        )
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 async def read_until_closed(reader: asyncio.StreamReader, deadline: float = DEADLINE) -> Outcome:
@@ -256,7 +281,10 @@ async def slowloris(target: Target, *, interval: float, give_up_after: float) ->
                 writer.write(b"s")
                 await writer.drain()
             except (ConnectionResetError, BrokenPipeError):
-                return Outcome(b"", True, sent, time.monotonic() - started)
+                # The server answered and closed between the read above and this write: its answer
+                # arrived before the reset and waits in the reader.
+                outcome = await read_until_closed(reader, interval)
+                return Outcome(outcome.answer, True, sent, time.monotonic() - started)
             sent += 1
         return Outcome(b"", False, sent, time.monotonic() - started)
     finally:
