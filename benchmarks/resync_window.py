@@ -12,6 +12,12 @@ reconcile ``end`` line after it. The trace (``--reconcile-trace-file``: ``start|
 same clock, so the window's ends are looked up in each replica's CPU samples (``/proc/<pid>/stat``,
 taken every poll): CPU = samples at the last poll before the window opened and the first after it
 closed. Idle CPU (Lease renewals, watches) in the quiet gap before the window is reported beside it.
+
+Staggered (``scale_bench --stagger-resyncs D``): replica i runs with the interval S + i x D, so the
+replicas' resyncs follow each other instead of sharing the machine's two cores with each other (on
+real nodes, each replica has its own). Each replica's window is then its own (``replica_windows``):
+from its first reconcile at or after its own ``started + S_i`` until each Kyma whose last start-up
+reconcile was its own has been reconciled again by it.
 """
 
 from __future__ import annotations
@@ -77,6 +83,27 @@ def resync_window(trace: TraceReader, expected: int, since: float, start_up_done
         per_replica[replica] = per_replica.get(replica, 0) + 1
     before = sum(1 for at, _, _ in trace.starts if start_up_done < at < since)
     return Resync(opened, closed, per_replica, before)
+
+
+def replica_windows(
+    trace: TraceReader, since: dict[str, float], start_up_done: float
+) -> dict[str, Resync] | None:
+    """Each replica's own resync window (see the module docstring): ``since`` maps a replica's trace
+    name to its ``started + interval``; None while a replica's window is still open."""
+    holder: dict[str, str] = {}
+    for at, subject, replica in sorted(trace.starts):
+        if at <= start_up_done:
+            holder[subject] = replica  # the last start-up reconcile: the replica that kept the Kyma
+    windows: dict[str, Resync] = {}
+    for replica, after in since.items():
+        held = {subject for subject, who in holder.items() if who == replica}
+        ends = [(at, subject) for at, subject, who in trace.ends if who == replica and at >= after]
+        if not held <= {subject for _, subject in ends}:
+            return None
+        starts = [at for at, _, who in trace.starts if who == replica and at >= after]
+        before = sum(1 for at, _, who in trace.starts if who == replica and start_up_done < at < after)
+        windows[replica] = Resync(min(starts), max(at for at, _ in ends), {replica: len(starts)}, before)
+    return windows
 
 
 def cpu_between(samples: list[tuple[float, float]], opened: float, closed: float) -> float:

@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -64,7 +65,7 @@ from typing import Any, TypeVar
 
 from benchmarks.etcd_fleet import GROUP, Cloner, Etcd, Seed
 from benchmarks.lease_probe import summarize
-from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
+from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, replica_windows, resync_window
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
@@ -117,6 +118,13 @@ async def _sample_peaks(pids: dict[str, int], peaks: dict[str, int], every: floa
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process's main thread alone (``/proc/<pid>/task/<pid>/stat``):
+    the rest of the process's CPU is its other threads' (the Lease thread, executors)."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -242,11 +250,15 @@ class Watched:
     """CPU seconds from the start until every Kyma of the fleet was reconciled once (a full resync)."""
     cpu_samples: list[tuple[float, float]] = field(default_factory=list)
     """(monotonic time, CPU seconds so far) at every poll: CPU spent between two moments."""
+    main_thread_samples: list[tuple[float, float]] = field(default_factory=list)
+    """The same for the main thread alone."""
     _parsed: int = 0
 
     def poll(self) -> None:
         try:
-            self.cpu_samples.append((time.monotonic(), _cpu_seconds(self.process.pid)))
+            now = time.monotonic()
+            self.cpu_samples.append((now, _cpu_seconds(self.process.pid)))
+            self.main_thread_samples.append((now, _thread_cpu_seconds(self.process.pid)))
             status = _status(self.process.pid)
         except OSError:  # exited: the caller sees the return code
             return
@@ -466,10 +478,12 @@ async def start_group(
     spec: RunSpec,
     flags: Sequence[str],
     env: dict[str, str] | None,
+    flags_of: Callable[[int], Sequence[str]] = lambda i: (),
 ) -> list[Watched]:
+    """Start ``spec``'s replicas with ``flags``, and ``flags_of(i)`` for replica i."""
     watched = []
     for i in range(spec.replicas):
-        own = [*flags]
+        own = [*flags, *flags_of(i)]
         if spec.sharded:
             own += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
             own += [f"--shard-scoped-caches={str(spec.scoped).lower()}"]  # explicit: the default changed
@@ -650,9 +664,13 @@ async def measure_run(
     ``--resync-interval``) the CPU of the periodic full resync that follows."""
     flags = [*KYMA_FLAGS, *lease_flags(args)]
     trace: TraceReader | None = None
-    if args.resync_interval:
-        interval = f"{args.resync_interval:g}"
-        flags += [f"--kyma-healthy-interval={interval}", f"--kyma-unhealthy-interval={interval}"]
+
+    def resync_flags(replica: int) -> list[str]:
+        if not args.resync_interval:
+            return []
+        interval = f"{resync_interval(args, replica):g}"
+        return [f"--kyma-healthy-interval={interval}", f"--kyma-unhealthy-interval={interval}"]
+
     if args.resync_interval or args.event_probes:
         path = Path(tempfile.mkdtemp(prefix="scale-trace-")) / "trace"
         flags += [f"--reconcile-trace-file={path}"]
@@ -675,7 +693,7 @@ async def measure_run(
     plane_start = dict(plane_peak)
     sampler = asyncio.create_task(_sample_peaks(plane_pids, plane_peak))
     try:
-        watched = await start_group(kubeconfig, namespace, spec, flags, env)
+        watched = await start_group(kubeconfig, namespace, spec, flags, env, resync_flags)
         prober = None
         if args.event_probes and trace is not None:
             prober = asyncio.create_task(
@@ -796,9 +814,18 @@ def keep_logs(directory: Path, label: str, watched: list[Watched]) -> None:
         (directory / f"{stem}{suffix}-r{i}.log").write_text(w.process.text())
 
 
+def resync_interval(args: argparse.Namespace, replica: int) -> float:
+    """Replica ``replica``'s ``--kyma-healthy-interval``: ``--resync-interval``, plus ``replica`` times
+    ``--stagger-resyncs``."""
+    return float(args.resync_interval + replica * args.stagger_resyncs)
+
+
 async def measure_resync(
     args: argparse.Namespace, watched: list[Watched], trace: TraceReader, expected: int, start_up_done: float
 ) -> None:
+    if args.stagger_resyncs and len(watched) > 1:
+        await measure_staggered_resyncs(args, watched, trace, start_up_done)
+        return
     since = min(w.started for w in watched) + args.resync_interval
     if start_up_done > since:
         print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
@@ -827,8 +854,54 @@ async def measure_resync(
     for i, w in enumerate(watched):
         cpu = cpu_between(w.cpu_samples, window.opened, window.closed)
         idle = idle_rate(w.cpu_samples, start_up_done + args.settle, window.opened - 0.5)
+        main = cpu_between(w.main_thread_samples, window.opened, window.closed)
         print(
-            f"  replica {i}: resync CPU {cpu:.2f} s; idle before it {idle:.3f} CPU s/s "
+            f"  replica {i}: resync CPU {cpu:.2f} s (main thread {main:.2f} s, other threads "
+            f"{cpu - main:.2f} s); idle before it {idle:.3f} CPU s/s "
+            f"(x window = {idle * (window.closed - window.opened):.2f} s)",
+            flush=True,
+        )
+
+
+async def measure_staggered_resyncs(
+    args: argparse.Namespace, watched: list[Watched], trace: TraceReader, start_up_done: float
+) -> None:
+    """Each replica's own resync window, one after the other (``--stagger-resyncs``)."""
+    since = {f"r{i}": w.started + resync_interval(args, i) for i, w in enumerate(watched)}
+    if start_up_done > min(since.values()):
+        print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
+        return
+    deadline = max(since.values()) + args.timeout
+    while True:
+        for w in watched:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+            w.poll()
+        trace.read()
+        windows = replica_windows(trace, since, start_up_done)
+        if windows is not None and time.monotonic() > max(w.closed for w in windows.values()) + 0.5:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("the staggered resyncs did not reach every Kyma")
+        await asyncio.sleep(0.25)
+    for w in watched:
+        w.poll()
+    spans = sorted((window.opened, window.closed) for window in windows.values())
+    overlap = sum(max(0.0, a[1] - b[0]) for a, b in itertools.pairwise(spans))
+    print(
+        f"  full resync, staggered by {args.stagger_resyncs:g} s (replica i: --kyma-healthy-interval="
+        f"{args.resync_interval:g} + i x {args.stagger_resyncs:g}); windows overlapping for {overlap:.1f} s",
+        flush=True,
+    )
+    for i, w in enumerate(watched):
+        window = windows[f"r{i}"]
+        cpu = cpu_between(w.cpu_samples, window.opened, window.closed)
+        main = cpu_between(w.main_thread_samples, window.opened, window.closed)
+        idle = idle_rate(w.cpu_samples, start_up_done + args.settle, since[f"r{i}"] - 0.5)
+        print(
+            f"  replica {i}: window {window.closed - window.opened:.1f} s, resync reconciles "
+            f"{window.reconciles[f'r{i}']} (between the start-up round and it: {window.before}), resync CPU "
+            f"{cpu:.2f} s (main thread {main:.2f} s); idle before it {idle:.3f} CPU s/s "
             f"(x window = {idle * (window.closed - window.opened):.2f} s)",
             flush=True,
         )
@@ -1179,6 +1252,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0.0,
         help="run the operators with --kyma-healthy-interval (and unhealthy) of this many seconds and "
         "measure the CPU of the periodic full resync that follows the start-up round (0: not measured)",
+    )
+    kymas.add_argument(
+        "--stagger-resyncs",
+        type=float,
+        default=0.0,
+        help="with --resync-interval S and several replicas: replica i runs with an interval of S + i x "
+        "this many seconds, so that each replica's resync runs alone on the machine (as on nodes of "
+        "their own), and each is measured in its own window (0: all at once, one window)",
     )
     kymas.add_argument(
         "--memprobe",

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.etcd_fleet import Cloner, Seed, kyma_key, manifest_key
 from benchmarks.lease_probe import summarize
-from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, resync_window
+from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, replica_windows, resync_window
 from benchmarks.scale_bench import DEPLOYMENT_TIMINGS, lease_flags, lease_timings
 from kyma_operator.api import names
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
@@ -45,6 +45,33 @@ def test_resync_window_is_the_reconciles_after_the_interval(tmp_path: Path) -> N
         {"r0": 1, "r1": 1},
         0,
     )
+
+
+def test_staggered_windows_are_each_replicas_own_resync_of_the_kymas_it_kept(tmp_path: Path) -> None:
+    trace = TraceReader(tmp_path / "trace")
+    with (tmp_path / "trace").open("w") as out:
+        out.write(_line("start", "ns/a", "r0", 1))  # start-up: r0 reconciles a and b, then r1 takes b
+        out.write(_line("end", "ns/a", "r0", 1.5))
+        out.write(_line("start", "ns/b", "r0", 2))
+        out.write(_line("end", "ns/b", "r0", 2.5))
+        out.write(_line("start", "ns/b", "r1", 3))
+        out.write(_line("end", "ns/b", "r1", 3.5))
+        out.write(_line("start", "ns/b", "r0", 90))  # r0's requeue of b, dropped by its gate: still a start
+        out.write(_line("end", "ns/b", "r0", 90.1))
+        out.write(_line("start", "ns/a", "r0", 91))
+        out.write(_line("end", "ns/a", "r0", 91.5))
+    trace.read()
+    since = {"r0": 90.0, "r1": 140.0}
+    assert replica_windows(trace, since, start_up_done=4) is None  # r1 has not resynced b yet
+    with (tmp_path / "trace").open("a") as out:
+        out.write(_line("start", "ns/b", "r1", 141))
+        out.write(_line("end", "ns/b", "r1", 142))
+    trace.read()
+    windows = replica_windows(trace, since, start_up_done=4)
+    assert windows is not None
+    r0, r1 = windows["r0"], windows["r1"]
+    assert (r0.opened, r0.closed, r0.reconciles, r0.before) == (90, 91.5, {"r0": 2}, 0)
+    assert (r1.opened, r1.closed, r1.reconciles, r1.before) == (141, 142, {"r1": 1}, 0)
 
 
 def test_cpu_between_takes_the_samples_around_the_window() -> None:
