@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kyma_operator.api import names
 from kyma_operator.controllers.common.heartbeat import AgentHealth
+from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
@@ -90,16 +91,20 @@ class HeartbeatSweep:
         self.sweeps += 1
         health = self._health
         count = 0
-        for obj in self._kymas.list(self._namespace):
-            meta = obj.get("metadata") or {}
-            runtime_id = (meta.get("labels") or {}).get(names.RUNTIME_ID_LABEL)
-            if not runtime_id or not meta.get("name"):
-                continue
-            request = Request(meta.get("namespace") or "", meta["name"])
-            seen = self._observed.get(request)
-            if seen is not None and seen != health.healthy(runtime_id):
-                queue.add(request, self._reason)
-                count += 1
+        # bulk work (runtime/bulk.py), like a resync: when the listener comes back after an outage,
+        # every runtime's agent is seen again at once, and thousands of condition updates must not
+        # go before a user's change
+        with bulk_adds():
+            for obj in self._kymas.list(self._namespace):
+                meta = obj.get("metadata") or {}
+                runtime_id = (meta.get("labels") or {}).get(names.RUNTIME_ID_LABEL)
+                if not runtime_id or not meta.get("name"):
+                    continue
+                request = Request(meta.get("namespace") or "", meta["name"])
+                seen = self._observed.get(request)
+                if seen is not None and seen != health.healthy(runtime_id):
+                    queue.add(request, self._reason)
+                    count += 1
         if count:
             log.info("agent heartbeat health changed for %d runtime(s): reconciling their Kymas", count)
         self.enqueued += count

@@ -96,6 +96,7 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     clock.advance(30)
     await settle()
     task.cancel()
+    assert controller.queue.bulk == 2  # a timer over every Kyma: bulk work, behind users' changes
     assert sorted(controller.queue.get_nowait() for _ in range(2)) == [A, B]  # type: ignore[type-var]
     assert controller.triggers.take(A) == (KymaTrigger.HEARTBEAT,)
     assert sweep.enqueued == 2
