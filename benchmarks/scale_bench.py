@@ -820,6 +820,33 @@ def resync_interval(args: argparse.Namespace, replica: int) -> float:
     return float(args.resync_interval + replica * args.stagger_resyncs)
 
 
+async def _follow_trace(
+    watched: list[Watched],
+    trace: TraceReader,
+    found: Callable[[], T | None],
+    closed: Callable[[T], float],
+    deadline: float,
+    missed: str,
+) -> T:
+    """Poll the replicas and read the trace until ``found()`` gives a window that ``closed`` over
+    half a second ago; ``TimeoutError(missed)`` after ``deadline``."""
+    while True:
+        for w in watched:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+            w.poll()
+        trace.read()
+        window = found()
+        if window is not None and time.monotonic() > closed(window) + 0.5:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(missed)
+        await asyncio.sleep(0.25)
+    for w in watched:
+        w.poll()
+    return window
+
+
 async def measure_resync(
     args: argparse.Namespace, watched: list[Watched], trace: TraceReader, expected: int, start_up_done: float
 ) -> None:
@@ -830,21 +857,14 @@ async def measure_resync(
     if start_up_done > since:
         print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
         return
-    deadline = since + args.timeout
-    while True:
-        for w in watched:
-            if w.process.process.returncode is not None:
-                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
-            w.poll()
-        trace.read()
-        window = resync_window(trace, expected, since, start_up_done)
-        if window is not None and time.monotonic() > window.closed + 0.5:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("the periodic resync did not reach every Kyma")
-        await asyncio.sleep(0.25)
-    for w in watched:
-        w.poll()
+    window = await _follow_trace(
+        watched,
+        trace,
+        lambda: resync_window(trace, expected, since, start_up_done),
+        lambda found: found.closed,
+        since + args.timeout,
+        "the periodic resync did not reach every Kyma",
+    )
     print(
         f"  full resync (the --kyma-healthy-interval={args.resync_interval:g} requeue of every Kyma): window "
         f"{window.closed - window.opened:.1f} s, reconciles per replica {window.reconciles}, Kyma reconciles "
@@ -871,21 +891,14 @@ async def measure_staggered_resyncs(
     if start_up_done > min(since.values()):
         print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
         return
-    deadline = max(since.values()) + args.timeout
-    while True:
-        for w in watched:
-            if w.process.process.returncode is not None:
-                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
-            w.poll()
-        trace.read()
-        windows = replica_windows(trace, since, start_up_done)
-        if windows is not None and time.monotonic() > max(w.closed for w in windows.values()) + 0.5:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("the staggered resyncs did not reach every Kyma")
-        await asyncio.sleep(0.25)
-    for w in watched:
-        w.poll()
+    windows = await _follow_trace(
+        watched,
+        trace,
+        lambda: replica_windows(trace, since, start_up_done),
+        lambda found: max(window.closed for window in found.values()),
+        max(since.values()) + args.timeout,
+        "the staggered resyncs did not reach every Kyma",
+    )
     spans = sorted((window.opened, window.closed) for window in windows.values())
     overlap = sum(max(0.0, a[1] - b[0]) for a, b in itertools.pairwise(spans))
     print(
