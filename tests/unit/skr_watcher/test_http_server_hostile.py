@@ -22,6 +22,7 @@ from skr_watcher.metrics import AgentMetrics
 from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.hostile import attacks
 from tests.hostile.attacks import Target, statuses
+from tests.hostile.stepped import SteppedLoop, cut_after_the_timeout
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
 _HEADER_LIMIT = 8192
@@ -178,61 +179,22 @@ async def test_a_pipelining_flood_is_answered_in_order_and_bounded(port_kind: st
         assert statuses(outcome.answer) == [expected] * 2000
 
 
-class _SteppedLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock the test moves forward (``advance``): the servers' deadlines, which
-    run on the loop's clock, come due without waiting, over real sockets."""
-
-    offset = 0.0
-
-    def time(self) -> float:
-        return super().time() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
-
-
-async def _cut_after_the_timeout(server: HttpServer, target: Target, request: bytes, trickle: bool) -> bytes:
-    """Send ``request`` (a head or a body that never ends), wait until the server is receiving it,
-    then move the clock past the timeout in steps (a byte sent at each with ``trickle``); what
-    the server answered before it closed."""
-    loop = asyncio.get_running_loop()
-    assert isinstance(loop, _SteppedLoop)
-    reader, writer = await attacks.connect(target)
-
-    async def receiving() -> bool:
-        return any(connection.receiving for connection in server.connections)
-
-    try:
-        writer.write(request)
-        await eventually(receiving, "the server receiving the request")
-        for _ in range(5):  # 5 x 0.25 s: past the 0.5 s timeout and its 0.05 s resolution
-            if trickle:
-                try:
-                    writer.write(b"s")
-                    await writer.drain()
-                except ConnectionError:
-                    break  # cut already: its answer waits in the reader (``attacks.connect``)
-            loop.advance(0.25)
-            await asyncio.sleep(0)
-        outcome = await attacks.read_until_closed(reader)
-        assert outcome.closed, "not cut"
-        return outcome.answer
-    finally:
-        writer.close()
-
-
 def test_slowloris_heads_and_bodies_are_cut_after_their_timeout(port_kind: str) -> None:
     async def scenario() -> None:
         async with agent_servers() as agent:
             target = target_of(agent, port_kind)
             server = agent.webhook if port_kind == "webhook" else agent.health
+
+            def receiving() -> bool:
+                return any(connection.receiving for connection in server.connections)
+
             head = b"GET %s HTTP/1.1\r\nHost: x\r\nX-Slow: " % target.path.encode()
-            assert statuses(await _cut_after_the_timeout(server, target, head, trickle=True)) == [408]
+            assert statuses(await cut_after_the_timeout(receiving, target, head, trickle=True)) == [408]
             body = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc" % target.path.encode()
-            assert statuses(await _cut_after_the_timeout(server, target, body, trickle=False)) == [408]
+            assert statuses(await cut_after_the_timeout(receiving, target, body, trickle=False)) == [408]
             assert server.timeouts >= 2
 
-    with asyncio.Runner(loop_factory=_SteppedLoop) as runner:  # the test moves its clock
+    with asyncio.Runner(loop_factory=SteppedLoop) as runner:  # the test moves its clock
         runner.run(scenario())
 
 

@@ -33,6 +33,7 @@ from skr_watcher.webhook import AdmissionHandler, health_app, webhook_app
 from tests.controlplane.pki import CertificateAuthority
 from tests.hostile import attacks
 from tests.hostile.attacks import Target, statuses
+from tests.hostile.stepped import SteppedLoop, cut_after_the_timeout
 from tests.unit.skr_watcher.fakes import FakeClock, RecordingSink, body, obj, review
 
 _HEADER_LIMIT = 8192
@@ -170,12 +171,21 @@ async def test_a_pipelining_flood_over_tls_is_answered_in_order(tmp_path: Path) 
         assert statuses(outcome.answer) == [405] * 2000  # GET on the admission path
 
 
-async def test_a_slowloris_head_over_tls_is_cut_after_the_header_timeout(tmp_path: Path) -> None:
-    async with tls_webhook(tmp_path) as tls:
-        slow = await attacks.slowloris(tls.target, interval=0.05, give_up_after=_DEADLINE)
-        assert slow.closed and statuses(slow.answer) == [408]
-        assert tls.cut("timeout") == 1
-        assert await admitted(tls)
+def test_a_slowloris_head_over_tls_is_cut_after_the_header_timeout(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with tls_webhook(tmp_path) as tls:
+
+            def receiving() -> bool:
+                return any(connection.receiving for connection in tls.server.connections)
+
+            head = b"GET %s HTTP/1.1\r\nHost: x\r\nX-Slow: " % tls.target.path.encode()
+            answer = await cut_after_the_timeout(receiving, tls.target, head, trickle=True)
+            assert statuses(answer) == [408]
+            assert tls.cut("timeout") == 1
+            assert await admitted(tls)
+
+    with asyncio.Runner(loop_factory=SteppedLoop) as runner:  # the test moves its clock
+        runner.run(scenario())
 
 
 async def test_a_client_over_tls_that_never_reads_is_cut_after_the_write_timeout(tmp_path: Path) -> None:
