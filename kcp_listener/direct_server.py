@@ -234,6 +234,11 @@ class DirectServer:
         return len(self._server.connections)
 
     @property
+    def receiving_connections(self) -> int:
+        """Connections in the middle of a request (its head or body arriving)."""
+        return sum(1 for connection in self._server.connections if connection.receiving)
+
+    @property
     def task(self) -> asyncio.Task[None]:
         return self._server.task
 

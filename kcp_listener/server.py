@@ -77,6 +77,13 @@ class ListenerServer:
             return server.open_connections
         return len(self.connections)
 
+    @property
+    def receiving_connections(self) -> int | None:
+        """Client connections in the middle of a request now; None on the uvicorn server, which
+        does not tell."""
+        server = self._server
+        return server.receiving_connections if isinstance(server, DirectServer) else None
+
     async def wait_started(self) -> None:
         await self._started.wait()
 
