@@ -10,10 +10,11 @@ fail fast and are retried every 3 s), three ``python -m kyma_operator --sharding
 processes with the given Lease timings (default: the shipped ones) and one shared reconcile trace.
 Figures, from the outside (the shard Leases' holders):
 
-* cold start: processes started -> 16 shards held, spread evenly over the three;
+* cold start: processes started -> 16 shards held, each by the replica the assignment gives it
+  (``fleet.settled``: spread evenly and no longer moving);
 * kill -9 (a non-leader): -> its shards held by the two others; and -> every Kyma of those shards
   has started a reconcile on its new holder;
-* restart of the killed one: -> even over three again;
+* restart of the killed one: -> settled over three again;
 * SIGTERM (graceful: drain + release): -> its shards held by the others;
 * overlap: Kymas reconciled by two replicas at overlapping times over the whole run (target 0).
 
@@ -62,7 +63,16 @@ from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.crds import apply_crds
 from tests.integration.sharding.agents import Agents, create_runtimes, kill_while_sending
-from tests.integration.sharding.fleet import SHARDS, Fleet, Line, even, holders, leader, overlaps, read_trace
+from tests.integration.sharding.fleet import (
+    SHARDS,
+    Fleet,
+    Line,
+    holders,
+    leader,
+    overlaps,
+    read_trace,
+    settled,
+)
 
 REPLICAS = ("r0", "r1", "r2")
 
@@ -99,7 +109,7 @@ async def one_run(
         fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *timings)
 
         async def spread(over: tuple[str, ...]) -> bool:
-            return even(await holders(client, namespace), over)
+            return settled(await holders(client, namespace), over)
 
         figures: dict[str, float] = {}
         try:
@@ -278,7 +288,7 @@ async def join_run(
                 }
                 want = {k for k, s in shard_by_kyma.items() if s in mine}
                 done = {ln.subject for ln in trace if ln.event == "start" and ln.replica == "r2"}
-                if even(found, ("r0", "r1", "r2")) and set(active) >= mine and want <= done:
+                if settled(found, ("r0", "r1", "r2")) and set(active) >= mine and want <= done:
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"r2 not settled: holds {sorted(mine)}, active {sorted(active)}")
@@ -318,7 +328,7 @@ def _async(probe: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
 
 
 async def _spread(client: KubeClient, namespace: str, over: tuple[str, ...]) -> bool:
-    return even(await holders(client, namespace), over)
+    return settled(await holders(client, namespace), over)
 
 
 def _table(title: str, results: list[dict[str, float]]) -> None:

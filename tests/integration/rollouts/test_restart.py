@@ -44,7 +44,7 @@ from tests.integration.rollouts.fleet import (
     runtimes,
     set_channel,
 )
-from tests.integration.sharding.fleet import SHARDS, Fleet, even, holders, leader
+from tests.integration.sharding.fleet import SHARDS, Fleet, holders, leader, settled
 from tests.polling import eventually
 
 REPLICAS = ("r0", "r1", "r2")
@@ -154,7 +154,7 @@ async def test_shard_move_during_wave(
 
         async def split() -> dict[int, str] | None:
             found = await holders(kcp_client, ns)
-            return found if even(found, REPLICAS) else None
+            return found if settled(found, REPLICAS) else None
 
         await eventually(split, "the shards spread over r0, r1, r2", within=60, interval=0.2)
         async with runtimes(kcp_client, ns, {OLD: "Ready", NEW: "Ready"}) as sim:

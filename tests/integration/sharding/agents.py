@@ -29,7 +29,7 @@ from kyma_wire.names import RUNTIME_ID_LABEL
 from kyma_wire.profile import make_key_id
 from skr_watcher.config import AgentConfig
 from tests.integration.kcp_listener.helpers import MANAGER, event, key_secret
-from tests.integration.sharding.fleet import Fleet, even, holders, read_trace
+from tests.integration.sharding.fleet import Fleet, holders, read_trace, settled
 from tests.polling import eventually
 from tests.rfc9421_reference import EventSigner
 
@@ -241,7 +241,7 @@ async def kill_while_sending(
 
         async def taken_over() -> dict[int, str] | None:
             found = await holders(client, fleet.namespace)
-            return found if even(found, rest) else None
+            return found if settled(found, rest) else None
 
         after = await eventually(taken_over, "the victim's shards taken over", within=within, interval=0.1)
         taken_ns = time.monotonic_ns()

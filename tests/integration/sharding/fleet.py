@@ -7,12 +7,13 @@ shard Lease holders, the leader, ``kyma_operator_shards_held``, and the shared r
 from __future__ import annotations
 
 import signal
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import LEASES
+from kyma_operator.runtime.sharding import assign
 from tests.integration.kyma_operator.operator_process import OperatorProcess, _get
 from tests.polling import eventually
 
@@ -102,11 +103,41 @@ async def holders(client: KubeClient, namespace: str) -> dict[int, str]:
     return found
 
 
-def even(found: dict[int, str], replicas: tuple[str, ...]) -> bool:
-    if set(found) != set(range(SHARDS)) or set(found.values()) != set(replicas):
-        return False
-    counts = Counter(found.values()).values()
-    return max(counts) - min(counts) <= 1
+def settled(found: dict[int, str], replicas: tuple[str, ...], shards: int = SHARDS) -> bool:
+    """Every shard held by the owner :func:`assign` gives it among ``replicas`` (what each replica
+    computes once all see the same live members): no shard is still on its way. Shares within one
+    of each other are not enough: during a rebalance they can be even while shards still move, and
+    whatever a test reads as "A's shards" then is not."""
+    return found == dict(enumerate(assign(shards, replicas)))
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """When each replica held each shard, from the trace's ``acquired``/``released shard`` lines:
+    from acquiring it (the replica acts on it only from then) to its ``released`` line (written
+    after the Lease was given back, so the interval covers the draining too); a shard never released
+    (still held, or its replica was killed) runs to the end."""
+
+    spans: dict[tuple[str, int], list[tuple[int, float]]]
+
+    @classmethod
+    def of(cls, lines: list[Line]) -> Holdings:
+        spans: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+        since: dict[tuple[str, int], int] = {}
+        for line in lines:
+            if line.kind != "shard":
+                continue
+            key = (line.replica, int(line.subject))
+            if line.event == "acquired":
+                since.setdefault(key, line.at)  # acquired again after a fenced gap: still held
+            elif line.event == "released" and key in since:
+                spans[key].append((since.pop(key), line.at))
+        for key, start in since.items():
+            spans[key].append((start, float("inf")))
+        return cls(dict(spans))
+
+    def held(self, replica: str, shard: int, at: int) -> bool:
+        return any(start <= at < end for start, end in self.spans.get((replica, shard), ()))
 
 
 class Fleet:

@@ -45,7 +45,7 @@ from tests.controlplane.cluster import APIServer
 from tests.integration.kcp_listener.helpers import MANAGER, event
 from tests.integration.kyma_operator.operator_process import OperatorProcess, _get
 from tests.integration.sharding.agents import AGENT_SENDER_TASKS, Agents, Delivery, Runtime, create_runtimes
-from tests.integration.sharding.fleet import SHARDS, Fleet, even, holders, read_trace
+from tests.integration.sharding.fleet import SHARDS, Fleet, holders, read_trace, settled
 from tests.polling import eventually
 
 REPLICAS = ("r0", "r1")
@@ -104,7 +104,7 @@ async def test_keys_rotate_under_event_traffic_without_one_refused_hand_off(
 
     async def split_evenly() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
-        return found if even(found, REPLICAS) else None
+        return found if settled(found, REPLICAS) else None
 
     owners = await eventually(split_evenly, "16 shards spread over r0, r1", within=60, interval=0.2)
     processes = fleet.processes

@@ -21,7 +21,7 @@ from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
 from kyma_wire.names import RUNTIME_ID_LABEL
 from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.operator_process import _get
-from tests.integration.sharding.fleet import SHARDS, Fleet, even, gauge, holders, overlaps, read_trace
+from tests.integration.sharding.fleet import SHARDS, Fleet, gauge, holders, overlaps, read_trace, settled
 from tests.polling import eventually
 
 KYMA_COUNT = 8
@@ -54,7 +54,7 @@ async def test_a_replica_with_another_shard_count_holds_nothing_until_restarted_
 
     async def held_by(*replicas: str) -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
-        return found if even(found, replicas) else None
+        return found if settled(found, replicas) else None
 
     await eventually(lambda: held_by("r0"), "r0 holds all 16 shards", within=30, interval=0.2)
 

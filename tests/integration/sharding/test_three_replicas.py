@@ -29,12 +29,12 @@ from tests.integration.sharding.fleet import (
     SHARDS,
     Fleet,
     Line,
-    even,
     holders,
     kymas_exported,
     leader,
     overlaps,
     read_trace,
+    settled,
     shards_held,
 )
 from tests.polling import eventually
@@ -102,7 +102,7 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
     # 1. even split, every Kyma reconciled (status written) and labelled with its shard
     async def split_evenly() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
-        return found if even(found, REPLICAS) else None
+        return found if settled(found, REPLICAS) else None
 
     await eventually(split_evenly, "16 shards spread 5/5/6 over r0, r1, r2", within=60, interval=0.2)
 
@@ -138,7 +138,7 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
 
     async def taken_over() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
-        return found if even(found, survivors) else None
+        return found if settled(found, survivors) else None
 
     after_kill = await eventually(
         taken_over, "the killed replica's shards taken over", within=15, interval=0.1
@@ -177,7 +177,7 @@ async def test_three_replicas_share_fail_over_rebalance_and_never_reconcile_one_
 
     async def paused_taken_over() -> dict[int, str] | None:
         found = await holders(kcp_client, kcp_namespace)
-        return found if even(found, others) else None
+        return found if settled(found, others) else None
 
     await eventually(paused_taken_over, "the paused replica's shards taken over", within=20, interval=0.1)
     resumed_ns = time.monotonic_ns()
