@@ -44,7 +44,7 @@ def test_holdings_count_each_span_of_a_shard_that_comes_back() -> None:
 
 def test_settled_only_when_every_shard_is_with_its_assigned_owner() -> None:
     replicas = ("r0", "r1", "r2")
-    final = dict(enumerate(assign(SHARDS, replicas)))
+    final = {shard: str(owner) for shard, owner in enumerate(assign(SHARDS, replicas))}
     assert settled(final, replicas)
     # counts still even (6/5/5) but two shards swapped: a rebalance under way, not settled
     a, b = next((s, t) for s in final for t in final if final[s] != final[t])
