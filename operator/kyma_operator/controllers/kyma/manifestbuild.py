@@ -14,6 +14,8 @@ unit-tested apart from the apply; the descriptor access goes through the modules
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from kyma_operator.api import names
@@ -81,14 +83,10 @@ def desired_manifest(
     if template.spec.data is not None and not isinstance(template.spec.data, dict):
         raise ManifestBuildError(f"{where}: spec.data (the default CR) must be an object")
     try:
-        if descriptor is None:
-            descriptor = ComponentDescriptor.parse(template.spec.descriptor)
-        sources = module_sources(descriptor)
-        chart = sources.install.type == RefType.HELM_CHART.value
-        install = _helm_source(sources) if chart else raw_manifest_source(descriptor, oci_registry)
-        images = localized_images(descriptor)
+        parts = INSTALL_PARTS.of(template, descriptor, oci_registry)
     except ValueError as exc:
         raise ManifestBuildError(f"{where}: {exc}") from exc
+    sources, install, images = parts.sources, parts.install.model_copy(), list(parts.images)
     component = resolved.ocm_component_name
     name = manifest_name(kyma.name, component, resolved.module)
     labels = {
@@ -160,6 +158,72 @@ def desired_manifest(
         ),
         spec=spec,
     )
+
+
+@dataclass(frozen=True)
+class InstallParts:
+    """What a Manifest installs, as read from its template's component descriptor (the same for
+    every Kyma: callers copy ``install`` before handing it out)."""
+
+    sources: ModuleSources
+    install: ImageSpec
+    images: tuple[str, ...]
+
+    @classmethod
+    def read(cls, descriptor: ComponentDescriptor, oci_registry: str | None) -> InstallParts:
+        sources = module_sources(descriptor)
+        chart = sources.install.type == RefType.HELM_CHART.value
+        install = _helm_source(sources) if chart else raw_manifest_source(descriptor, oci_registry)
+        return cls(sources, install, tuple(localized_images(descriptor)))
+
+
+class InstallPartsMemo:
+    """:class:`InstallParts` of each catalog template version, read once instead of per Kyma.
+
+    Why: every Kyma reconcile builds the desired Manifest of each of its modules, and all Kymas
+    share a handful of templates; parsing the embedded descriptor and reading its sources was 44 %
+    of ``desired_manifest`` (cProfile, 3,000 calls) and 3.6 % of a sharded replica's resync samples
+    (py-spy, ``benchmarks/results/scale.md``). The key is the template's uid and resourceVersion
+    (an edited template is read anew) and the registry; a descriptor fetched from the registry
+    must be the very object read last time (the descriptor cache hands out the same one until it
+    is fetched again). A template without uid or resourceVersion (not from the API server) is read
+    every time, as are descriptors that fail (their error is raised each time). Bounded: the least
+    recently used entries go first. ``tests/unit/.../test_manifestbuild.py`` holds it to the plain
+    read."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.reads = 0
+        self._entries: OrderedDict[
+            tuple[str, str, str | None], tuple[ComponentDescriptor | None, InstallParts]
+        ] = OrderedDict()
+
+    def of(
+        self, template: ModuleTemplate, descriptor: ComponentDescriptor | None, oci_registry: str | None
+    ) -> InstallParts:
+        """``descriptor``: fetched from the registry; None: the template's embedded one."""
+        meta = template.metadata
+        key = (meta.uid, meta.resource_version, oci_registry) if meta.uid and meta.resource_version else None
+        if key is not None:
+            found = self._entries.get(key)
+            if found is not None and found[0] is descriptor:
+                self._entries.move_to_end(key)
+                return found[1]
+        self.reads += 1
+        parts = InstallParts.read(
+            descriptor if descriptor is not None else ComponentDescriptor.parse(template.spec.descriptor),
+            oci_registry,
+        )
+        if key is not None:
+            self._entries[key] = (descriptor, parts)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return parts
+
+
+INSTALL_PARTS = InstallPartsMemo()
+"""The process's memo (templates of every namespace; keys carry the uid)."""
 
 
 def _helm_source(sources: ModuleSources) -> ImageSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -10,8 +11,14 @@ from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
-from kyma_operator.controllers.kyma.manifestbuild import ManifestBuildError, desired_manifest
+from kyma_operator.controllers.kyma.manifestbuild import (
+    InstallParts,
+    InstallPartsMemo,
+    ManifestBuildError,
+    desired_manifest,
+)
 from kyma_operator.controllers.kyma.moduleresolution import Resolved, manifest_name
+from kyma_operator.modules.descriptor import ComponentDescriptor
 
 NS = "kcp-system"
 COMPONENT = "kyma-project.io/module/template-operator"
@@ -141,9 +148,11 @@ def test_kyma_without_uid_is_refused() -> None:
         desired_manifest(k, resolved(descriptor()))
 
 
-def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
+VALUES_DIGEST = "sha256:" + "b" * 64
+
+
+def chart_descriptor() -> dict[str, Any]:
     desc = descriptor("helm-chart")
-    values_digest = "sha256:" + "b" * 64
     desc["component"]["resources"].append(
         {
             "name": "helm-values",
@@ -152,11 +161,16 @@ def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
             "relation": "local",
             "access": {
                 "type": "localBlob",
-                "localReference": values_digest,
+                "localReference": VALUES_DIGEST,
                 "mediaType": "application/x-yaml",
             },
         }
     )
+    return desc
+
+
+def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
+    desc = chart_descriptor()
     manifest = desired_manifest(kyma(), resolved(desc))
     source = manifest.spec.install.source
     assert manifest.spec.install.name == "helm-chart"
@@ -168,7 +182,7 @@ def test_a_chart_module_gets_a_helm_chart_source_and_its_values_layer() -> None:
     )
     config = manifest.spec.config
     assert config is not None
-    assert (config.name, config.ref, config.type) == (COMPONENT, values_digest, "oci-ref")
+    assert (config.name, config.ref, config.type) == (COMPONENT, VALUES_DIGEST, "oci-ref")
 
 
 def test_a_sharded_kymas_manifest_carries_its_shard_label() -> None:
@@ -178,3 +192,79 @@ def test_a_sharded_kymas_manifest_carries_its_shard_label() -> None:
     sharded.metadata.labels[SHARD_LABEL] = "7"
     assert desired_manifest(sharded, resolved(descriptor())).labels[SHARD_LABEL] == "7"
     assert SHARD_LABEL not in desired_manifest(kyma(), resolved(descriptor())).labels
+
+
+def from_the_api_server(r: Resolved, resource_version: str = "1") -> Resolved:
+    """``r`` with its template as the catalog holds it: a uid of its own and a resourceVersion."""
+    r.template.metadata.uid, r.template.metadata.resource_version = str(uuid.uuid4()), resource_version
+    return r
+
+
+@pytest.mark.parametrize("desc", [descriptor, chart_descriptor], ids=["raw-manifest", "helm-chart"])
+@pytest.mark.parametrize("registry", [None, "registry.example/modules"])
+def test_the_memo_gives_what_the_plain_read_gives(desc: Any, registry: str | None) -> None:
+    memo, plain = InstallPartsMemo(), from_the_api_server(resolved(desc()))
+    fetched = ComponentDescriptor.parse(desc())
+    for given in (None, fetched):  # the embedded descriptor, one fetched from the registry
+        expected = InstallParts.read(given or ComponentDescriptor.parse(desc()), registry)
+        assert memo.of(plain.template, given, registry) == expected
+        assert memo.of(plain.template, given, registry) == expected  # served from the memo
+    assert memo.reads == 2
+    # and whole Manifests: the same with the process's memo as with templates it never keeps
+    uncached = resolved(desc())
+    for _ in range(2):
+        assert desired_manifest(kyma(), plain, oci_registry=registry) == desired_manifest(
+            kyma(), uncached, oci_registry=registry
+        )
+
+
+def test_the_memo_reads_again_for_a_new_template_version_registry_or_fetched_descriptor() -> None:
+    memo, r = InstallPartsMemo(), from_the_api_server(resolved(descriptor()))
+    memo.of(r.template, None, None)
+    memo.of(r.template, None, None)
+    assert memo.reads == 1
+    memo.of(r.template, None, "other.example")  # another registry
+    assert memo.reads == 2
+    edited = from_the_api_server(resolved(chart_descriptor()), resource_version="2")
+    edited.template.metadata.uid = r.template.metadata.uid  # the same template, edited
+    assert memo.of(edited.template, None, None).sources.layer == "helm-chart"  # edited: read anew
+    assert memo.reads == 3
+    fetched = ComponentDescriptor.parse(descriptor())
+    memo.of(r.template, fetched, None)
+    memo.of(r.template, fetched, None)
+    memo.of(r.template, ComponentDescriptor.parse(descriptor()), None)  # fetched again: another object
+    assert memo.reads == 5
+    without_version = resolved(descriptor())  # not from the API server: read every time
+    memo.of(without_version.template, None, None)
+    memo.of(without_version.template, None, None)
+    assert memo.reads == 7
+
+
+def test_the_memo_keeps_the_most_recently_used_entries() -> None:
+    memo = InstallPartsMemo(size=2)
+    templates = [from_the_api_server(resolved(descriptor()), str(i)).template for i in range(3)]
+    memo.of(templates[0], None, None)
+    memo.of(templates[1], None, None)
+    memo.of(templates[0], None, None)  # used again: 1 is now the oldest
+    memo.of(templates[2], None, None)  # evicts 1
+    assert memo.reads == 3
+    memo.of(templates[0], None, None)
+    assert memo.reads == 3
+    memo.of(templates[1], None, None)
+    assert memo.reads == 4
+
+
+def test_a_broken_descriptor_fails_every_time_and_is_not_kept() -> None:
+    memo, r = InstallPartsMemo(), from_the_api_server(resolved(descriptor("something-else")))
+    for reads in (1, 2):
+        with pytest.raises(ValueError, match="raw-manifest"):
+            memo.of(r.template, None, None)
+        assert memo.reads == reads
+
+
+def test_a_manifest_built_from_the_memo_does_not_share_its_install_source() -> None:
+    r = from_the_api_server(resolved(descriptor()), resource_version="share-check")
+    first = desired_manifest(kyma(), r)
+    first.spec.install.source.ref = "changed"
+    first.spec.localized_images = ["changed"]
+    assert desired_manifest(kyma(), r).spec.install.source.ref == DIGEST
