@@ -390,7 +390,7 @@ class Controller:
                 self.triggers.note(request, result.reason)
             if result.requeue_after:
                 self.queue.forget(request)
-                self.queue.add_after(request, result.requeue_after, coalesce=True)
+                self.queue.add_after(request, result.requeue_after)
                 if metrics is not None:
                     metrics.reconcile_requeue_after.inc()
             elif result.requeue:

@@ -18,10 +18,9 @@ reported for controller-runtime's queue, kubernetes-sigs/controller-runtime#3496
 as bulk that gets an event moves to the event lane (the entry it leaves behind in the bulk deque is
 skipped when reached); a key queued for an event stays there when bulk work asks for it again.
 
-Timer slack (``slack``, off unless given): a long delayed add that may coalesce (``coalesce=True``:
-a reconciler's own ``requeue_after``, i.e. the safety-net resyncs, not retries or spreads; of
-``SLACK_MIN_DELAYS`` times the slack or more) falls due at the next multiple of ``slack`` seconds on
-the queue's clock after its delay, never earlier. Why: each Kyma's resync falls
+Timer slack (``slack``, off unless given): a long delayed bulk add (``SLACK_MIN_DELAYS`` times the
+slack or more: safety-net resyncs, not retries or short spreads) falls due at the next multiple of
+``slack`` seconds on the queue's clock after its delay, never earlier. Why: each Kyma's resync falls
 due one interval after its last reconcile, so resyncs come spread like the round that last touched
 them; a replica whose start-up round was spread out (a sharded one, taking shards one by one) then
 wakes for one reconcile, idles for milliseconds, wakes again, and this machine charges such bursty
@@ -49,8 +48,8 @@ EVENTS_PER_BULK = 32
 """While bulk work waits, events handed out in a row before one bulk request is."""
 
 SLACK_MIN_DELAYS = 10
-"""A delayed add gets the timer slack only when its delay is at least this many slacks (the slack
-then adds at most a tenth to it)."""
+"""A delayed bulk add gets the timer slack only when its delay is at least this many slacks (the
+slack then adds at most a tenth to it)."""
 
 
 class QueueShutDown(Exception):
@@ -77,7 +76,7 @@ class WorkQueue(Generic[K]):
             raise ValueError("slack must not be negative")
         self.name = name
         self.slack = slack
-        """Seconds long coalescing delayed adds are rounded up to (module docstring; 0: exact)."""
+        """Seconds long delayed bulk adds are rounded up to (module docstring; 0: exact)."""
         self._clock = clock or RealClock()
         self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter(self._clock)
         self._queue: deque[K] = deque()
@@ -173,9 +172,9 @@ class WorkQueue(Generic[K]):
             self._metrics.bulk_depth.set(self._bulk_queued)
         self._wake_one()
 
-    def add_after(self, key: K, delay: float, *, low: bool = True, coalesce: bool = False) -> None:
-        """Add ``key`` after ``delay`` seconds (``coalesce`` and a long delay: up to ``slack`` more,
-        see the module docstring); an earlier pending delayed add of the same key wins.
+    def add_after(self, key: K, delay: float, *, low: bool = True) -> None:
+        """Add ``key`` after ``delay`` seconds (a long bulk delay: up to ``slack`` more); an earlier
+        pending delayed add of the same key wins.
 
         Bulk work when it falls due, unless ``low`` is False (a request put back for a moment that
         was an event keeps its place ahead of bulk work); one event add among the pending ones of a
@@ -189,7 +188,7 @@ class WorkQueue(Generic[K]):
         if not low:
             self._delayed_events.add(key)
         ready_at = self._clock.now() + delay
-        if coalesce and self.slack and delay >= SLACK_MIN_DELAYS * self.slack:
+        if low and self.slack and delay >= SLACK_MIN_DELAYS * self.slack:
             ready_at = math.ceil(ready_at / self.slack) * self.slack
         current = self._waiting.get(key)
         if current is not None and current <= ready_at:

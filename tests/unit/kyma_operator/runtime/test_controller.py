@@ -62,11 +62,7 @@ class ScriptedReconciler:
 
 @asynccontextmanager
 async def running(
-    reconciler: ScriptedReconciler,
-    *,
-    workers: int = 1,
-    metrics: RuntimeMetrics | None = None,
-    queue_slack: float = 0.0,
+    reconciler: ScriptedReconciler, *, workers: int = 1, metrics: RuntimeMetrics | None = None
 ) -> AsyncIterator[tuple[Controller, FakeClock]]:
     clock = FakeClock(start=0.0)
     reconciler.clock = clock
@@ -77,7 +73,6 @@ async def running(
         clock=clock,
         rate_limiter=ItemExponentialFailureRateLimiter(0.005, 1000.0),
         metrics=metrics,
-        queue_slack=queue_slack,
     )
     task = asyncio.create_task(controller.run())
     try:
@@ -136,22 +131,6 @@ async def test_requeue_after_forgets_backoff_and_waits_exactly() -> None:
         clock.advance(0.1)
         await settle()
         assert len(reconciler.calls) == 3
-
-
-async def test_with_slack_a_long_requeue_after_coalesces_and_a_retry_does_not() -> None:
-    reconciler = ScriptedReconciler([Result(requeue_after=150.0), RuntimeError("boom"), Result()])
-    async with running(reconciler, queue_slack=10.0) as (controller, clock):
-        clock.advance(3.0)
-        controller.enqueue(REQ, "test")
-        await settle()
-        assert controller.queue.ready_at(REQ) == 160.0  # 153 rounded up to the slack
-        clock.advance(156.9)
-        await settle()
-        assert len(reconciler.calls) == 1
-        clock.advance(0.1)
-        await settle()
-        assert len(reconciler.calls) == 2  # the failure's retry: exact, not coalesced
-        assert controller.queue.ready_at(REQ) == pytest.approx(160.005)
 
 
 async def test_event_during_requeue_after_reconciles_immediately() -> None:
