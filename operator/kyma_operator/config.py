@@ -227,10 +227,6 @@ class OperatorConfig(BaseModel):
     """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0
     """Safety-net reconcile while a runtime's agent is silent or not Ready (upstream's 5 minutes)."""
-    resync_slack: Annotated[float, Field(ge=0)] = 10.0
-    """Seconds a Kyma's or Manifest's safety-net reconcile may come later than its interval so that
-    those due close together run back to back (timer slack; only for delays of 10 slacks or more;
-    0: exactly on time)."""
     failure_base_delay: Seconds = 5.0
     """First retry delay after a failed reconcile (doubles per failure)."""
     failure_max_delay: Seconds = 30.0
@@ -355,7 +351,6 @@ class OperatorConfig(BaseModel):
         return {
             "healthy_interval": self.kyma_healthy_interval,
             "unhealthy_interval": self.kyma_unhealthy_interval,
-            "resync_slack": self.resync_slack,
             "failure_base_delay": self.failure_base_delay,
             "failure_max_delay": self.failure_max_delay,
             "event_throttle_window": self.event_throttle_window,

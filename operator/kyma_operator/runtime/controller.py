@@ -152,7 +152,6 @@ class Controller:
         metrics: RuntimeMetrics | None = None,
         graceful_timeout: float = 30.0,
         request_gate: RequestGate | None = None,
-        queue_slack: float = 0.0,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -162,10 +161,7 @@ class Controller:
         self.clock = clock or RealClock()
         self.graceful_timeout = graceful_timeout
         self.queue: WorkQueue[Request] = WorkQueue(
-            name,
-            rate_limiter=rate_limiter or default_controller_rate_limiter(self.clock),
-            clock=self.clock,
-            slack=queue_slack,
+            name, rate_limiter=rate_limiter or default_controller_rate_limiter(self.clock), clock=self.clock
         )
         self.triggers = TriggerLog()
         """Reasons of accepted adds until their reconcile takes them (``triggers.current_triggers``)."""

@@ -17,15 +17,6 @@ faster than the workers delays bulk work (safety-net resyncs) but cannot starve 
 reported for controller-runtime's queue, kubernetes-sigs/controller-runtime#3496). A key queued
 as bulk that gets an event moves to the event lane (the entry it leaves behind in the bulk deque is
 skipped when reached); a key queued for an event stays there when bulk work asks for it again.
-
-Timer slack (``slack``, off unless given): a long delayed bulk add (``SLACK_MIN_DELAYS`` times the
-slack or more: safety-net resyncs, not retries or short spreads) falls due at the next multiple of
-``slack`` seconds on the queue's clock after its delay, never earlier. Why: each Kyma's resync falls
-due one interval after its last reconcile, so resyncs come spread like the round that last touched
-them; a replica whose start-up round was spread out (a sharded one, taking shards one by one) then
-wakes for one reconcile, idles for milliseconds, wakes again, and this machine charges such bursty
-work up to 40 % more CPU than the same work back to back (``benchmarks/burst_cost.py``). Rounded
-up, the resyncs of a slack window run back to back (Linux's timer slack, for the same reason).
 """
 
 from __future__ import annotations
@@ -33,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import math
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -46,10 +36,6 @@ K = TypeVar("K", bound=Hashable)
 
 EVENTS_PER_BULK = 32
 """While bulk work waits, events handed out in a row before one bulk request is."""
-
-SLACK_MIN_DELAYS = 10
-"""A delayed bulk add gets the timer slack only when its delay is at least this many slacks (the
-slack then adds at most a tenth to it)."""
 
 
 class QueueShutDown(Exception):
@@ -70,13 +56,8 @@ class WorkQueue(Generic[K]):
         rate_limiter: RateLimiter | None = None,
         clock: Clock | None = None,
         metrics: QueueMetrics | None = None,
-        slack: float = 0.0,
     ) -> None:
-        if slack < 0:
-            raise ValueError("slack must not be negative")
         self.name = name
-        self.slack = slack
-        """Seconds long delayed bulk adds are rounded up to (module docstring; 0: exact)."""
         self._clock = clock or RealClock()
         self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter(self._clock)
         self._queue: deque[K] = deque()
@@ -173,8 +154,7 @@ class WorkQueue(Generic[K]):
         self._wake_one()
 
     def add_after(self, key: K, delay: float, *, low: bool = True) -> None:
-        """Add ``key`` after ``delay`` seconds (a long bulk delay: up to ``slack`` more); an earlier
-        pending delayed add of the same key wins.
+        """Add ``key`` after ``delay`` seconds; an earlier pending delayed add of the same key wins.
 
         Bulk work when it falls due, unless ``low`` is False (a request put back for a moment that
         was an event keeps its place ahead of bulk work); one event add among the pending ones of a
@@ -188,8 +168,6 @@ class WorkQueue(Generic[K]):
         if not low:
             self._delayed_events.add(key)
         ready_at = self._clock.now() + delay
-        if low and self.slack and delay >= SLACK_MIN_DELAYS * self.slack:
-            ready_at = math.ceil(ready_at / self.slack) * self.slack
         current = self._waiting.get(key)
         if current is not None and current <= ready_at:
             return

@@ -19,8 +19,6 @@ class ControllerConfig(BaseModel):
     """Safety net otherwise: upstream's ``--kyma-requeue-success-interval`` (5 min)."""
     warning_interval: float = Field(default=30.0, gt=0)
     """Requeue of an object in Warning (upstream 30 s)."""
-    resync_slack: float = Field(default=0.0, ge=0)
-    """Timer slack of the safety-net requeues (``runtime.queue``; the operator's default: 10 s)."""
     skip_interval: float = Field(default=300.0, gt=0)
     """Requeue of an object labelled skip-reconciliation (upstream: 5 min)."""
     failure_base_delay: float = Field(default=5.0, gt=0)

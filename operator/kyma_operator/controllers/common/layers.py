@@ -31,8 +31,7 @@ def build_controller(
     request_gate: RequestGate | None = None,
 ) -> Controller:
     """A Kyma or Manifest controller with its final reconciler (``layers`` composed around it), the
-    workers, failure backoff and resync slack of its ``config`` and its sharding gate, all given at
-    construction."""
+    workers and failure backoff of its ``config`` and its sharding gate, all given at construction."""
     return Controller(
         name,
         layered(reconciler, layers),
@@ -40,5 +39,4 @@ def build_controller(
         rate_limiter=operator_rate_limiter(config.failure_base_delay, config.failure_max_delay, clock=clock),
         clock=clock,
         request_gate=request_gate,
-        queue_slack=config.resync_slack,
     )

@@ -135,41 +135,6 @@ async def test_add_after_keeps_the_earliest_deadline() -> None:
     assert len(queue) == 0, "the superseded deadlines must not add the key again"
 
 
-async def test_slack_rounds_long_bulk_delays_up_so_they_fall_due_together() -> None:
-    clock = FakeClock(start=1003.0)
-    queue = make_queue(clock, slack=10.0)
-    queue.add_after("a", 150.0)  # 1153 -> 1160
-    clock.advance(2.5)
-    queue.add_after("b", 150.0)  # 1155.5 -> 1160
-    clock.advance(5.0)
-    queue.add_after("c", 150.0)  # 1160.5 -> 1170: the next window
-    queue.add_after("retry", 99.0)  # shorter than 10 slacks: exact (1109.5)
-    queue.add_after("event", 150.0, low=False)  # an event put back: exact (1160.5)
-    due = [queue.ready_at(k) for k in ("a", "b", "c", "retry", "event")]
-    assert due == [1160, 1160, 1170, 1109.5, 1160.5]
-    clock.advance(1159.999 - clock.now())
-    assert [queue.get_nowait()] == ["retry"]
-    clock.advance(0.001)
-    assert [queue.get_nowait(), queue.get_nowait(), queue.get_nowait()] == ["a", "b", None]
-    clock.advance(0.5)
-    assert queue.get_nowait() == "event"
-    clock.advance(9.5)
-    assert queue.get_nowait() == "c"
-
-
-async def test_without_slack_and_with_one_on_a_window_edge_nothing_is_late() -> None:
-    clock = FakeClock(start=1000.0)
-    exact, slacked = make_queue(clock), make_queue(clock, slack=10.0)
-    for queue in (exact, slacked):
-        queue.add_after("a", 150.0)
-    assert exact.ready_at("a") == slacked.ready_at("a") == 1150.0  # already on a multiple of 10
-    clock.advance(0.25)
-    exact.add_after("b", 153.0)
-    assert exact.ready_at("b") == 1153.25
-    with pytest.raises(ValueError, match="slack"):
-        make_queue(clock, slack=-1.0)
-
-
 async def test_delayed_add_of_queued_key_dedups() -> None:
     clock = FakeClock()
     queue = make_queue(clock)
