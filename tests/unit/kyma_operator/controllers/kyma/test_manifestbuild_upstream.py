@@ -9,6 +9,7 @@ expected Manifest are upstream's literals, so a drift of our shared names shows 
 from __future__ import annotations
 
 import copy
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
 from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.controllers.common.drift import up_to_date
-from kyma_operator.controllers.kyma.manifestbuild import desired_manifest
+from kyma_operator.controllers.kyma.manifestbuild import INSTALL_PARTS, desired_manifest
 from kyma_operator.controllers.kyma.moduleresolution import Resolved
 from kyma_operator.controllers.kyma.modulesync import apply_body
 from kyma_operator.modules.descriptor import ComponentDescriptor
@@ -38,10 +39,13 @@ def _descriptor() -> dict[str, Any]:
     return _load(FIXTURES / "upstream-manifest" / "component-descriptor.yaml")
 
 
-def _resolved(descriptor: dict[str, Any]) -> Resolved:
+def _resolved(descriptor: dict[str, Any] | None, **metadata: str) -> Resolved:
+    """modulectl's template with ``descriptor`` embedded (None: as modulectl writes it, ``{}``)."""
     template = _load(FIXTURES / "modulectl" / "template-operator-1.0.5-moduletemplate.yaml")
     template["metadata"]["namespace"] = "kcp-system"  # where `kubectl apply -n kcp-system` puts it
-    template["spec"]["descriptor"] = descriptor  # as read from the registry
+    template["metadata"].update(metadata)
+    if descriptor is not None:
+        template["spec"]["descriptor"] = descriptor  # as read from the registry
     meta = _load(FIXTURES / "modulectl" / "template-operator-module-release-meta.yaml")
     return Resolved(
         "template-operator",
@@ -72,6 +76,23 @@ def test_manifest_equals_the_one_upstream_writes() -> None:
     assert ours == upstream
     # so a Manifest upstream wrote holds everything we want of it: the takeover applies nothing
     assert up_to_date(ours, upstream)
+
+
+def test_modulectls_template_as_the_catalog_holds_it_gives_upstreams_manifest_every_time() -> None:
+    """modulectl's template unchanged (``spec.descriptor: {}``) with a uid and resourceVersion, its
+    descriptor fetched from the registry: the first build reads it, the next come from the memo
+    (``InstallPartsMemo``); each equals the Manifest upstream writes."""
+    upstream = _load(FIXTURES / "upstream-manifest" / "manifest.yaml")
+    resolved = _resolved(None, uid=str(uuid.uuid4()), resourceVersion="4711")
+    assert resolved.template.spec.descriptor == {}
+    fetched = ComponentDescriptor.parse(_descriptor())
+    reads = INSTALL_PARTS.reads
+    for _ in range(3):
+        ours = desired_manifest(
+            _kyma(), resolved, descriptor=fetched, oci_registry="europe-docker.pkg.dev/kyma-project/prod"
+        )
+        assert apply_body(ours) == upstream
+    assert INSTALL_PARTS.reads == reads + 1
 
 
 def test_without_a_configured_registry_the_descriptors_context_with_its_subpath() -> None:
