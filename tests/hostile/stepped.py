@@ -5,7 +5,7 @@ timeout for real, and how many bytes get through meanwhile depends on how busy t
 Our servers (``kyma_wire.http_server``) run their deadlines on the event loop's clock, so a test
 can run on a loop whose clock it moves forward itself (``SteppedLoop``). The sockets stay real and
 the server applies its own deadlines. The test moves the clock only once the server is receiving
-the request, so a request is not cut before it started.
+the request (or holds the connection), so a request is not cut before it started.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SteppedLoop(asyncio.SelectorEventLoop):
 
 
 async def cut_after_the_timeout(
-    receiving: Callable[[], bool],
+    ready: Callable[[], bool],
     target: Target,
     request: bytes,
     *,
@@ -42,17 +42,19 @@ async def cut_after_the_timeout(
     steps: int = 5,
     step: float = 0.25,
 ) -> bytes:
-    """Send ``request`` (a head or a body that never ends), poll until ``receiving()`` (the server
-    is receiving it), then move the clock ``steps`` times by ``step`` (a byte sent before each with
-    ``trickle``). Returns what the server answered before it closed; fails if it did not close."""
+    """Send ``request`` (a head or a body that never ends, a whole request, or nothing), poll until
+    ``ready()`` (the server has what its timeout is about: it is receiving the request, or holds
+    the connection idle), then move the clock ``steps`` times by ``step`` (a byte sent before each
+    with ``trickle``). Returns what the server answered before it closed; fails if it did not
+    close."""
     loop = asyncio.get_running_loop()
     assert isinstance(loop, SteppedLoop), "run the test with asyncio.Runner(loop_factory=SteppedLoop)"
     reader, writer = await attacks.connect(target)
     try:
         writer.write(request)
         deadline = loop.time() + _DEADLINE
-        while not receiving():
-            assert loop.time() < deadline, "the server never received the request"
+        while not ready():
+            assert loop.time() < deadline, "the server never got ready for its timeout"
             await asyncio.sleep(0.01)
         for _ in range(steps):
             if trickle:

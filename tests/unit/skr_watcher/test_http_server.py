@@ -19,6 +19,7 @@ import pytest
 from kyma_wire.http_server import HttpServer, Limits, Request, Response
 from tests.controlplane.pki import CertificateAuthority
 from tests.hostile import attacks
+from tests.hostile.stepped import SteppedLoop, cut_after_the_timeout
 
 _DEADLINE = 10.0
 
@@ -176,17 +177,37 @@ async def test_a_failing_handler_answers_500_and_closes() -> None:
     assert statuses(raw) == [500] and b"connection: close" in raw
 
 
-async def test_slow_clients_and_idle_connections_are_cut_off() -> None:
-    limits = Limits(header_timeout=0.3, body_timeout=0.3, keep_alive_timeout=0.3)
-    async with serving(limits) as server:
-        port = server.port or 0
-        slow_headers = await exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n")  # never finished
-        slow_body = await exchange(port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab")
-        idle = await exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")  # then nothing
-        silent = await exchange(port, b"")  # connects, never sends
-    assert statuses(slow_headers) == [408] and statuses(slow_body) == [408]
-    assert statuses(idle) == [200] and b"connection: close" not in idle  # closed without an answer
-    assert silent == b""
+def test_slow_clients_and_idle_connections_are_cut_off() -> None:
+    async def scenario() -> None:
+        limits = Limits(header_timeout=0.3, body_timeout=0.3, keep_alive_timeout=0.3)
+        async with serving(limits) as server:
+            target = attacks.Target("127.0.0.1", server.port or 0)
+
+            def receiving() -> bool:
+                return any(connection.receiving for connection in server.connections)
+
+            def idle_after_an_answer() -> bool:
+                return any(c.answered and not c.receiving for c in server.connections)
+
+            def accepted() -> bool:
+                return bool(server.connections)
+
+            cases = {
+                "slow headers": (b"GET / HTTP/1.1\r\nHost: x\r\n", receiving),  # never finished
+                "slow body": (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab", receiving),
+                "idle": (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", idle_after_an_answer),  # then nothing
+                "silent": (b"", accepted),  # connects, never sends
+            }
+            raw = {
+                name: await cut_after_the_timeout(ready, target, request, trickle=False)
+                for name, (request, ready) in cases.items()
+            }
+        assert statuses(raw["slow headers"]) == [408] and statuses(raw["slow body"]) == [408]
+        assert statuses(raw["idle"]) == [200] and b"connection: close" not in raw["idle"]  # closed, no answer
+        assert raw["silent"] == b""
+
+    with asyncio.Runner(loop_factory=SteppedLoop) as runner:  # the test moves its clock
+        runner.run(scenario())
 
 
 async def test_a_client_that_does_not_read_a_big_answer_is_cut_after_the_write_timeout() -> None:
