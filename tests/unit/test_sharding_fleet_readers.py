@@ -1,6 +1,7 @@
-"""What the sharding tests read from a fleet: a settled split and who held a shard when.
+"""What the sharding tests read from a fleet: a settled split, who held a shard when, and
+overlapping reconciles.
 
-Why: both judge real processes (a stranger's reconcile, a split still moving), so a reader that
+Why: they judge real processes (a stranger's reconcile, a split still moving), so a reader that
 says "held" or "settled" too readily would hide the very races those tests exist to catch.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kyma_operator.runtime.sharding import assign
-from tests.integration.sharding.fleet import SHARDS, Holdings, Line, settled
+from tests.integration.sharding.fleet import SHARDS, Holdings, Line, overlaps, settled
 
 
 def shard(event: str, n: int, replica: str, at: int) -> Line:
@@ -53,3 +54,16 @@ def test_settled_only_when_every_shard_is_with_its_assigned_owner() -> None:
     assert not settled(swapped, replicas)
     assert not settled({s: h for s, h in final.items() if s != 0}, replicas)  # one shard free
     assert settled(dict.fromkeys(range(SHARDS), "r0"), ("r0",))
+
+
+def test_overlaps_finds_two_replicas_reconciling_one_kyma_at_once_and_nothing_else() -> None:
+    def kyma(event: str, subject: str, replica: str, at: int) -> Line:
+        return Line(event, "kyma", subject, replica, at)
+
+    apart = [kyma("start", "ns/a", "r0", 1), kyma("end", "ns/a", "r0", 5), kyma("start", "ns/a", "r1", 6)]
+    assert overlaps(apart) == []
+    assert overlaps([kyma("start", "ns/b", "r0", 1), kyma("start", "ns/b", "r1", 3)]) == [
+        "ns/b: r0 [1, inf] and r1 [3, inf]"
+    ]  # open intervals run to the end
+    crossing = [kyma("start", "ns/c", "r0", 1), kyma("start", "ns/c", "r1", 3), kyma("end", "ns/c", "r0", 4)]
+    assert overlaps(crossing) == ["ns/c: r0 [1, 4] and r1 [3, inf]"]

@@ -45,25 +45,38 @@ def read_trace(path: Path) -> list[Line]:
     return lines
 
 
+Intervals = dict[tuple[str, str], list[tuple[int, float]]]
+"""(replica, subject) -> intervals in monotonic ns (an open one ends at +inf)."""
+
+
+def intervals_of(lines: list[Line], kind: str, opening: str, closing: str) -> Intervals:
+    """(replica, subject) -> its intervals of ``kind`` lines, from an ``opening`` line to the next
+    ``closing`` one (a second opening while open changes nothing); one never closed runs to +inf."""
+    found: Intervals = defaultdict(list)
+    since: dict[tuple[str, str], int] = {}
+    for line in lines:
+        if line.kind != kind:
+            continue
+        key = (line.replica, line.subject)
+        if line.event == opening:
+            since.setdefault(key, line.at)
+        elif line.event == closing and key in since:
+            found[key].append((since.pop(key), line.at))
+    for key, start in since.items():
+        found[key].append((start, float("inf")))
+    return dict(found)
+
+
 def overlaps(lines: list[Line]) -> list[str]:
     """Kymas with reconcile intervals of two replicas that overlap (an open interval runs to +inf)."""
     intervals: dict[str, list[tuple[int, float, str]]] = defaultdict(list)
-    open_at: dict[tuple[str, str], int] = {}
-    for line in lines:
-        if line.kind != "kyma":
-            continue
-        key = (line.subject, line.replica)
-        if line.event == "start":
-            open_at[key] = line.at
-        elif key in open_at:
-            intervals[line.subject].append((open_at.pop(key), line.at, line.replica))
-    for (subject, replica), start in open_at.items():
-        intervals[subject].append((start, float("inf"), replica))
+    for (replica, subject), reconciled in intervals_of(lines, "kyma", "start", "end").items():
+        intervals[subject].extend((start, end, replica) for start, end in reconciled)
     found = []
-    for subject, spans in intervals.items():
-        spans.sort()
-        for i, (s2, e2, r2) in enumerate(spans):
-            for s1, e1, r1 in spans[:i]:
+    for subject, reconciles in intervals.items():
+        reconciles.sort()
+        for i, (s2, e2, r2) in enumerate(reconciles):
+            for s1, e1, r1 in reconciles[:i]:
                 if r1 != r2 and s2 < e1:
                     found.append(f"{subject}: {r1} [{s1}, {e1}] and {r2} [{s2}, {e2}]")
     return found
@@ -122,19 +135,9 @@ class Holdings:
 
     @classmethod
     def of(cls, lines: list[Line]) -> Holdings:
-        spans: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
-        since: dict[tuple[str, int], int] = {}
-        for line in lines:
-            if line.kind != "shard":
-                continue
-            key = (line.replica, int(line.subject))
-            if line.event == "acquired":
-                since.setdefault(key, line.at)  # acquired again after a fenced gap: still held
-            elif line.event == "released" and key in since:
-                spans[key].append((since.pop(key), line.at))
-        for key, start in since.items():
-            spans[key].append((start, float("inf")))
-        return cls(dict(spans))
+        # acquired again after a fenced gap: still held (a second opening changes nothing)
+        held = intervals_of(lines, "shard", "acquired", "released")
+        return cls({(replica, int(shard)): found for (replica, shard), found in held.items()})
 
     def held(self, replica: str, shard: int, at: int) -> bool:
         return any(start <= at < end for start, end in self.spans.get((replica, shard), ()))
