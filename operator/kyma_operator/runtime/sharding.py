@@ -9,7 +9,8 @@ else:
   every retry period; a Lease it holds is renewed every ``ShardingConfig.renew_rounds`` of them),
   annotated with its internal address (``shardmap.INTERNAL_ADDRESS_ANNOTATION``). A member is live
   while its Lease keeps changing within its duration, on this process's monotonic clock
-  (``leases.LeaseObservations``, the technique of ``leader.py``);
+  (``leases.LeaseObservations``, the technique of ``leader.py``); a replica counts itself a member
+  until a lease duration after its own last successful renewal, when the others stop counting it;
 * **assignment**: every replica computes the same desired owner of every shard from the sorted live
   member ids (:func:`assign`: rendezvous hashing with balanced quotas, so shares differ by at most
   one and few shards move when a member joins or leaves);
@@ -684,7 +685,12 @@ class ShardCoordinator:
                 or ""
             )
             live[identity] = Replica(identity, address)
-        if self.clock.now() - self._member_renewed_at < cfg.renew_deadline:
+        # Itself: a member until the others see its Lease expired (a lease duration after its last
+        # successful renewal was sent, no earlier than they do). Leaving its own share at the renew
+        # deadline instead made a replica whose membership renewal was merely late hand over shards
+        # nobody else was meant to take, and take them back once the renewal landed. What it may act
+        # on is fenced per shard Lease (``holds``), not by this.
+        if self.clock.now() - self._member_renewed_at < cfg.lease_duration:
             live[self.identity] = self._self
         return [live[k] for k in sorted(live)]
 

@@ -443,3 +443,74 @@ async def test_held_leases_are_renewed_every_third_round_a_failed_renewal_every_
     assert a.write_latency == pytest.approx(0.6)
     await round_()
     assert a.write_latency == pytest.approx(0.48)
+
+
+class _FailingMembership:
+    """The real client, but while ``failing`` every write of ``member``'s membership Lease fails
+    (an API server that answers the shard Lease renewals but times out on this one write)."""
+
+    def __init__(self, client: KubeClient, member: str) -> None:
+        self._client = client
+        self._member = member
+        self.failing = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._client, name)
+
+    def _refuse(self, body: dict[str, Any]) -> None:
+        if self.failing and body["metadata"]["name"] == self._member:
+            raise KubeError(504, "Timeout", "the membership write timed out")
+
+    async def update(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self._refuse(body)
+        return await self._client.update(res, body, *args, **kwargs)
+
+    async def create(self, res: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self._refuse(body)
+        return await self._client.create(res, body, *args, **kwargs)
+
+
+async def test_a_late_membership_renewal_hands_nothing_over_until_the_others_see_it_expired(
+    kcp_client: KubeClient, kcp_namespace: str
+) -> None:
+    """A replica whose own membership renewal is late, but not yet a lease duration late, is still
+    a member in everybody else's eyes: it keeps its shards (before: it left its own share after the
+    renew deadline, released shards nobody else was meant to take, and took them back once its
+    membership renewal landed, a needless hand-off with a re-list of the shard's caches). Once the
+    others see its membership expired, its view agrees with theirs: it hands its shards over."""
+    clock = FakeClock()
+    client = _FailingMembership(kcp_client, "klm-member-r0")
+    r0 = ShardCoordinator(
+        client,  # type: ignore[arg-type]
+        ShardingConfig(
+            namespace=kcp_namespace,
+            replica_id="r0",
+            address="https://r0.internal:8083",
+            shards=SHARDS,
+            lease_duration=DURATION,
+            renew_deadline=DEADLINE,
+            retry_period=RETRY,
+        ),
+        clock=clock,
+    )
+    group = [r0, *(coordinator(kcp_client, kcp_namespace, f"r{i}", clock) for i in (1, 2))]
+    await rounds(group, 4, clock)
+    assert_disjoint_cover(group)
+    mine = r0.held()
+    assert len(mine) in (5, 6)
+    released = r0.metrics.handoffs.labels("released")
+    handed_before = released._value.get()  # its first round took every shard, then handed some on
+    client.failing = True
+    await rounds(group, int(DURATION) - 1, clock)  # late by more than the renew deadline
+    assert r0.held() == mine and r0.desired() == group[1].desired()
+    assert released._value.get() == handed_before
+    client.failing = False
+    await rounds(group, 2, clock)
+    assert r0.held() == mine and released._value.get() == handed_before
+    client.failing = True
+    await rounds(group, int(DURATION) + 4, clock)  # expired for everybody: handed over, taken
+    assert [m.identity for m in group[1].members()] == ["r1", "r2"]
+    assert r0.desired() == group[1].desired()
+    assert r0.held() == frozenset()
+    assert released._value.get() == handed_before + len(mine)
+    assert_disjoint_cover(group[1:])
