@@ -14,10 +14,12 @@ a kube-apiserver + etcd started by ``tests/controlplane``; the figure is the sen
 round, so a drifting machine speed hits all of them alike). The API server's own CPU is not
 counted.
 
-Candidates: ``KubeClient`` (``asynchttp.AsyncHttp``, httpx), ``LeaseClient``'s transport
-(``lighthttp.LightHttp``), a bare ``httpx.AsyncClient``, ``aiohttp`` (installed with the
-``kubernetes`` test dependency), the standard library's ``http.client`` (blocking) and a plain TLS
-socket with the answer read by hand (the floor: no HTTP library at all).
+Candidates: ``KubeClient``'s transport (``lighthttp.LightHttp``, lists streamed by
+``asynchttp.AsyncHttp``), ``AsyncHttp`` alone (httpx: ``KubeClient``'s transport until lists
+and requests were split), ``LeaseClient``'s transport (``LightHttp``, lists read whole), a bare
+``httpx.AsyncClient``, ``aiohttp`` (installed with the ``kubernetes`` test dependency), the
+standard library's ``http.client`` (blocking) and a plain TLS socket with the answer read by hand
+(the floor: no HTTP library at all).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kyma_operator.runtime import kubeconfig
+from kyma_operator.runtime.asynchttp import AsyncHttp, HttpTransport
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.lighthttp import LightHttp
 from tests.controlplane.cluster import ControlPlane
@@ -76,10 +79,17 @@ async def measure(send: Send, requests: int) -> dict[str, float]:
 HEADERS = {"Accept": "application/json", "Content-Type": "application/json", "User-Agent": "bench"}
 
 
-async def via_transport(access: kubeconfig.ClusterAccess, requests: int, light: bool) -> dict[str, float]:
-    client = (LightHttp if light else KubeClient.transport)(access, max_connections=4, request_timeout=30.0)
+async def via_transport(
+    access: kubeconfig.ClusterAccess, requests: int, transport: Callable[..., HttpTransport]
+) -> dict[str, float]:
+    """Through one of ``KubeClient``'s transports, as ``KubeClient`` sends: lists by ``get_streamed``."""
+    client = transport(access, max_connections=4, request_timeout=30.0)
 
     async def send(method: str, path: str, body: bytes | None) -> bytes:
+        if method == "GET" and path == LEASES:
+            return b"".join(
+                [piece async for piece in client.get_streamed(access.server + path, HEADERS, "list")]
+            )
         status, data, _ = await client.request(method, access.server + path, body, HEADERS, method)
         if status >= 300:
             raise RuntimeError(f"{method} {path}: {status} {data[:200]!r}")
@@ -176,9 +186,14 @@ async def via_socket(access: kubeconfig.ClusterAccess, requests: int) -> dict[st
         sock.close()
 
 
+KUBE_CLIENT = KubeClient.transport
+
 CANDIDATES: dict[str, Callable[[kubeconfig.ClusterAccess, int], Awaitable[dict[str, float]]]] = {
-    "KubeClient (asynchttp.AsyncHttp, httpx)": lambda a, n: via_transport(a, n, light=False),
-    "LeaseClient (lighthttp.LightHttp)": lambda a, n: via_transport(a, n, light=True),
+    "KubeClient (lighthttp.LightHttp; lists streamed by httpx)": lambda a, n: via_transport(
+        a, n, KubeClient.transport
+    ),
+    "asynchttp.AsyncHttp (httpx; KubeClient's before)": lambda a, n: via_transport(a, n, AsyncHttp),
+    "LeaseClient (lighthttp.LightHttp; lists read whole)": lambda a, n: via_transport(a, n, LightHttp),
     "httpx.AsyncClient, bare": via_httpx,
     "aiohttp.ClientSession": via_aiohttp,
     "http.client (blocking)": via_http_client,

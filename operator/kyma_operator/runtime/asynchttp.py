@@ -97,7 +97,8 @@ def _translate(exc: httpx.HTTPError, what: str) -> KubeTransportError:
 
 
 class HttpTransport(Protocol):
-    """What ``KubeClient`` sends through: ``AsyncHttp`` or the Lease thread's ``lighthttp.LightHttp``."""
+    """What ``KubeClient`` sends through: ``lighthttp.LightHttp`` (which hands lists and watches to
+    ``AsyncHttp``) or ``AsyncHttp`` itself."""
 
     async def request(
         self, method: str, url: str, body: bytes | None, headers: dict[str, str], what: str

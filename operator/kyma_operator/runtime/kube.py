@@ -2,9 +2,16 @@
 
 Controllers want ``await get(res, name)`` on plain dicts for any resource (core or custom), typed
 errors, server-side apply and watches as async iterators. This adapter builds request paths from
-``Resource`` and sends them through ONE transport for the KCP client and every runtime client:
-``asynchttp.AsyncHttp`` (httpx on the event loop: no thread per request or watch, a bounded
-connection pool per client); ``kubeconfig`` reads kubeconfigs and the in-cluster service account.
+``Resource`` and sends them through ONE transport for the KCP client and every runtime client,
+on the event loop (no thread per request or watch, a bounded connection pool per client):
+requests through ``lighthttp.LightHttp``, lists and watches through ``asynchttp.AsyncHttp``
+(httpx, which streams their bodies). ``kubeconfig`` reads kubeconfigs and the in-cluster service
+account.
+
+Why two: httpx spends 1.8 ms of CPU on a GET and 3.2 ms on a PUT against a real API server over
+TLS, ``LightHttp`` 0.33 and 0.65 ms (``benchmarks/lease_http.py``, ``benchmarks/results/scale.md``),
+and every write of a reconcile paid that on the one event loop; httpx keeps what it does better:
+bodies of tens of MB handed on as they arrive, and watches held for minutes.
 
 Why not a Kubernetes client library under it (measured and compared in ``docs/kube-client.md``):
 the official ``kubernetes`` client is synchronous (a thread per request in flight and per watch)
@@ -20,6 +27,7 @@ cost that is higher than a bare httpx client's (31-37 KiB against 28 KiB per run
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterator
@@ -29,7 +37,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlencode
 
 from kyma_operator.runtime import kubeconfig
-from kyma_operator.runtime.asynchttp import AsyncHttp, HttpTransport
+from kyma_operator.runtime.asynchttp import HttpTransport
 from kyma_operator.runtime.errors import (
     Invalid,
     KubeError,
@@ -37,6 +45,7 @@ from kyma_operator.runtime.errors import (
     WatchListUnsupported,
     error_from_status,
 )
+from kyma_operator.runtime.lighthttp import LightHttp
 from kyma_operator.runtime.liststream import ListBodyDecoder, ListBodyError
 from kyma_operator.runtime.resources import Resource
 
@@ -112,8 +121,9 @@ class KubeClient:
     wait for one); idle ones are closed after ``keepalive_expiry`` seconds. No threads.
     """
 
-    transport: ClassVar[Callable[..., HttpTransport]] = AsyncHttp
-    """How requests are sent (``asynchttp.AsyncHttp``; the Lease client: ``lighthttp.LightHttp``)."""
+    transport: ClassVar[Callable[..., HttpTransport]] = functools.partial(LightHttp, stream_lists=True)
+    """How requests are sent (see the module docstring; the Lease client reads its small lists
+    whole too)."""
 
     def __init__(
         self,

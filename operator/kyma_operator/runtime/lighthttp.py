@@ -1,7 +1,9 @@
-"""A small HTTP/1.1 client on asyncio streams for the Lease thread's short requests.
+"""A small HTTP/1.1 client on asyncio streams for the API requests of every ``KubeClient``.
 
-Why: every Lease request (the shard coordinator's list and renewals, the leader election's GET and
-PUT) goes through the Lease thread, and a sharded replica sends several per second at idle. CPU of
+Why (first for the Lease thread, then for every client: ``runtime/kube.py``): every Lease request
+(the shard coordinator's list and renewals, the leader election's GET and PUT) goes through the
+Lease thread, and a sharded replica sends several per second at idle; every write of a reconcile
+goes through the main event loop. CPU of
 the sending thread per GET / PUT / list of 20 Leases against a real API server over TLS
 (``benchmarks/lease_http.py``, results in ``benchmarks/results/scale.md``): httpx (``AsyncHttp``)
 1.8 / 3.2 / 2.8 ms, aiohttp 0.6 / 1.1 / 0.6 ms, the stdlib's blocking ``http.client`` 0.4 / 0.6 /
@@ -26,7 +28,9 @@ What it does (and what it leaves to ``asynchttp.AsyncHttp``, which it delegates 
 * a timeout for the whole request; a cancelled or failed request closes its connection;
 * anything malformed (status line, header line, framing, chunk size, more than 64 KiB of head) is
   a ``KubeTransportError``, as httpx's protocol errors are;
-* watches, and clusters reached through a proxy, go through ``AsyncHttp`` unchanged.
+* watches, and clusters reached through a proxy, go through ``AsyncHttp`` unchanged; so do lists
+  with ``stream_lists`` (``KubeClient``'s: httpx hands their body on as it arrives and times out
+  each read, where this client would hold a list of tens of MB whole under one deadline).
 
 ``tests/unit/kyma_operator/runtime/test_lighthttp.py`` holds the parser to h11's (httpx's parser)
 verdicts on well-formed and hostile answers and on 20,000 mutated ones (a seeded fuzz test), and
@@ -244,7 +248,12 @@ class LightHttp:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         timeout: Callable[[float], asyncio.Timeout] = asyncio.timeout,
+        stream_lists: bool = False,
     ) -> None:
+        """``stream_lists``: lists (``get_streamed``) go through ``AsyncHttp``, which hands their
+        body on as it arrives (a shard's list is tens of MB), and count against ``max_connections``
+        in flight together with the requests (each of the two pools keeps at most that many
+        connections); otherwise they are read whole here (the Lease thread's lists are a few KB)."""
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self._fallback = AsyncHttp(
@@ -269,6 +278,7 @@ class LightHttp:
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: deque[_Connection] = deque()
         self._closed = False
+        self._stream_lists = stream_lists
 
     async def request(
         self, method: str, url: str, body: bytes | None, headers: dict[str, str], what: str
@@ -285,7 +295,16 @@ class LightHttp:
         return await retrying(method, once, self._sleep)
 
     async def get_streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]:
-        """The body of a GET; read whole before the first piece is handed on (Lease lists are small)."""
+        """The body of a GET; read whole before the first piece is handed on (Lease lists are small),
+        or streamed by ``AsyncHttp`` (``stream_lists``)."""
+        if self._stream_lists:  # in flight with the requests: ``max_connections`` bounds both
+            async with (
+                self._slots,
+                contextlib.aclosing(self._fallback.get_streamed(url, headers, what)) as body,
+            ):
+                async for piece in body:
+                    yield piece
+            return
         if not self._direct:
             async with contextlib.aclosing(self._fallback.get_streamed(url, headers, what)) as body:
                 async for piece in body:

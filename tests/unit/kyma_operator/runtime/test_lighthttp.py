@@ -489,3 +489,44 @@ async def test_a_cancelled_request_closes_its_connection_and_frees_its_slot() ->
             assert await outcome(client, server.port) == (200, b"{}", None), "the one slot is free again"
         finally:
             await client.close()
+
+
+async def test_with_stream_lists_a_list_is_handed_on_as_it_arrives_and_holds_a_slot_meanwhile() -> None:
+    """``KubeClient``'s transport: a list's first piece reaches the caller before the server has
+    sent the rest (a shard's list is tens of MB: never held whole), and while it is in flight it
+    counts against ``max_connections`` with the requests, as one pool bounded both before."""
+    rest = asyncio.Event()
+    arrived: list[bytes] = []
+
+    async def list_then_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            request = await read_request(reader)
+            arrived.append(request.split(b" ")[1])
+            if request.startswith(b"GET /list"):
+                writer.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nA\r\n{"items":[\r\n')
+                await writer.drain()
+                await rest.wait()  # the rest only once the test says so
+                writer.write(b"2\r\n]}\r\n0\r\n\r\n")
+            else:
+                writer.write(OK)
+            await writer.drain()
+
+    async with serving(list_then_answer) as server:
+        client = light_client(server.port, max_connections=1, stream_lists=True)
+        witness = light_client(server.port, max_connections=1)
+        try:
+            url = f"http://127.0.0.1:{server.port}"
+            body = client.get_streamed(f"{url}/list", {}, "GET /list")
+            assert await anext(body) == b'{"items":['
+            waiting = asyncio.ensure_future(client.request("GET", f"{url}/x", None, {}, "GET /x"))
+            # sent at the same moment by a client with a free slot: once it is in, /x would be too
+            witnessed = await witness.request("GET", f"{url}/witness", None, {}, "GET /witness")
+            assert witnessed == (200, b"{}", None)
+            assert arrived == [b"/list", b"/witness"] and not waiting.done()
+            rest.set()
+            assert [piece async for piece in body] == [b"]}"]
+            assert await waiting == (200, b"{}", None)
+            assert arrived == [b"/list", b"/witness", b"/x"]
+        finally:
+            await client.close()
+            await witness.close()
