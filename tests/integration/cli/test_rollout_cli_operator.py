@@ -48,7 +48,8 @@ CANARY_SOAK = 3.0
 
 
 def policy(ns: str) -> dict[str, Any]:
-    """Canary (soak 3 s: long enough to pause during it), then 50 % and the rest (soak 1 s)."""
+    """Canary (soak 3 s), then 50 % and the rest (soak 1 s); each wave's progress deadline 20 s (the
+    pause test holds the canaries' answer until its pause is in, so the pause has that long)."""
     deadline = "20s"
     return {
         "apiVersion": names.MODULE_ROLLOUT_POLICY.api_version,
@@ -112,7 +113,9 @@ async def test_pause_holds_the_frontier_and_resume_completes_the_rollout(
     await publish(kcp_client, ns, {"regular": OLD})
     async with (
         running_operator(kcp_client, operator_config(ns, **rollout_config(ns))),
-        runtimes(kcp_client, ns, {OLD: "Ready", NEW: "Ready"}),
+        # the canaries' new version reports nothing until the pause is in: the canary wave cannot
+        # pass before the CLI (a process of its own, slow to start on a loaded machine) pauses it
+        runtimes(kcp_client, ns, {OLD: "Ready", NEW: None}) as sim,
         run_history(kcp_client, ns) as history,
     ):
         await fleet_at(kcp_client, ns)
@@ -124,6 +127,7 @@ async def test_pause_holds_the_frontier_and_resume_completes_the_rollout(
         assert code == 0, (out, err)
         paused = await eventually(lambda: run_in_phase(kcp_client, ns, name, "Paused"), "Paused", within=30)
         assert paused["status"]["frontier"]["wave"] == 0, paused["status"]
+        sim.answer(NEW, "Ready")  # the canaries are Ready now: only the pause holds the next wave
         paused_at = time.monotonic()
 
         # past the canary's soak the run stays paused in wave 0 (the leader's timer fired meanwhile)

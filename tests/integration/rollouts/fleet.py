@@ -133,6 +133,7 @@ class Runtimes:
     """Manifest name -> spec writes seen (creation included)."""
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _answered: dict[str, int] = field(default_factory=dict)
+    _unanswered: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def _handle(self, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta = obj["metadata"]
@@ -155,12 +156,25 @@ class Runtimes:
         if meta.get("deletionTimestamp") or self._answered.get(name) == generation:
             return
         state = self.behaviour.get(version, "Ready")
-        self._answered[name] = generation
-        if state is None:
+        if state is None:  # no answer (yet): ``answer(version)`` may give one later
+            self._unanswered[name] = (generation, version)
             return
+        self._unanswered.pop(name, None)
+        self._answered[name] = generation
         task = asyncio.create_task(self._report(name, generation, version, state))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def answer(self, version: str, state: str = "Ready") -> None:
+        """From now on ``version`` reports ``state``, starting with the Manifests left unanswered."""
+        self.behaviour[version] = state
+        for name, (generation, pending) in list(self._unanswered.items()):
+            if pending == version:
+                del self._unanswered[name]
+                self._answered[name] = generation
+                task = asyncio.create_task(self._report(name, generation, version, state))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def _report(self, name: str, generation: int, version: str, state: str) -> None:
         status = {
