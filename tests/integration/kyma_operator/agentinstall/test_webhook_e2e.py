@@ -121,7 +121,10 @@ async def test_skr_api_server_calls_the_installed_agent_which_delivers_a_signed_
             await eventually(delivered, what="the Kyma enqueued by the listener")
             registry = agent.metrics.registry
             assert (registry.get_sample_value("watcher_admission_request_total") or 0) >= 1
-            assert registry.get_sample_value("watcher_events_sent_total") == 1
+            # the listener enqueues before it answers: the agent counts the event once the answer is in
+            sent = "watcher_events_sent_total"
+            await eventually(lambda: registry.get_sample_value(sent), what="the agent counted its event")
+            assert registry.get_sample_value(sent) == 1
             assert running.kymas.items == [Request(ns, "kyma-e2e")]
             assert running.manifests.items == []
     finally:
