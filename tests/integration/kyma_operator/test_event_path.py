@@ -21,6 +21,7 @@ from tests.integration.kyma_operator.harness import (
     runtime_agent,
     settled,
 )
+from tests.polling import eventually
 
 
 async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
@@ -63,4 +64,7 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
             )
             assert running.routed == [Request(ns, "kyma-a")]
             assert [r for r in running.reports[mark:] if r.request.name == "kyma-b"] == []
-            assert agent.metrics.registry.get_sample_value("watcher_events_sent_total") == 1
+            # the listener enqueues before it answers: the agent counts the event once the answer is in
+            sent = agent.metrics.registry
+            await eventually(lambda: sent.get_sample_value("watcher_events_sent_total"), "the agent's count")
+            assert sent.get_sample_value("watcher_events_sent_total") == 1
