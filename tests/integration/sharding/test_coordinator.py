@@ -287,19 +287,7 @@ async def test_requests_wait_while_a_renewal_in_flight_passes_the_deadline(
     dropped in that window were lost, 14 Kymas of a 5,000-Kyma restart were never reconciled)."""
     clock = FakeClock()
     client = _SlowLeaseWrites(kcp_client, clock, delay=DEADLINE)
-    a = ShardCoordinator(
-        client,  # type: ignore[arg-type]
-        ShardingConfig(
-            namespace=kcp_namespace,
-            replica_id="a",
-            address="https://a.internal:8083",
-            shards=SHARDS,
-            lease_duration=DURATION,
-            renew_deadline=DEADLINE,
-            retry_period=RETRY,
-        ),
-        clock=clock,
-    )
+    a = coordinator(client, kcp_namespace, "a", clock)  # type: ignore[arg-type]
     client.coordinator = a
     log = acquired_log(a)
     await rounds([a], 2, clock)
@@ -480,19 +468,7 @@ async def test_a_late_membership_renewal_hands_nothing_over_until_the_others_see
     others see its membership expired, its view agrees with theirs: it hands its shards over."""
     clock = FakeClock()
     client = _FailingMembership(kcp_client, "klm-member-r0")
-    r0 = ShardCoordinator(
-        client,  # type: ignore[arg-type]
-        ShardingConfig(
-            namespace=kcp_namespace,
-            replica_id="r0",
-            address="https://r0.internal:8083",
-            shards=SHARDS,
-            lease_duration=DURATION,
-            renew_deadline=DEADLINE,
-            retry_period=RETRY,
-        ),
-        clock=clock,
-    )
+    r0 = coordinator(client, kcp_namespace, "r0", clock)  # type: ignore[arg-type]
     group = [r0, *(coordinator(kcp_client, kcp_namespace, f"r{i}", clock) for i in (1, 2))]
     await rounds(group, 4, clock)
     assert_disjoint_cover(group)
