@@ -117,8 +117,9 @@ class KubeClient:
     or ``in_cluster``.
 
     All objects are plain JSON dicts. Errors are ``kyma_operator.runtime.errors`` types.
-    ``max_concurrency`` bounds the pooled connections for non-watch requests (further requests
-    wait for one); idle ones are closed after ``keepalive_expiry`` seconds. No threads.
+    ``max_concurrency`` bounds the requests and lists in flight together (further ones wait); each
+    of the two pools under them (requests, lists) keeps at most that many connections, idle ones
+    are not reused after ``keepalive_expiry`` seconds. No threads.
     """
 
     transport: ClassVar[Callable[..., HttpTransport]] = functools.partial(LightHttp, stream_lists=True)

@@ -3,9 +3,9 @@
 Why (first for the Lease thread, then for every client: ``runtime/kube.py``): every Lease request
 (the shard coordinator's list and renewals, the leader election's GET and PUT) goes through the
 Lease thread, and a sharded replica sends several per second at idle; every write of a reconcile
-goes through the main event loop. CPU of
-the sending thread per GET / PUT / list of 20 Leases against a real API server over TLS
-(``benchmarks/lease_http.py``, results in ``benchmarks/results/scale.md``): httpx (``AsyncHttp``)
+goes through the main event loop. CPU of the sending thread per GET / PUT / list of 20 Leases
+against a real API server over TLS (``benchmarks/lease_http.py``, results in
+``benchmarks/results/scale.md`` and ``kube-client.md``): httpx (``AsyncHttp``)
 1.8 / 3.2 / 2.8 ms, aiohttp 0.6 / 1.1 / 0.6 ms, the stdlib's blocking ``http.client`` 0.4 / 0.6 /
 0.5 ms, a plain TLS socket with the answer read by hand 0.10 / 0.23 / 0.22 ms; this client 0.33 /
 0.65 / 0.59 ms. Those milliseconds are not only the Lease thread's own: each request wakes the
