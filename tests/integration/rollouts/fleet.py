@@ -159,22 +159,21 @@ class Runtimes:
         if state is None:  # no answer (yet): ``answer(version)`` may give one later
             self._unanswered[name] = (generation, version)
             return
-        self._unanswered.pop(name, None)
-        self._answered[name] = generation
-        task = asyncio.create_task(self._report(name, generation, version, state))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._answer(name, generation, version, state)
 
     def answer(self, version: str, state: str = "Ready") -> None:
         """From now on ``version`` reports ``state``, starting with the Manifests left unanswered."""
         self.behaviour[version] = state
         for name, (generation, pending) in list(self._unanswered.items()):
             if pending == version:
-                del self._unanswered[name]
-                self._answered[name] = generation
-                task = asyncio.create_task(self._report(name, generation, version, state))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._answer(name, generation, version, state)
+
+    def _answer(self, name: str, generation: int, version: str, state: str) -> None:
+        self._unanswered.pop(name, None)
+        self._answered[name] = generation
+        task = asyncio.create_task(self._report(name, generation, version, state))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _report(self, name: str, generation: int, version: str, state: str) -> None:
         status = {
