@@ -13,10 +13,10 @@ an abort ends it for good while the other Kymas keep the old version.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from kyma_operator.api import names
@@ -32,9 +32,11 @@ from tests.integration.rollouts.fleet import (
     NEW,
     OLD,
     RING_LABEL,
+    ShiftedWallClock,
     fleet_at,
     manifests_of,
     publish,
+    reconciled_once_more,
     rollout_name,
     run_history,
     run_in_phase,
@@ -111,8 +113,11 @@ async def test_pause_holds_the_frontier_and_resume_completes_the_rollout(
 ) -> None:
     ns, name = kcp_namespace, rollout_name()
     await publish(kcp_client, ns, {"regular": OLD})
+    wall_clock = ShiftedWallClock()
     async with (
-        running_operator(kcp_client, operator_config(ns, **rollout_config(ns))),
+        running_operator(
+            kcp_client, operator_config(ns, **rollout_config(ns)), wall_clock=wall_clock
+        ) as running,
         # the canaries' new version reports nothing until the pause is in: the canary wave cannot
         # pass before the CLI (a process of its own, slow to start on a loaded machine) pauses it
         runtimes(kcp_client, ns, {OLD: "Ready", NEW: None}) as sim,
@@ -128,15 +133,22 @@ async def test_pause_holds_the_frontier_and_resume_completes_the_rollout(
         paused = await eventually(lambda: run_in_phase(kcp_client, ns, name, "Paused"), "Paused", within=30)
         assert paused["status"]["frontier"]["wave"] == 0, paused["status"]
         sim.answer(NEW, "Ready")  # the canaries are Ready now: only the pause holds the next wave
-        paused_at = time.monotonic()
 
-        # past the canary's soak the run stays paused in wave 0 (the leader's timer fired meanwhile)
-        async def still_held_after_the_soak() -> bool:
-            run = await run_in_phase(kcp_client, ns, name, "Paused")
-            assert run is not None and run["status"]["frontier"]["wave"] == 0, run
-            return time.monotonic() > paused_at + CANARY_SOAK + 1
+        async def upgraded_ready() -> bool:
+            states = [
+                (m.get("status") or {}).get("state")
+                for m in (await manifests_of(kcp_client, ns)).values()
+                if m["spec"]["version"] == NEW
+            ]
+            return bool(states) and all(state == "Ready" for state in states)
 
-        await eventually(still_held_after_the_soak, "paused past the soak", within=30, interval=0.2)
+        await eventually(upgraded_ready, "the upgraded canaries Ready")
+        # past the canary's soak (the operator's clock moved, not waited for) a reconcile of the
+        # run still leaves it paused in wave 0
+        wall_clock.advance(datetime.timedelta(seconds=CANARY_SOAK + 1))
+        await reconciled_once_more(kcp_client, running, ns, name)
+        run = await run_in_phase(kcp_client, ns, name, "Paused")
+        assert run is not None and run["status"]["frontier"]["wave"] == 0, run
         manifests = await manifests_of(kcp_client, ns)
         assert {k for k, m in manifests.items() if m["spec"]["version"] == NEW} <= set(CANARIES)
 
@@ -151,6 +163,10 @@ async def test_pause_holds_the_frontier_and_resume_completes_the_rollout(
         assert f"rollout {name} Paused" in first.decode(), first
         code, out, err = await cli(kcp_crds, ns, "resume", MODULE)
         assert code == 0 and out.startswith(f"rollout {name} resumed"), (out, err)
+        # resumed, the canary wave soaks: its end comes by the operator's clock, not a wait
+        await eventually(lambda: run_in_phase(kcp_client, ns, name, "Soaking"), "soaking after the resume")
+        wall_clock.advance(datetime.timedelta(seconds=CANARY_SOAK + 1))
+        await reconciled_once_more(kcp_client, running, ns, name)
         code, out, err = await finish(watch)
         assert code == 0, (out, err)
         assert out.splitlines()[-1].split()[3] == "Completed", out

@@ -28,6 +28,7 @@ from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.report import KymaReport as ReconcileReport
 from kyma_operator.controllers.manifest.reconciler import ManifestReport
 from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -173,6 +174,7 @@ async def running_operator(
     skrs: tuple[KubeClient, ...] = (),
     manifest_source: ManifestSource | None = None,
     maintenance_clock: Callable[[], datetime.datetime] | None = None,
+    wall_clock: Callable[[], datetime.datetime] = utc_now,
 ) -> AsyncIterator[RunningOperator]:
     """The operator under its Manager until the block ends; ``skrs`` are cleaned of its webhook config.
 
@@ -182,7 +184,11 @@ async def running_operator(
     with contextlib.suppress(AlreadyExists):
         await kcp.create(WATCHERS, default_watcher(config.namespace))
     operator = await build_operator(
-        config, kcp, manifest_source=manifest_source, maintenance_clock=maintenance_clock
+        config,
+        kcp,
+        manifest_source=manifest_source,
+        maintenance_clock=maintenance_clock,
+        wall_clock=wall_clock,
     )
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)

@@ -10,7 +10,7 @@ import pytest
 
 from kyma_operator.runtime.kube import KubeClient
 from tests.integration.kyma_operator.harness import RunningOperator, operator_config, running_operator
-from tests.integration.rollouts.fleet import HOUR
+from tests.integration.rollouts.fleet import HOUR, ShiftedWallClock
 
 
 def rollout_config(namespace: str, **overrides: object) -> dict[str, object]:
@@ -27,8 +27,16 @@ def rollout_config(namespace: str, **overrides: object) -> dict[str, object]:
 
 
 @pytest.fixture
-async def operator(kcp_client: KubeClient, kcp_namespace: str) -> AsyncIterator[RunningOperator]:
+def wall_clock() -> ShiftedWallClock:
+    """The operator's wall clock: a test moves it past a soak instead of waiting."""
+    return ShiftedWallClock()
+
+
+@pytest.fixture
+async def operator(
+    kcp_client: KubeClient, kcp_namespace: str, wall_clock: ShiftedWallClock
+) -> AsyncIterator[RunningOperator]:
     async with running_operator(
-        kcp_client, operator_config(kcp_namespace, **rollout_config(kcp_namespace))
+        kcp_client, operator_config(kcp_namespace, **rollout_config(kcp_namespace)), wall_clock=wall_clock
     ) as running:
         yield running

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,14 +33,51 @@ from kyma_operator.api.resources import (
     MODULE_ROLLOUTS,
     MODULE_TEMPLATES,
 )
+from kyma_operator.runtime.clock import utc_now
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import FuncHandler, Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CORE_EVENTS
+from tests.integration.kyma_operator.harness import RunningOperator
 from tests.integration.kyma_operator.modules_env import MODULE, release_meta, template
 from tests.polling import eventually
 
 HOUR = 3600.0
+
+
+class ShiftedWallClock:
+    """The operator's wall clock for a test: real time plus an offset the test moves forward, so a
+    soak is over when the test says (no waiting it out), and later soaks still run on real time."""
+
+    def __init__(self) -> None:
+        self.offset = datetime.timedelta()
+
+    def __call__(self) -> datetime.datetime:
+        return utc_now() + self.offset
+
+    def advance(self, delta: datetime.timedelta) -> None:
+        self.offset += delta
+
+
+def rollout_reconciles(operator: RunningOperator) -> float:
+    """Finished reconciles of the rollout controller (the manager's metrics)."""
+    registry = operator.operator.manager.registry
+    total = 0.0
+    for result in ("success", "requeue", "requeue_after", "error"):
+        value = registry.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "rollout", "result": result}
+        )
+        total += value or 0.0
+    return total
+
+
+async def reconciled_once_more(client: KubeClient, operator: RunningOperator, ns: str, name: str) -> None:
+    """Wake the run with a label write and wait until the rollout controller has reconciled again."""
+    finished = rollout_reconciles(operator)
+    await client.patch(MODULE_ROLLOUTS, name, {"metadata": {"labels": {"poke": str(finished)}}}, ns)
+    await eventually(lambda: rollout_reconciles(operator) > finished, "a reconcile of the run")
+
+
 RING_LABEL = "operator.kyma-project.io/rollout-ring"
 OLD, NEW = "1.0.0", "1.1.0"
 Behaviour = Mapping[str, str | None]
