@@ -14,9 +14,9 @@ a kube-apiserver + etcd started by ``tests/controlplane``; the figure is the sen
 round, so a drifting machine speed hits all of them alike). The API server's own CPU is not
 counted.
 
-Candidates: ``KubeClient``'s transport (``lighthttp.LightHttp``, lists streamed by
-``asynchttp.AsyncHttp``), ``AsyncHttp`` alone (httpx: ``KubeClient``'s transport until lists
-and requests were split), ``LeaseClient``'s transport (``LightHttp``, lists read whole), a bare
+Candidates: ``KubeClient``'s transport (``lighthttp.LightHttp``, lists streamed piece by piece),
+``AsyncHttp`` alone (httpx: ``KubeClient``'s transport for requests until they went through
+``LightHttp``, and for lists until ``LightHttp`` streamed them itself), ``LeaseClient``'s transport (``LightHttp``, lists read whole), a bare
 ``httpx.AsyncClient``, ``aiohttp`` (installed with the ``kubernetes`` test dependency), the
 standard library's ``http.client`` (blocking) and a plain TLS socket with the answer read by hand
 (the floor: no HTTP library at all).
@@ -186,13 +186,11 @@ async def via_socket(access: kubeconfig.ClusterAccess, requests: int) -> dict[st
         sock.close()
 
 
-KUBE_CLIENT = KubeClient.transport
-
 CANDIDATES: dict[str, Callable[[kubeconfig.ClusterAccess, int], Awaitable[dict[str, float]]]] = {
-    "KubeClient (lighthttp.LightHttp; lists streamed by httpx)": lambda a, n: via_transport(
+    "KubeClient (lighthttp.LightHttp; lists streamed by it)": lambda a, n: via_transport(
         a, n, KubeClient.transport
     ),
-    "asynchttp.AsyncHttp (httpx; KubeClient's before)": lambda a, n: via_transport(a, n, AsyncHttp),
+    "asynchttp.AsyncHttp (httpx; KubeClient's lists before)": lambda a, n: via_transport(a, n, AsyncHttp),
     "LeaseClient (lighthttp.LightHttp; lists read whole)": lambda a, n: via_transport(a, n, LightHttp),
     "httpx.AsyncClient, bare": via_httpx,
     "aiohttp.ClientSession": via_aiohttp,

@@ -4,14 +4,15 @@ Controllers want ``await get(res, name)`` on plain dicts for any resource (core 
 errors, server-side apply and watches as async iterators. This adapter builds request paths from
 ``Resource`` and sends them through ONE transport for the KCP client and every runtime client,
 on the event loop (no thread per request or watch, a bounded connection pool per client):
-requests through ``lighthttp.LightHttp``, lists and watches through ``asynchttp.AsyncHttp``
-(httpx, which streams their bodies). ``kubeconfig`` reads kubeconfigs and the in-cluster service
+requests and lists (streamed) through ``lighthttp.LightHttp``, watches through
+``asynchttp.AsyncHttp`` (httpx). ``kubeconfig`` reads kubeconfigs and the in-cluster service
 account.
 
-Why two: httpx spends 1.8 ms of CPU on a GET and 3.2 ms on a PUT against a real API server over
-TLS, ``LightHttp`` 0.33 and 0.65 ms (``benchmarks/lease_http.py``, ``benchmarks/results/scale.md``),
-and every write of a reconcile paid that on the one event loop; httpx keeps what it does better:
-bodies of tens of MB handed on as they arrive, and watches held for minutes.
+Why two: httpx spends 1.8 ms of CPU on a GET, 3.2 ms on a PUT and 2.7 ms on a list of 20 Leases
+against a real API server over TLS, ``LightHttp`` 0.33, 0.65 and 0.9 ms (``benchmarks/lease_http.py``,
+``benchmarks/results/kube-client.md``), and every write of a reconcile paid that on the one event
+loop; httpx keeps what it does well and ``LightHttp`` does not do: watches held for minutes, and
+clusters behind a proxy.
 
 Why not a Kubernetes client library under it (measured and compared in ``docs/kube-client.md``):
 the official ``kubernetes`` client is synchronous (a thread per request in flight and per watch)

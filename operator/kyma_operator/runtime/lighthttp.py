@@ -18,19 +18,21 @@ operator); ``http.client`` blocks, and the Lease thread's renewals run concurren
 
 What it does (and what it leaves to ``asynchttp.AsyncHttp``, which it delegates to):
 
-* requests and streamed GETs (lists) over a bounded pool of kept-alive connections; a connection
-  idle longer than ``keepalive_expiry`` or closed by the server is not reused;
+* requests and GETs (lists) over a bounded pool of kept-alive connections; a connection idle
+  longer than ``keepalive_expiry`` or closed by the server is not reused; a list is read whole
+  (the Lease thread's: a few KB) or, with ``stream_lists`` (``KubeClient``'s: a shard's list is
+  tens of MB), handed on piece by piece as it arrives;
 * answers framed by ``Content-Length``, ``Transfer-Encoding: chunked`` or the end of the
   connection; ``Connection: close`` is honoured; 1xx interim answers are skipped;
 * the ``Retry-After`` retries of ``asynchttp`` (the same rule, ``asynchttp.retrying``), and one
   retry on a new connection when a reused one fails before any byte of the answer arrived (the
   server closed it meanwhile), except for POST and PATCH;
-* a timeout for the whole request; a cancelled or failed request closes its connection;
+* a timeout for the whole request; for a streamed list, for the request and the answer's head and
+  then for each piece of the body (httpx times out each read); a cancelled or failed request and
+  a list left half read close their connection;
 * anything malformed (status line, header line, framing, chunk size, more than 64 KiB of head) is
   a ``KubeTransportError``, as httpx's protocol errors are;
-* watches, and clusters reached through a proxy, go through ``AsyncHttp`` unchanged; so do lists
-  with ``stream_lists`` (``KubeClient``'s: httpx hands their body on as it arrives and times out
-  each read, where this client would hold a list of tens of MB whole under one deadline).
+* watches, and clusters reached through a proxy, go through ``AsyncHttp`` unchanged.
 
 ``tests/unit/kyma_operator/runtime/test_lighthttp.py`` holds the parser to h11's (httpx's parser)
 verdicts on well-formed and hostile answers and on 20,000 mutated ones (a seeded fuzz test), and
@@ -250,10 +252,10 @@ class LightHttp:
         timeout: Callable[[float], asyncio.Timeout] = asyncio.timeout,
         stream_lists: bool = False,
     ) -> None:
-        """``stream_lists``: lists (``get_streamed``) go through ``AsyncHttp``, which hands their
-        body on as it arrives (a shard's list is tens of MB), and count against ``max_connections``
-        in flight together with the requests (each of the two pools keeps at most that many
-        connections); otherwise they are read whole here (the Lease thread's lists are a few KB)."""
+        """``stream_lists``: lists (``get_streamed``) are handed on as they arrive (a shard's list
+        is tens of MB) and each piece has ``request_timeout`` of its own; otherwise they are read
+        whole under one (the Lease thread's lists are a few KB). Either way a list in flight holds
+        one of the ``max_connections`` slots it shares with the requests."""
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self._fallback = AsyncHttp(
@@ -295,18 +297,20 @@ class LightHttp:
         return await retrying(method, once, self._sleep)
 
     async def get_streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]:
-        """The body of a GET; read whole before the first piece is handed on (Lease lists are small),
-        or streamed by ``AsyncHttp`` (``stream_lists``)."""
-        if self._stream_lists:  # in flight with the requests: ``max_connections`` bounds both
-            async with (
-                self._slots,
-                contextlib.aclosing(self._fallback.get_streamed(url, headers, what)) as body,
-            ):
+        """The body of a GET: read whole before the first piece is handed on (Lease lists are a
+        few KB), or with ``stream_lists`` handed on piece by piece as it arrives."""
+        if not self._direct:
+            async with contextlib.AsyncExitStack() as held:
+                if self._stream_lists:  # in flight with the requests: ``max_connections`` bounds both
+                    await held.enter_async_context(self._slots)
+                body = await held.enter_async_context(
+                    contextlib.aclosing(self._fallback.get_streamed(url, headers, what))
+                )
                 async for piece in body:
                     yield piece
             return
-        if not self._direct:
-            async with contextlib.aclosing(self._fallback.get_streamed(url, headers, what)) as body:
+        if self._stream_lists:
+            async with contextlib.aclosing(self._streamed(url, headers, what)) as body:
                 async for piece in body:
                     yield piece
             return
@@ -342,50 +346,125 @@ class LightHttp:
         what: str,
         sink: Callable[[bytes], object],
     ) -> Head:
-        """Send one request and hand the answer's body to ``sink``; retried once on a new
-        connection when a reused one fails before answering (not for POST and PATCH)."""
-        parts = urlsplit(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        message = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
-        retry_stale = method not in NOT_RETRIED
+        """Send one request and hand the answer's body to ``sink``, all within ``request_timeout``."""
+        message = _request(method, url, body, headers)
         async with self._slots:
-            while True:
+            connection = None
+            try:
+                async with self._deadline(self._timeout):
+                    connection, answer, head = await self._open(message, method)
+                    async for piece in answer.body(head):
+                        sink(piece)
+            except BaseException as exc:
+                if connection is not None:
+                    connection.close()
+                failure = self._failure(exc, what)
+                if failure is None:
+                    raise
+                raise failure from exc
+            self._done(connection, answer)
+            return head
+
+    async def _streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]:
+        """A list's body as it arrives: the request and the answer's head within ``request_timeout``,
+        then each piece of the body within ``request_timeout`` of the one before (as httpx times
+        out each read), so a list of tens of MB is never held whole and never cut for its size.
+        The slot is held until the body is read or abandoned; an abandoned body closes the
+        connection. A 429/503 with ``Retry-After`` is sent again (``asynchttp.retrying``); any
+        other answer but 200 raises its typed error."""
+        message = _request("GET", url, None, headers)
+        async with self._slots:
+            opened: tuple[_Connection, _Answer, Head] | None = None
+
+            async def send() -> tuple[int, bytes, str | None]:
+                nonlocal opened
                 connection = None
-                answer = None
                 try:
                     async with self._deadline(self._timeout):
-                        connection = await self._connection()
-                        connection.writer.write(message)
-                        await connection.writer.drain()
-                        answer = _Answer(connection, method)
-                        head = await answer.head()
-                        async for piece in answer.body(head):
-                            sink(piece)
+                        connection, answer, head = await self._open(message, "GET")
+                        if head.status == 200:
+                            opened = connection, answer, head
+                            return 200, b"", None
+                        refusal = b"".join([piece async for piece in answer.body(head)])
                 except BaseException as exc:
                     if connection is not None:
                         connection.close()
-                    if isinstance(exc, TimeoutError):  # before OSError, of which it is a subclass
-                        raise KubeTransportError(f"{what}: timed out after {self._timeout:g} s") from exc
-                    if isinstance(exc, ProtocolError):
-                        raise KubeTransportError(f"{what}: RemoteProtocolError: {exc}") from exc
-                    if not isinstance(exc, OSError | EOFError):
-                        raise  # cancelled, or a failure of the caller's sink
-                    stale = connection is not None and connection.reused and not (answer and answer.received)
-                    if retry_stale and stale:
-                        retry_stale = False
-                        continue
-                    raise _transport_error(exc, what) from exc
-                if answer.reusable and not self._closed:
-                    connection.idle_since = self._monotonic()
-                    connection.reused = True
-                    self._idle.append(connection)
-                else:
+                    failure = self._failure(exc, what)
+                    if failure is None:
+                        raise
+                    raise failure from exc
+                self._done(connection, answer)
+                return head.status, refusal, head.retry_after
+
+            status, refusal, retry_after = await retrying("GET", send, self._sleep)
+            if opened is None:
+                raise error_from_status(status, refusal, retry_after)
+            connection, answer, head = opened
+            try:
+                async with contextlib.aclosing(answer.body(head)) as pieces:
+                    while True:
+                        async with self._deadline(self._timeout):
+                            piece = await anext(pieces, None)
+                        if piece is None:
+                            break
+                        yield piece
+            except BaseException as exc:  # a failed read, or the caller left (GeneratorExit)
+                connection.close()
+                failure = self._failure(exc, what)
+                if failure is None:
+                    raise
+                raise failure from exc
+            self._done(connection, answer)
+
+    async def _open(self, message: bytes, method: str) -> tuple[_Connection, _Answer, Head]:
+        """Send one request and read its answer's head, on a kept connection or a new one. Sent
+        again on a new connection when a reused one fails before any byte of the answer arrived
+        (the server closed it meanwhile), except for POST and PATCH. A failure closes the
+        connection and is raised as it is (the caller translates it)."""
+        retry_stale = method not in NOT_RETRIED
+        while True:
+            connection = None
+            answer = None
+            try:
+                connection = await self._connection()
+                connection.writer.write(message)
+                await connection.writer.drain()
+                answer = _Answer(connection, method)
+                return connection, answer, await answer.head()
+            except BaseException as exc:
+                if connection is not None:
                     connection.close()
-                return head
+                stale = (
+                    isinstance(exc, OSError | EOFError)
+                    and not isinstance(exc, TimeoutError)
+                    and connection is not None
+                    and connection.reused
+                    and not (answer and answer.received)
+                )
+                if not (retry_stale and stale):
+                    raise
+                retry_stale = False
+
+    def _failure(self, exc: BaseException, what: str) -> KubeTransportError | None:
+        """A transport failure as ``KubeTransportError``; None for anything else (cancelled, a
+        failure of the caller's sink, the caller leaving a stream), which is raised as it is."""
+        if isinstance(exc, TimeoutError):  # before OSError, of which it is a subclass
+            return KubeTransportError(f"{what}: timed out after {self._timeout:g} s")
+        if isinstance(exc, ProtocolError):
+            return KubeTransportError(f"{what}: RemoteProtocolError: {exc}")
+        if isinstance(exc, OSError | EOFError):
+            return _transport_error(exc, what)
+        return None
+
+    def _done(self, connection: _Connection, answer: _Answer) -> None:
+        """Keep the connection for the next request if its answer was read to the end and the
+        server keeps it open; else close it."""
+        if answer.reusable and not self._closed:
+            connection.idle_since = self._monotonic()
+            connection.reused = True
+            self._idle.append(connection)
+        else:
+            connection.close()
 
     async def _connection(self) -> _Connection:
         now = self._monotonic()
@@ -402,6 +481,18 @@ class LightHttp:
             limit=MAX_HEAD_BYTES,
         )
         return _Connection(reader, writer)
+
+
+def _request(method: str, url: str, body: bytes | None, headers: dict[str, str]) -> bytes:
+    """The request as sent: request line, ``Host``, the caller's headers, a ``Content-Length``
+    for a body (and for every POST, PUT and PATCH), the body."""
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    if body is not None or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {len(body or b'')}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
 
 
 def _transport_error(exc: BaseException, what: str) -> KubeTransportError:

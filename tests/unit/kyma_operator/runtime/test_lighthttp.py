@@ -269,18 +269,13 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
-def transports(port: int, slept: list[float], **kwargs: Any) -> list[HttpTransport]:
+def transports(port: int, slept: list[float], **light_options: Any) -> list[HttpTransport]:
     async def recorded_sleep(seconds: float) -> None:  # injected: records the wait, takes no time
         slept.append(seconds)
 
     access = ClusterAccess(f"http://127.0.0.1:{port}", ssl.create_default_context())
-    options: dict[str, Any] = {
-        "max_connections": 2,
-        "request_timeout": 5.0,
-        "sleep": recorded_sleep,
-        **kwargs,
-    }
-    return [AsyncHttp(access, **options), LightHttp(access, **options)]
+    options: dict[str, Any] = {"max_connections": 2, "request_timeout": 5.0, "sleep": recorded_sleep}
+    return [AsyncHttp(access, **options), LightHttp(access, **options, **light_options)]
 
 
 async def outcome(transport: HttpTransport, port: int, method: str = "GET") -> tuple[Any, ...]:
@@ -363,6 +358,39 @@ async def test_a_streamed_get_hands_over_the_body_and_raises_a_refusal_typed() -
             assert server.connections == 1
         finally:
             await light.close()
+
+
+async def streamed_outcome(transport: HttpTransport, port: int) -> tuple[Any, ...]:
+    try:
+        pieces = [
+            piece async for piece in transport.get_streamed(f"http://127.0.0.1:{port}/list", {}, "GET /list")
+        ]
+    except KubeTransportError:
+        return ("transport error",)
+    except KubeError as refused:
+        return ("refused", refused.status, str(refused))
+    return ("listed", b"".join(pieces))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_a_list_streamed_by_the_light_client_reads_and_refuses_as_httpx_does(case: str) -> None:
+    """``KubeClient``'s lists (``stream_lists``): the same answers, refusals, transport errors and
+    ``Retry-After`` waits as the httpx transport that streamed them before."""
+    results = []
+    for index in range(2):
+        slept: list[float] = []
+        async with serving(answering(*CASES[case], keep_open=False)) as server:
+            transport = transports(server.port, slept, stream_lists=True)[index]
+            try:
+                results.append((await streamed_outcome(transport, server.port), slept))
+            finally:
+                await transport.close()
+    httpx_result, light_result = results
+    assert light_result == httpx_result
+    if case == "retry-after, then an answer":
+        assert httpx_result == (("listed", b"{}"), [2.0])
+    if case == "chunked":
+        assert httpx_result == (("listed", b'{"a":1}'), [])
 
 
 # -- connections -------------------------------------------------------------------------------
@@ -530,3 +558,66 @@ async def test_with_stream_lists_a_list_is_handed_on_as_it_arrives_and_holds_a_s
         finally:
             await client.close()
             await witness.close()
+
+
+async def test_a_streamed_list_times_out_per_piece_not_for_its_whole_length() -> None:
+    """A list of tens of MB takes longer than one request's timeout to arrive, as httpx times out
+    each read: the request and head get one deadline, each piece of the body a new one; a piece
+    that never comes expires its own and closes the connection."""
+    more = asyncio.Event()
+    stalled = asyncio.Event()
+
+    async def slow_list(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nA\r\n{"items":[\r\n')
+        await writer.drain()
+        await more.wait()
+        writer.write(b"1\r\n{\r\n")  # and then nothing more
+        await writer.drain()
+        stalled.set()
+
+    armed: list[tuple[float, asyncio.Timeout]] = []
+
+    def by_hand(seconds: float) -> asyncio.Timeout:
+        deadline = asyncio.timeout(None)  # the test expires it: no real wait
+        armed.append((seconds, deadline))
+        return deadline
+
+    async with serving(slow_list) as server:
+        client = light_client(server.port, request_timeout=0.3, timeout=by_hand, stream_lists=True)
+        try:
+            body = client.get_streamed(f"http://127.0.0.1:{server.port}/list", {}, "GET /list")
+            assert await anext(body) == b'{"items":['
+            assert len(armed) == 2, "one deadline for request and head, one for the first piece"
+            more.set()
+            assert await anext(body) == b"{"
+            assert len(armed) == 3 and all(seconds == 0.3 for seconds, _ in armed)
+            assert all(deadline.expired() is False for _, deadline in armed)
+            waiting = asyncio.ensure_future(anext(body))
+            await stalled.wait()
+            await eventually(lambda: len(armed) == 4, "the next piece's deadline armed", within=5)
+            armed[3][1].reschedule(asyncio.get_running_loop().time())
+            with pytest.raises(KubeTransportError, match=r"GET /list: timed out after 0\.3 s"):
+                await waiting
+            await eventually(lambda: server.closed_by_client == 1, "connection closed", within=5)
+        finally:
+            await client.close()
+
+
+async def test_a_list_left_half_read_closes_its_connection_and_frees_its_slot() -> None:
+    async def list_then_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{"items":[')  # 10 of 20 bytes
+
+    async with serving(list_then_answer) as server:
+        client = light_client(server.port, max_connections=1, stream_lists=True)
+        try:
+            body = client.get_streamed(f"http://127.0.0.1:{server.port}/list", {}, "GET /list")
+            assert await anext(body) == b'{"items":['
+            await body.aclose()  # the caller stops reading: the rest of the body would be unread
+            await eventually(lambda: server.closed_by_client == 1, "connection closed", within=5)
+            server.script = answering(OK)
+            assert await outcome(client, server.port) == (200, b"{}", None), "the one slot is free again"
+            assert server.connections == 2
+        finally:
+            await client.close()
