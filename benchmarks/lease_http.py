@@ -16,10 +16,11 @@ counted.
 
 Candidates: ``KubeClient``'s transport (``lighthttp.LightHttp``, lists streamed piece by piece),
 ``AsyncHttp`` alone (httpx: ``KubeClient``'s transport for requests until they went through
-``LightHttp``, and for lists until ``LightHttp`` streamed them itself), ``LeaseClient``'s transport (``LightHttp``, lists read whole), a bare
-``httpx.AsyncClient``, ``aiohttp`` (installed with the ``kubernetes`` test dependency), the
-standard library's ``http.client`` (blocking) and a plain TLS socket with the answer read by hand
-(the floor: no HTTP library at all).
+``LightHttp``, and for lists until ``LightHttp`` streamed them itself), ``LeaseClient``'s
+transport (``LightHttp``, lists read whole), a bare ``httpx.AsyncClient``, ``aiohttp``
+(installed with the ``kubernetes`` test dependency), the standard library's ``http.client``
+(blocking) and a plain TLS socket with the answer read by hand (the floor: no HTTP library at
+all).
 """
 
 from __future__ import annotations
