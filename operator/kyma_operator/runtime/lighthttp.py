@@ -258,13 +258,10 @@ class LightHttp:
         one of the ``max_connections`` slots it shares with the requests."""
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
-        self._fallback = AsyncHttp(
-            access,
-            max_connections=max_connections,
-            request_timeout=request_timeout,
-            keepalive_expiry=keepalive_expiry,
-            sleep=sleep,
-        )
+        self._access = access
+        self._fallback_http: AsyncHttp | None = None
+        """Built on first use (a watch, or a cluster behind a proxy): a runtime client that only
+        sends requests and lists never pays for an httpx client."""
         server = urlsplit(access.server)
         self._direct = access.proxy is None and server.scheme in ("http", "https")
         self._tls: ssl.SSLContext | None = access.ssl_context if server.scheme == "https" else None
@@ -277,6 +274,7 @@ class LightHttp:
         self._monotonic = monotonic
         self._deadline = timeout
         """Arms the whole-request timeout (``asyncio.timeout``; a test expires it by hand)."""
+        self._max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: deque[_Connection] = deque()
         self._closed = False
@@ -287,7 +285,7 @@ class LightHttp:
     ) -> tuple[int, bytes, str | None]:
         """(status, body, Retry-After) of one request; transport failures as ``KubeTransportError``."""
         if not self._direct:
-            return await self._fallback.request(method, url, body, headers, what)
+            return await self._fallback().request(method, url, body, headers, what)
 
         async def once() -> tuple[int, bytes, str | None]:
             chunks: list[bytes] = []
@@ -304,7 +302,7 @@ class LightHttp:
                 if self._stream_lists:  # in flight with the requests: ``max_connections`` bounds both
                     await held.enter_async_context(self._slots)
                 body = await held.enter_async_context(
-                    contextlib.aclosing(self._fallback.get_streamed(url, headers, what))
+                    contextlib.aclosing(self._fallback().get_streamed(url, headers, what))
                 )
                 async for piece in body:
                     yield piece
@@ -323,7 +321,7 @@ class LightHttp:
         self, url: str, headers: dict[str, str], read_timeout: float | None, what: str
     ) -> AsyncGenerator[bytes, None]:
         """A watch: through ``AsyncHttp``."""
-        return self._fallback.stream(url, headers, read_timeout, what)
+        return self._fallback().stream(url, headers, read_timeout, what)
 
     async def close(self) -> None:
         """Every kept connection's socket is closed when this returns."""
@@ -335,7 +333,19 @@ class LightHttp:
         for connection in kept:
             with contextlib.suppress(Exception):
                 await connection.writer.wait_closed()
-        await self._fallback.close()
+        if self._fallback_http is not None:
+            await self._fallback_http.close()
+
+    def _fallback(self) -> AsyncHttp:
+        if self._fallback_http is None:
+            self._fallback_http = AsyncHttp(
+                self._access,
+                max_connections=self._max_connections,
+                request_timeout=self._timeout,
+                keepalive_expiry=self._keepalive_expiry,
+                sleep=self._sleep,
+            )
+        return self._fallback_http
 
     async def _exchange(
         self,

@@ -555,6 +555,7 @@ async def test_with_stream_lists_a_list_is_handed_on_as_it_arrives_and_holds_a_s
             assert [piece async for piece in body] == [b"]}"]
             assert await waiting == (200, b"{}", None)
             assert arrived == [b"/list", b"/witness", b"/x"]
+            assert client._fallback_http is None, "requests and lists build no httpx client (memory)"
         finally:
             await client.close()
             await witness.close()
