@@ -164,6 +164,8 @@ class _Answer:
         """Some byte of the answer arrived (a failure after that is not retried)."""
         self.reusable = False
         """The body was read to its end and the server keeps the connection open."""
+        self._leftover = False
+        """Bytes arrived after the body's end (no answer of ours): the connection is not reused."""
 
     async def head(self) -> Head:
         while True:
@@ -194,6 +196,8 @@ class _Answer:
         if head.chunked:
             async for piece in self._chunked():
                 yield piece
+            if self._leftover:
+                return
         elif head.content_length is not None:
             left = head.content_length
             while left:
@@ -209,31 +213,64 @@ class _Answer:
         self.reusable = not head.close
 
     async def _chunked(self) -> AsyncGenerator[bytes, None]:
+        """The data of a chunked body, one piece per read of the connection: however many chunks a
+        read holds (an API server sends a list in chunks of ~2 KB), they are unframed at once and
+        handed on together, not one piece per chunk."""
+        data = b""
+        size = -1
+        """Bytes of the current chunk still to come; -1 while its size line is awaited, -2 after
+        the last chunk (trailer lines follow, up to an empty line)."""
+        crlf = False
+        """The current chunk's data is complete and its CRLF is awaited."""
         while True:
-            size = chunk_size(await self._line())
-            if size == 0:
-                while await self._line():  # trailers, up to the empty line
-                    pass
-                return
-            while size:
-                piece = await self._reader.read(min(size, _READ_BYTES))
-                if not piece:
-                    raise ProtocolError("connection closed in the middle of a chunk")
-                size -= len(piece)
-                yield piece
-            if await self._line():
-                raise ProtocolError("chunk not followed by CRLF")
-
-    async def _line(self) -> bytes:
-        try:
-            line = await self._reader.readuntil(b"\r\n")
-        except asyncio.IncompleteReadError as exc:
-            raise ProtocolError("connection closed in the middle of a chunked body") from exc
-        except asyncio.LimitOverrunError as exc:
-            raise ProtocolError("chunk size line too long") from exc
-        if len(line) > _CHUNK_LINE_BYTES:
-            raise ProtocolError("chunk size line too long")
-        return line[:-2]
+            pieces: list[bytes] = []
+            at = 0
+            while True:
+                if size > 0:
+                    piece = data[at : at + size]
+                    if not piece:
+                        break
+                    pieces.append(piece)
+                    at += len(piece)
+                    size -= len(piece)
+                    crlf = size == 0
+                    continue
+                if crlf:
+                    if len(data) - at < 2:
+                        break
+                    if data[at : at + 2] != b"\r\n":
+                        raise ProtocolError("chunk not followed by CRLF")
+                    at += 2
+                    crlf = False
+                    size = -1
+                end = data.find(b"\r\n", at)
+                if end < 0:
+                    if len(data) - at > _CHUNK_LINE_BYTES:
+                        raise ProtocolError("chunk size line too long")
+                    break
+                line = data[at:end]
+                at = end + 2
+                if len(line) + 2 > _CHUNK_LINE_BYTES:
+                    raise ProtocolError("chunk size line too long")
+                if size == -2:  # a trailer line; the empty one ends the body
+                    if not line:
+                        if at < len(data):  # bytes after the body: never reuse this connection
+                            self._leftover = True
+                        if pieces:
+                            yield b"".join(pieces)
+                        return
+                    if _HEADER_FIELD.fullmatch(line) is None:
+                        raise ProtocolError(f"malformed trailer line {line[:80]!r}")
+                    continue
+                size = chunk_size(line)
+                if size == 0:
+                    size = -2
+            if pieces:
+                yield b"".join(pieces)
+            more = await self._reader.read(_READ_BYTES)
+            if not more:
+                raise ProtocolError("connection closed in the middle of a chunked body")
+            data = data[at:] + more
 
 
 class LightHttp:
