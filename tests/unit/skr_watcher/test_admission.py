@@ -249,6 +249,29 @@ def test_allowed_response_echoes_uid_and_api_version() -> None:
     assert json.loads(allowed_response("abc", "something/else"))["apiVersion"] == "admission.k8s.io/v1"
 
 
+@pytest.mark.parametrize(
+    ("uid", "api_version"),
+    [
+        ("705ab4f5-6393-11e8-b7cc-42010a800002", "admission.k8s.io/v1"),
+        ('q"\\\n\x00\x1f\u00e9\U0001f600\u2028</script>', 'admission.k8s.io/v1"}, "allowed": false, "x": "'),
+        ("u", None),
+        ("u", "admission.k8s.io/v1beta1"),
+        ("u", ""),
+    ],
+)
+def test_the_answer_template_gives_the_bytes_json_dumps_gives(uid: str, api_version: str | None) -> None:
+    """Hostile uids and apiVersions included (quotes, escapes, control and non-ASCII characters):
+    encoded as ``json.dumps`` encodes the whole document, so nothing can break out of a string."""
+    version = api_version if api_version and api_version.startswith("admission.k8s.io/") else None
+    document = {
+        "apiVersion": version or "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": True},
+    }
+    assert allowed_response(uid, api_version) == json.dumps(document, separators=(",", ":")).encode()
+    assert json.loads(allowed_response(uid, api_version))["response"] == {"uid": uid, "allowed": True}
+
+
 def test_events_of_one_kind_share_one_gvk_and_the_sharing_is_bounded() -> None:
     from skr_watcher import admission
 
