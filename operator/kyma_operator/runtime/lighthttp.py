@@ -50,6 +50,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 from kyma_operator.runtime.asynchttp import NOT_RETRIED, AsyncHttp, retrying
@@ -273,6 +274,10 @@ class _Answer:
             data = data[at:] + more
 
 
+_Opened = tuple[_Connection, _Answer]
+"""A connection whose answer's head was read and whose body is left to the caller."""
+
+
 class LightHttp:
     """Requests and streamed GETs to one API server over kept-alive connections; watches (and a
     cluster behind a proxy) through ``AsyncHttp``. The interface of ``AsyncHttp``."""
@@ -324,9 +329,12 @@ class LightHttp:
         if not self._direct:
             return await self._fallback().request(method, url, body, headers, what)
 
+        message = _request(method, url, body, headers)
+
         async def once() -> tuple[int, bytes, str | None]:
             chunks: list[bytes] = []
-            head = await self._exchange(method, url, body, headers, what, chunks.append)
+            async with self._slots:
+                head, _ = await self._exchange(message, method, what, chunks.append)
             return head.status, b"".join(chunks), head.retry_after
 
         return await retrying(method, once, self._sleep)
@@ -386,31 +394,28 @@ class LightHttp:
 
     async def _exchange(
         self,
+        message: bytes,
         method: str,
-        url: str,
-        body: bytes | None,
-        headers: dict[str, str],
         what: str,
         sink: Callable[[bytes], object],
-    ) -> Head:
-        """Send one request and hand the answer's body to ``sink``, all within ``request_timeout``."""
-        message = _request(method, url, body, headers)
-        async with self._slots:
-            connection = None
-            try:
-                async with self._deadline(self._timeout):
-                    connection, answer, head = await self._open(message, method)
-                    async for piece in answer.body(head):
-                        sink(piece)
-            except BaseException as exc:
-                if connection is not None:
-                    connection.close()
-                failure = self._failure(exc, what)
-                if failure is None:
-                    raise
-                raise failure from exc
-            self._done(connection, answer)
-            return head
+        *,
+        leave_ok_body: bool = False,
+    ) -> tuple[Head, _Opened | None]:
+        """Send one request and hand the answer's body to ``sink``, all within ``request_timeout``.
+        With ``leave_ok_body`` the body of a 200 answer is left unread and its connection returned
+        (``_Opened``) for the caller to read; the caller holds a slot."""
+        connection = None
+        try:
+            async with self._deadline(self._timeout):
+                connection, answer, head = await self._open(message, method)
+                if leave_ok_body and head.status == 200:
+                    return head, (connection, answer)
+                async for piece in answer.body(head):
+                    sink(piece)
+        except BaseException as exc:
+            self._fail(exc, connection, what)
+        self._done(connection, answer)
+        return head, None
 
     async def _streamed(self, url: str, headers: dict[str, str], what: str) -> AsyncGenerator[bytes, None]:
         """A list's body as it arrives: the request and the answer's head within ``request_timeout``,
@@ -421,32 +426,19 @@ class LightHttp:
         other answer but 200 raises its typed error."""
         message = _request("GET", url, None, headers)
         async with self._slots:
-            opened: tuple[_Connection, _Answer, Head] | None = None
+            answered: tuple[Head, _Opened | None] | None = None
 
             async def send() -> tuple[int, bytes, str | None]:
-                nonlocal opened
-                connection = None
-                try:
-                    async with self._deadline(self._timeout):
-                        connection, answer, head = await self._open(message, "GET")
-                        if head.status == 200:
-                            opened = connection, answer, head
-                            return 200, b"", None
-                        refusal = b"".join([piece async for piece in answer.body(head)])
-                except BaseException as exc:
-                    if connection is not None:
-                        connection.close()
-                    failure = self._failure(exc, what)
-                    if failure is None:
-                        raise
-                    raise failure from exc
-                self._done(connection, answer)
-                return head.status, refusal, head.retry_after
+                nonlocal answered
+                refusal: list[bytes] = []
+                answered = await self._exchange(message, "GET", what, refusal.append, leave_ok_body=True)
+                head = answered[0]
+                return head.status, b"".join(refusal), head.retry_after
 
             status, refusal, retry_after = await retrying("GET", send, self._sleep)
-            if opened is None:
+            if answered is None or answered[1] is None:
                 raise error_from_status(status, refusal, retry_after)
-            connection, answer, head = opened
+            head, (connection, answer) = answered[0], answered[1]
             try:
                 async with contextlib.aclosing(answer.body(head)) as pieces:
                     while True:
@@ -456,11 +448,7 @@ class LightHttp:
                             break
                         yield piece
             except BaseException as exc:  # a failed read, or the caller left (GeneratorExit)
-                connection.close()
-                failure = self._failure(exc, what)
-                if failure is None:
-                    raise
-                raise failure from exc
+                self._fail(exc, connection, what)
             self._done(connection, answer)
 
     async def _open(self, message: bytes, method: str) -> tuple[_Connection, _Answer, Head]:
@@ -492,16 +480,19 @@ class LightHttp:
                     raise
                 retry_stale = False
 
-    def _failure(self, exc: BaseException, what: str) -> KubeTransportError | None:
-        """A transport failure as ``KubeTransportError``; None for anything else (cancelled, a
-        failure of the caller's sink, the caller leaving a stream), which is raised as it is."""
+    def _fail(self, exc: BaseException, connection: _Connection | None, what: str) -> NoReturn:
+        """Close ``connection`` (if any) and raise: a transport failure as ``KubeTransportError``,
+        anything else (cancelled, a failure of the caller's sink, the caller leaving a stream) as
+        it is."""
+        if connection is not None:
+            connection.close()
         if isinstance(exc, TimeoutError):  # before OSError, of which it is a subclass
-            return KubeTransportError(f"{what}: timed out after {self._timeout:g} s")
+            raise KubeTransportError(f"{what}: timed out after {self._timeout:g} s") from exc
         if isinstance(exc, ProtocolError):
-            return KubeTransportError(f"{what}: RemoteProtocolError: {exc}")
+            raise KubeTransportError(f"{what}: RemoteProtocolError: {exc}") from exc
         if isinstance(exc, OSError | EOFError):
-            return _transport_error(exc, what)
-        return None
+            raise _transport_error(exc, what) from exc
+        raise exc
 
     def _done(self, connection: _Connection, answer: _Answer) -> None:
         """Keep the connection for the next request if its answer was read to the end and the

@@ -573,6 +573,19 @@ async def test_a_kept_connection_the_server_dropped_is_retried_once_but_never_fo
             await client.close()
 
 
+def deadlines_by_hand() -> tuple[list[tuple[float, asyncio.Timeout]], Callable[[float], asyncio.Timeout]]:
+    """The client's ``timeout``: each deadline armed with none (the test expires it by hand: no
+    real wait), recorded with the seconds asked for."""
+    armed: list[tuple[float, asyncio.Timeout]] = []
+
+    def by_hand(seconds: float) -> asyncio.Timeout:
+        deadline = asyncio.timeout(None)
+        armed.append((seconds, deadline))
+        return deadline
+
+    return armed, by_hand
+
+
 async def test_an_answer_that_never_comes_times_out_and_its_connection_is_closed() -> None:
     half_answered = asyncio.Event()
 
@@ -582,13 +595,7 @@ async def test_an_answer_that_never_comes_times_out_and_its_connection_is_closed
         await writer.drain()
         half_answered.set()
 
-    armed: list[tuple[float, asyncio.Timeout]] = []
-
-    def by_hand(seconds: float) -> asyncio.Timeout:
-        """The request's timeout, armed with no deadline: the test expires it (no real wait)."""
-        deadline = asyncio.timeout(None)
-        armed.append((seconds, deadline))
-        return deadline
+    armed, by_hand = deadlines_by_hand()
 
     async with serving(silent) as server:
         client = light_client(server.port, request_timeout=0.3, timeout=by_hand)
@@ -687,12 +694,7 @@ async def test_a_streamed_list_times_out_per_piece_not_for_its_whole_length() ->
         await writer.drain()
         stalled.set()
 
-    armed: list[tuple[float, asyncio.Timeout]] = []
-
-    def by_hand(seconds: float) -> asyncio.Timeout:
-        deadline = asyncio.timeout(None)  # the test expires it: no real wait
-        armed.append((seconds, deadline))
-        return deadline
+    armed, by_hand = deadlines_by_hand()
 
     async with serving(slow_list) as server:
         client = light_client(server.port, request_timeout=0.3, timeout=by_hand, stream_lists=True)
