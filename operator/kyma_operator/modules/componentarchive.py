@@ -6,14 +6,20 @@ result, so the build needs a file format. OCM's component archive is the obvious
 We add ``module-config.yaml`` (the validated config the module was built from) so ``template`` needs
 no second config file. Writes go to a fresh temporary sibling folder that is renamed into place, so a
 reader (or a parallel writer) never sees a half-written archive and no fixed temp path is shared.
+Replacing an existing archive takes two renames (the old one aside, the new one in), so writers of
+one parent folder swap one at a time under an exclusive ``flock`` of that folder (nothing is left
+behind); without it, two ``kyma module create`` runs of the same archive at once could each move
+the other's away and fail.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -51,10 +57,23 @@ def write_archive(path: Path, component: ComponentVersion, config: ModuleConfig 
             data = config.model_dump(by_alias=True, exclude_defaults=True, mode="json")
             (tmp / CONFIG_FILE).write_text(yaml.safe_dump(data, sort_keys=True))
         os.chmod(tmp, 0o755)
-        _swap(tmp, path)
+        with _swapping_in(path.parent):
+            _swap(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def _swapping_in(folder: Path) -> Iterator[None]:
+    """One writer at a time swaps an archive into ``folder``: an exclusive ``flock`` of the folder
+    itself, released when its descriptor is closed (also when the process dies)."""
+    descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _swap(new: Path, target: Path) -> None:

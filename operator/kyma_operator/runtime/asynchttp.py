@@ -1,4 +1,7 @@
-"""The one HTTP transport of ``KubeClient``: httpx on the event loop, for KCP and runtime clients alike.
+"""``KubeClient``'s httpx transport on the event loop: watches, and clusters behind a proxy.
+
+(Requests and lists to every other cluster go through ``lighthttp.LightHttp``, which builds this
+transport on first use and shares its ``Retry-After`` rule, ``retrying``.)
 
 Why this exists: the operator holds one KCP client and a client per runtime (two: Kyma and
 Manifest controller), 5,000 runtimes and more. Blocking clients need a thread per request in

@@ -446,9 +446,15 @@ def test_parallel_creates_and_pushes_agree(kyma: Kyma, oci_registry: LocalRegist
         )
         for _ in range(4)
     ]
+    try:  # every process read to its end before any assertion: no pipe left open for a later test
+        outcomes = [process.communicate(timeout=120) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
     digests = set()
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=120)
+    for process, (stdout, stderr) in zip(processes, outcomes, strict=True):
         assert process.returncode == 0, stderr
         digests.add(json.loads(stdout)["digest"])
     assert len(digests) == 1
