@@ -13,13 +13,13 @@ import logging
 import os
 import random
 
+from kyma_wire.heap_trim import HeapTrimmer, libc_trim
 from kyma_wire.http_client import HttpTransport
 from kyma_wire.http_server import HttpServer, Limits
 from skr_watcher import __version__, credentials
 from skr_watcher.clock import AgentClock, SystemClock
 from skr_watcher.config import MAX_REVIEW_BYTES, AgentConfig
 from skr_watcher.delivery import Delivery
-from skr_watcher.heap_trim import HeapTrimmer, libc_trim
 from skr_watcher.kcp_client import KcpClient
 from skr_watcher.metrics import AgentMetrics
 from skr_watcher.queue import SendQueue
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 _HEALTH_MAX_BODY_BYTES = 64 * 1024
 _HEAP_TRIM_INTERVAL = 30.0
 """Seconds between checks whether connection churn left free heap to return (``heap_trim``)."""
+_HEAP_TRIM_CLOSED = 256
+"""Connections closed since the last trim that make the next check trim."""
 
 
 def server_limits(config: AgentConfig, *, webhook: bool) -> Limits:
@@ -128,12 +130,6 @@ class Agent:
             except Exception:  # never let a reload bug stop the agent
                 log.exception("credential reload failed")
 
-    async def _trimmer(self, trimmer: HeapTrimmer) -> None:
-        while True:
-            await self.clock.sleep(_HEAP_TRIM_INTERVAL)
-            if trimmer.check():
-                log.debug("returned free heap memory to the system after connection churn")
-
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set (or a server fails), then shut down gracefully."""
         config = self.config
@@ -168,7 +164,9 @@ class Agent:
         webhook_task, health_task = webhook.task, health.task
         reloader = asyncio.create_task(self._reloader(), name="skr-watcher-reloader")
         trimmer = asyncio.create_task(
-            self._trimmer(HeapTrimmer(lambda: webhook.closed + health.closed, libc_trim())),
+            HeapTrimmer(
+                lambda: webhook.closed + health.closed, libc_trim(), min_work=_HEAP_TRIM_CLOSED
+            ).every(_HEAP_TRIM_INTERVAL, self.clock.sleep),
             name="skr-watcher-heap-trim",
         )
         stop_task = asyncio.create_task(stop.wait(), name="skr-watcher-stop")
