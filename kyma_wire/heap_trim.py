@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,14 @@ class HeapTrimmer:
         *,
         min_work: float,
         quiet: float | None = None,
+        observe: Callable[[float], None] | None = None,
     ) -> None:
+        """``observe``: called with the seconds each trim took (a metric)."""
         self._work = work
         self._trim = trim
         self._min_work = min_work
         self._quiet = quiet
+        self._observe = observe
         self._seen = self._checked = work()
         self.trims = 0
 
@@ -69,9 +73,18 @@ class HeapTrimmer:
         if self._quiet is not None and since_check >= self._quiet:
             return False
         done, self._seen = work - self._seen, work
+        started = time.perf_counter()
         returned = self._trim()
+        took = time.perf_counter() - started
         self.trims += 1
-        log.debug("heap trimmed after %g work: %s", done, "memory returned" if returned else "none to return")
+        if self._observe is not None:
+            self._observe(took)
+        log.debug(
+            "heap trimmed after %g work in %.1f ms: %s",
+            done,
+            took * 1e3,
+            "memory returned" if returned else "none to return",
+        )
         return True
 
     async def every(self, interval: float, sleep: Callable[[float], Awaitable[None]]) -> None:

@@ -55,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from kcp_listener.config import ListenerConfig
 from kcp_listener.health import HeartbeatTracker
@@ -111,6 +111,7 @@ from kyma_operator.rollouts.feature import (
 from kyma_operator.rollouts.fleet_view import fleet_informers
 from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.heaptrim import HeapTrimming
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
 from kyma_operator.runtime.kube import KubeClient
@@ -120,18 +121,8 @@ from kyma_operator.runtime.loopwatch import LoopWatch
 from kyma_operator.runtime.manager import Manager
 from kyma_operator.runtime.sharding import ShardCoordinator, default_replica_id
 from kyma_operator.runtime.trace import TraceFile, TracingReconciler
-from kyma_wire.heap_trim import HeapTrimmer, libc_trim
 
 log = logging.getLogger(__name__)
-
-HEAP_TRIM_INTERVAL = 10.0
-"""Seconds between the operator's checks whether to return freed heap memory (``kyma_wire.heap_trim``)."""
-HEAP_TRIM_CPU_SECONDS = 5.0
-"""CPU seconds spent since the last trim that make a check trim: shard lists and reconcile rounds
-free what they allocated in the middle of the heap."""
-HEAP_TRIM_QUIET_CPU_SECONDS = 2.5
-"""... once the interval before it took less CPU than this (a quarter of a core): the burst is over.
-An idle replica (0.01-0.03 CPU s/s) trims every few minutes at most."""
 
 
 class StartupError(RuntimeError):
@@ -411,11 +402,10 @@ async def build_operator(
     )
     # on real time whatever the injected clock: it measures how late the process's loop runs
     manager.add_runnable(LoopWatch(registry=manager.registry), leader_only=False)
-    # what the lists and reconciles of a burst freed goes back to the kernel (kyma_wire.heap_trim)
-    trimmer = HeapTrimmer(
-        time.process_time, libc_trim(), min_work=HEAP_TRIM_CPU_SECONDS, quiet=HEAP_TRIM_QUIET_CPU_SECONDS
-    )
-    manager.add_runnable(lambda: trimmer.every(HEAP_TRIM_INTERVAL, manager.clock.sleep), leader_only=False)
+    # on real time too: what the lists and reconciles of a burst freed goes back to the kernel after it
+    manager.add_runnable(HeapTrimming(registry=manager.registry), leader_only=False)
+    # process_resident_memory_bytes, process_cpu_seconds_total, ... as controller-runtime exports them
+    ProcessCollector(registry=manager.registry)
     api_requests = RuntimeApiRequests(manager.registry)
     catalog = Catalog(
         template_informer(client, ns, clock=clock), release_meta_informer(client, ns, clock=clock)
