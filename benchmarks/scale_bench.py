@@ -728,7 +728,7 @@ async def measure_run(
                 f"  replica {i}: ready after {ready}, peak RSS {_mb(w.peak_rss)} MB, settled RSS "
                 f"{_mb(rss)} MB{over} ({args.settle:.0f} s later), threads {thread_count(w.process.pid)}, "
                 f"reconciles {w.reconciles} of {len(w.reconciled)} distinct Kymas, "
-                f"CPU {cpu} s until every Kyma was reconciled once",
+                f"CPU {cpu} s until every Kyma was reconciled once{_trims(w.process)}",
                 flush=True,
             )
         if args.memprobe:
@@ -1038,6 +1038,15 @@ def _secret(ns: str, kyma: str, kubeconfig: bytes) -> dict[str, Any]:
         },
         "data": {"config": base64.b64encode(kubeconfig).decode()},
     }
+
+
+def _trims(process: OperatorProcess) -> str:
+    """The heap trims so far and the time they took (``runtime/heaptrim``; empty on older code)."""
+    trims = _metric(process, "kyma_operator_heap_trims_total")
+    seconds = _metric(process, "kyma_operator_heap_trim_seconds_total")
+    if trims is None or seconds is None:
+        return ""
+    return f", heap trims {trims:.0f} ({seconds * 1e3:.1f} ms in all)"
 
 
 def _metric(process: OperatorProcess, name: str) -> float | None:
