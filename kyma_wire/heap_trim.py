@@ -14,7 +14,10 @@ the process keeps its high-water mark. Measured:
 ``malloc_trim`` walks the free blocks and costs the event loop roughly 0.4 ms per MiB returned, so a
 trimmer runs it at most once per check interval and only after enough work since it last ran
 (connections closed for the agent; CPU seconds spent for the operator, once a burst is over): an
-idle process never pays it. Not on glibc (no ``malloc_trim``): nothing is trimmed.
+idle process never pays it. A process that just let go of much memory at once (the operator dropping
+a shard's cache when the shard moves to another replica) asks for a trim with ``request()``: the
+next check trims however little work was done since the last one. Not on glibc (no
+``malloc_trim``): nothing is trimmed.
 """
 
 from __future__ import annotations
@@ -62,18 +65,25 @@ class HeapTrimmer:
         self._quiet = quiet
         self._observe = observe
         self._seen = self._checked = work()
+        self._requested = False
         self.trims = 0
 
+    def request(self) -> None:
+        """Trim at the next check even if less than ``min_work`` was done since the last trim
+        (still only once it is quiet, with ``quiet``): much memory was just let go of."""
+        self._requested = True
+
     def check(self) -> bool:
-        """Trim now if enough work was done since the last trim (and it has calmed down, with
-        ``quiet``); True when it trimmed."""
+        """Trim now if enough work was done since the last trim or a trim was requested (and it
+        has calmed down, with ``quiet``); True when it trimmed."""
         work = self._work()
         since_check, self._checked = work - self._checked, work
-        if self._trim is None or work - self._seen < self._min_work:
+        if self._trim is None or (work - self._seen < self._min_work and not self._requested):
             return False
         if self._quiet is not None and since_check >= self._quiet:
             return False
         done, self._seen = work - self._seen, work
+        self._requested = False
         started = time.perf_counter()
         returned = self._trim()
         took = time.perf_counter() - started

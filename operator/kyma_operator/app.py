@@ -403,7 +403,8 @@ async def build_operator(
     # on real time whatever the injected clock: it measures how late the process's loop runs
     manager.add_runnable(LoopWatch(registry=manager.registry), leader_only=False)
     # on real time too: what the lists and reconciles of a burst freed goes back to the kernel after it
-    manager.add_runnable(HeapTrimming(registry=manager.registry), leader_only=False)
+    trimming = HeapTrimming(registry=manager.registry)
+    manager.add_runnable(trimming, leader_only=False)
     # process_resident_memory_bytes, process_cpu_seconds_total, ... as controller-runtime exports them
     ProcessCollector(registry=manager.registry)
     api_requests = RuntimeApiRequests(manager.registry)
@@ -518,6 +519,8 @@ async def build_operator(
         manifest_requests = ManifestRequestLog(manager.registry)
     if sharding is not None:
         sharding.attach(manager, kyma, manifest)
+        # a released shard's cache is dropped at little CPU: return its memory at the next quiet check
+        sharding.coordinator.on_released(trimming.request)
     if trace is not None and sharding is not None:
         sharding.coordinator.on_acquired(lambda shard: trace.write("acquired", "shard", shard))
         sharding.coordinator.on_released(lambda shard: trace.write("released", "shard", shard))

@@ -50,6 +50,8 @@ def test_without_malloc_trim_nothing_is_trimmed() -> None:
     trimmer = HeapTrimmer(lambda: counts.work, None, min_work=1)
     counts.work += 100
     assert not trimmer.check() and trimmer.trims == 0
+    trimmer.request()
+    assert not trimmer.check() and trimmer.trims == 0
 
 
 def test_every_checks_after_each_interval_of_the_callers_clock() -> None:
@@ -97,3 +99,18 @@ def test_a_burst_that_ends_just_before_a_check_is_trimmed_at_the_next() -> None:
     counts.work += 6  # the burst ended within this interval: not quiet yet
     assert not trimmer.check()
     assert trimmer.check() and counts.trimmed == 1  # nothing since: quiet
+
+
+def test_a_requested_trim_runs_at_the_next_quiet_check_whatever_the_work() -> None:
+    counts = Counts()
+    trimmer = HeapTrimmer(lambda: counts.work, counts.trim, min_work=5.0, quiet=2.5)
+    counts.work += 1  # far below min_work
+    assert not trimmer.check()
+    trimmer.request()
+    counts.work += 3  # busy since the last check: the request waits for calm
+    assert not trimmer.check() and counts.trimmed == 0
+    assert trimmer.check() and counts.trimmed == 1  # quiet now: trimmed on request
+    assert not trimmer.check()  # the request was used up
+    counts.work += 4.9  # and min_work counts again from that trim
+    trimmer.check()
+    assert counts.trimmed == 1
