@@ -389,8 +389,14 @@ def variants(args: argparse.Namespace) -> list[tuple[str, dict[str, str] | None]
     found: list[tuple[str, dict[str, str] | None]] = [("this checkout", None)]
     if args.operator_tree is not None:
         tree = args.operator_tree.resolve()
-        found.append((f"tree {tree}", {"PYTHONPATH": f"{tree / 'operator'}:{tree}:{REPO_ROOT}"}))
+        found.append((f"tree {tree}", tree_env(tree)))
     return found
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment that runs another checkout's ``kyma_operator`` (first on the path; the other
+    packages come from this checkout)."""
+    return {"PYTHONPATH": f"{tree / 'operator'}:{tree}:{REPO_ROOT}"}
 
 
 # -- scenario: 5,000 Kymas -------------------------------------------------------------------------

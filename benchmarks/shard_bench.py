@@ -37,7 +37,11 @@ spawn -> joined the shard group (its log line, seen within the 100 ms poll), joi
 active (trace ``acquired``: its Lease written and its caches synced), joined -> first reconcile
 (trace ``start kyma`` by r2), joined -> all its shards active, joined -> every Kyma of its shards
 reconciled by it; and r2's Lease write -> shard active (its ``acquired shard`` log line to the trace
-line: the per-shard cache sync with scoped caches).
+line: the per-shard cache sync with scoped caches). Then what the hand-over gave back: r0's and
+r1's RSS (their ``process_resident_memory_bytes``) when r2 was spawned and ``--join-watch`` seconds
+after r2 settled, and their heap trims (``kyma_operator_heap_trims_total``) in between, with the
+time from r2 settled to each one's first trim (polled every 0.5 s; -1: none within the watch).
+``--operator-tree DIR`` runs another checkout's operator (before/after figures).
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.scale_bench import tree_env
 from kyma_operator.api.names import DISABLE_LABEL_VALUE, SYNC_LABEL
 from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.kube import KubeClient
@@ -67,6 +72,7 @@ from tests.integration.sharding.fleet import (
     SHARDS,
     Fleet,
     Line,
+    gauge,
     holders,
     leader,
     overlaps,
@@ -75,6 +81,10 @@ from tests.integration.sharding.fleet import (
 )
 
 REPLICAS = ("r0", "r1", "r2")
+_HOLDERS = ("r0", "r1")
+"""The replicas that hand shards over to the joiner."""
+_RSS = "process_resident_memory_bytes"
+_TRIMS = "kyma_operator_heap_trims_total"
 
 
 async def _until(probe: Callable[[], Awaitable[bool]], seconds: float) -> float:
@@ -244,11 +254,14 @@ async def join_run(
     timings: list[str],
     scoped: bool,
     logs: Path | None = None,
+    watch: float = 25.0,
+    env: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    """r0, r1 reconcile the fleet; r2 joins: what it takes until its shards' Kymas are reconciled."""
+    """r0, r1 reconcile the fleet; r2 joins: what it takes until its shards' Kymas are reconciled,
+    and what r0 and r1 give back of their memory within ``watch`` seconds after."""
     extra = (*timings, *JOIN_FLAGS, f"--shard-scoped-caches={str(scoped).lower()}")
     with tempfile.TemporaryDirectory() as scratch:
-        fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *extra)
+        fleet = Fleet(kubeconfig, namespace, Path(scratch) / "trace.log", *extra, env=env)
         try:
             started = time.monotonic_ns()
             for replica in ("r0", "r1"):
@@ -266,6 +279,8 @@ async def join_run(
             await _until(
                 _async(lambda: len(every_kyma_started(("r0", "r1"), started)) == len(shard_by_kyma)), 300
             )
+            rss_at_spawn = {r: gauge(fleet.processes[r], _RSS) for r in _HOLDERS}
+            trims_at_spawn = {r: gauge(fleet.processes[r], _TRIMS) for r in _HOLDERS}
             spawned = time.monotonic_ns()
             joiner = await fleet.start("r2")
             lease_written: dict[int, int] = {}
@@ -298,6 +313,9 @@ async def join_run(
             for ln in starts:
                 first.setdefault(ln.subject, ln.at)
             sync = [active[s] - lease_written[s] for s in mine if s in lease_written]
+            first_trim = await _first_trims(fleet, trims_at_spawn, watch)
+            rss_after = {r: gauge(fleet.processes[r], _RSS) for r in _HOLDERS}
+            trims = {r: gauge(fleet.processes[r], _TRIMS) - trims_at_spawn[r] for r in _HOLDERS}
         finally:
             await fleet.stop()
             if logs is not None:  # each process's log, for what a number or a timeout hides
@@ -311,7 +329,24 @@ async def join_run(
         "joined -> all its shards active (s)": (max(active[s] for s in mine) - joined) / 1e9,
         "joined -> every Kyma of its shards reconciled (s)": (max(first[k] for k in want) - joined) / 1e9,
         "Lease written -> shard active, max (s)": max(sync, default=0) / 1e9,
+        **{f"{r}: RSS at r2's spawn (MB)": rss_at_spawn[r] / 1e6 for r in _HOLDERS},
+        **{f"{r}: RSS {watch:g} s after r2 settled (MB)": rss_after[r] / 1e6 for r in _HOLDERS},
+        **{f"{r}: heap trims since r2's spawn": trims[r] for r in _HOLDERS},
+        **{f"{r}: r2 settled -> its first trim since (s)": first_trim[r] for r in _HOLDERS},
     }
+
+
+async def _first_trims(fleet: Fleet, trims_at_spawn: dict[str, float], watch: float) -> dict[str, float]:
+    """Seconds from now to each holder's first heap trim since r2's spawn (-1: none within
+    ``watch``); returns after ``watch`` seconds, the window the RSS after is read at the end of."""
+    started = time.monotonic()
+    first = dict.fromkeys(_HOLDERS, -1.0)
+    while (elapsed := time.monotonic() - started) < watch:
+        for replica in _HOLDERS:
+            if first[replica] < 0 and gauge(fleet.processes[replica], _TRIMS) > trims_at_spawn[replica]:
+                first[replica] = elapsed
+        await asyncio.sleep(0.5)
+    return first
 
 
 def _write_logs(directory: Path, prefix: str, fleet: Fleet) -> None:
@@ -335,9 +370,10 @@ def _table(title: str, results: list[dict[str, float]]) -> None:
     print(f"\n{title}\n| | p50 | max |\n|---|---|---|")
     for key in results[0]:
         values = [r[key] for r in results]
-        unit = " s" if key.endswith("(s)") or key in _SECONDS else ""
+        unit = " s" if key.endswith("(s)") or key in _SECONDS else " MB" if key.endswith("(MB)") else ""
         p50, top = statistics.median(values), max(values)
-        print(f"| {key.removesuffix(' (s)')} | {p50:.1f}{unit} | {top:.1f}{unit} |")
+        label = key.removesuffix(" (s)").removesuffix(" (MB)")
+        print(f"| {label} | {p50:.1f}{unit} | {top:.1f}{unit} |")
 
 
 _SECONDS = {
@@ -357,6 +393,8 @@ async def main_async(
     join_kymas: int = 0,
     join_runs: int = 1,
     logs: Path | None = None,
+    join_watch: float = 25.0,
+    operator_env: dict[str, str] | None = None,
 ) -> None:
     with ControlPlane(["kcp"]) as plane:
         server = plane["kcp"]
@@ -384,7 +422,15 @@ async def main_async(
                 print(f"join run {i + 1}: {join_kymas} Kymas created in {time.monotonic() - created:.0f} s")
                 for scoped in (False, True):
                     figures = await join_run(
-                        client, kubeconfig, namespace, shard_by_kyma, timings, scoped, logs
+                        client,
+                        kubeconfig,
+                        namespace,
+                        shard_by_kyma,
+                        timings,
+                        scoped,
+                        logs,
+                        join_watch,
+                        operator_env,
                     )
                     print(
                         f"join run {i + 1}{' --shard-scoped-caches' if scoped else ''}: "
@@ -418,6 +464,17 @@ def main() -> None:
     )
     parser.add_argument("--join-runs", type=int, default=1, help="runs of the replica-join scenario")
     parser.add_argument("--logs", type=Path, help="directory for the join scenario's operator logs")
+    parser.add_argument(
+        "--join-watch",
+        type=float,
+        default=25.0,
+        help="seconds to watch r0's and r1's memory and heap trims after r2 settled (join scenario)",
+    )
+    parser.add_argument(
+        "--operator-tree",
+        type=Path,
+        help="run another checkout's kyma_operator (its operator/ first on the path) instead of this one",
+    )
     args = parser.parse_args()
     timings = [
         f"--leader-elect-lease-duration={args.lease}",
@@ -426,7 +483,15 @@ def main() -> None:
     ]
     asyncio.run(
         main_async(
-            args.runs, args.event_runs, args.kymas, timings, args.join_kymas, args.join_runs, args.logs
+            args.runs,
+            args.event_runs,
+            args.kymas,
+            timings,
+            args.join_kymas,
+            args.join_runs,
+            args.logs,
+            args.join_watch,
+            tree_env(args.operator_tree.resolve()) if args.operator_tree is not None else None,
         )
     )
 

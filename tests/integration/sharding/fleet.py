@@ -144,8 +144,12 @@ class Holdings:
 
 
 class Fleet:
-    def __init__(self, kubeconfig: Path, namespace: str, trace: Path, *extra: str) -> None:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, trace: Path, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
+        """``env``: added to each process's environment (a benchmark's other operator code)."""
         self.kubeconfig = kubeconfig
+        self.env = env or {}
         self.namespace = namespace
         self.trace = trace
         self.extra = extra
@@ -160,7 +164,7 @@ class Fleet:
             *self.extra,
             f"--replica-id={replica}",
             f"--reconcile-trace-file={self.trace}",
-            env_extra={"POD_NAME": replica},
+            env_extra={**self.env, "POD_NAME": replica},
         )
         self.processes[replica] = process
         return process
