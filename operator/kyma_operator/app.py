@@ -111,6 +111,7 @@ from kyma_operator.rollouts.feature import (
 from kyma_operator.rollouts.fleet_view import fleet_informers
 from kyma_operator.runtime.clock import Clock, utc_now
 from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.exposition import ExpositionRegistry
 from kyma_operator.runtime.heaptrim import HeapTrimming
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.intake import Intake
@@ -348,7 +349,7 @@ async def build_operator(
     if config.watcher_enabled:
         agent_addr = kcp_addr or await resolve_agent_address(client, config)
     leader = config.leader_election_config()
-    registry = CollectorRegistry()
+    registry = ExpositionRegistry()  # /metrics in chunks: per-Kyma series of thousands of Kymas
     # Lease renewals on a thread of their own (runtime/loopthread, runtime/leaseclient): at start-up
     # the main loop is busy with the shard lists for seconds at a time
     lease_thread = LoopThread("lease-renewals") if leader is not None or config.sharding else None

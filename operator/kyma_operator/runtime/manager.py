@@ -24,11 +24,12 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from embedded_server import EmbeddedServer
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.controller import Controller, RequestGate
+from kyma_operator.runtime.exposition import exposition_chunks
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.leader import LeaderElectionConfig, LeaderElector
@@ -398,7 +399,7 @@ class Manager:
             elif health and path == "/readyz":
                 await _respond(send, 200 if self.ready else 503, self._readiness_text().encode())
             elif metrics and path == "/metrics":
-                await _respond(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+                await _stream(send, self.registry, head=scope["method"] == "HEAD")
             else:
                 await _respond(send, 404, b"not found\n")
 
@@ -429,6 +430,19 @@ async def _respond(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _stream(send: Any, registry: CollectorRegistry, *, head: bool) -> None:
+    """``/metrics`` chunk by chunk (``runtime.exposition``; chunked transfer encoding), the other
+    tasks running between two chunks: a scrape of 100k+ lines neither stalls the loop for seconds
+    nor holds the whole body."""
+    start = {"type": "http.response.start", "status": 200}
+    await send({**start, "headers": [(b"content-type", CONTENT_TYPE_LATEST.encode())]})
+    if not head:
+        for chunk in exposition_chunks(registry):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _as_coroutine(runnable: RunnableLike) -> Coroutine[Any, Any, Any]:

@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kyma_operator.runtime.exposition import ExpositionRegistry
+
 # controller-runtime: prometheus.ExponentialBuckets(10e-9, 10, 12)
 _QUEUE_BUCKETS = tuple(1e-8 * 10.0**i for i in range(12))
 _RECONCILE_BUCKETS = (
@@ -91,10 +93,11 @@ class ControllerMetrics:
 
 
 class RuntimeMetrics:
-    """Every runtime metric, registered in ``registry`` (a fresh one if not given)."""
+    """Every runtime metric, registered in ``registry`` (a fresh one if not given: an
+    ``ExpositionRegistry``, whose ``/metrics`` comes in chunks)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry = registry if registry is not None else ExpositionRegistry()
         r = self.registry
         q_labels = ["controller", "name"]
         self.workqueue_depth = Gauge("workqueue_depth", "Current depth of workqueue", q_labels, registry=r)
