@@ -186,9 +186,9 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "§10", "memory per scoped replica holding k of 16 shards, 50,000 Kymas x 5 modules, 3 and 5 replicas",
         "<= k/16 of one replica's cache + base", "no shards: one replica caches the whole fleet", "scale",
-        r"the most a scoped replica is over k/16 of one replica's cache \+ base:\s+\*\*(\d+) %\*\* with 3 "
-        r"replicas, \*\*(\d+) %\*\* with 5",
-        "{0} % / {1} % over", lambda f: f[0] <= 0 and f[1] <= 0,
+        r"the most a scoped replica is over k/16 of one replica's cache \+ base:\s+\*\*([\d.]+) %\*\* with 3 "
+        r"replicas, \*\*([\d.]+) %\*\* with 5",
+        "{0} % / {1} % over (3 / 5 replicas)", lambda f: f[0] <= 0 and f[1] <= 0, newest=True,
     ),
     Target(
         "§10", "full resync of 5,000 Kymas, 3 scoped replicas: CPU of each against one replica alone "
@@ -196,7 +196,9 @@ TARGETS: tuple[Target, ...] = (
         "<= 40 % each", "one leader does everything", "scale",
         r"full resync with 3 scoped replicas, CPU of each against one replica alone:\s+\*\*(\d+) %\*\* "
         r"\(the leader, 6 shards\), \*\*(\d+) %\*\* and \*\*(\d+) %\*\*",
-        "{0} % (leader, 6 of 16 shards) / {1} % / {2} %", lambda f: max(f) <= 40, newest=True,
+        "{0} % (leader, 6 of 16 shards) / {1} % / {2} % (the newest run; all runs in the file)",
+        lambda f: max(f) <= 40,
+        newest=True,
     ),
     Target(
         "§11", "fleet rollout of a bad version (5,000 Kymas): Kymas that received it, halt + 30 s",
