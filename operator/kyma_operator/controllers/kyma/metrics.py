@@ -20,7 +20,7 @@ not kept as prometheus_client children: "every state of every module of every Ky
 per Kyma with 5 modules, ~1 KB each as children, ~175 MB at 5,000 Kymas (benchmarks/results/scale.md);
 the record is a few hundred bytes, and the exposition is the same. On ``/metrics`` the collector
 renders that text itself, 100 Kymas at a time (``runtime.exposition``: ``generate_latest`` would
-build a sample object per line, 4.2 s of CPU and +113 MB per scrape at 5,000 Kymas).
+build a sample object per line, 4.7 s of CPU and +129 MB per scrape at 5,000 Kymas).
 """
 
 from __future__ import annotations

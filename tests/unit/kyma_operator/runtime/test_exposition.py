@@ -15,7 +15,7 @@ from kyma_operator.api.meta import State
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
 from kyma_operator.runtime import KubeClient, Manager
-from kyma_operator.runtime.exposition import CHUNK_OBJECTS, ExpositionRegistry, escape
+from kyma_operator.runtime.exposition import CHUNK_OBJECTS, ExpositionRegistry, escape, exposition_chunks
 from kyma_operator.runtime.request import Request
 
 HOSTILE = ('quote"d', "back\\slash", "new\nline", 'all\\"\n', "ünïcode ✓", "", '{a="b"}')
@@ -164,3 +164,9 @@ def test_objects_forgotten_during_a_scrape_are_left_out_of_its_later_chunks() ->
     rest = b"".join(chunks).decode()
     assert f'kyma_name="kyma-{gone}"' not in rest and f'"manifest-{gone}"' not in rest
     assert f'kyma_name="kyma-{gone + 1}"' in rest and f'"manifest-{gone + 1}"' in rest
+
+
+def test_a_plain_registry_is_rendered_whole_by_generate_latest() -> None:
+    registry = CollectorRegistry()
+    filled(registry, 7)
+    assert list(exposition_chunks(registry)) == [generate_latest(registry)]
