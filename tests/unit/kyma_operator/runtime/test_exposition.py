@@ -5,6 +5,7 @@ label values included), parses back to the same label values, and a manager serv
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import httpx
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
@@ -38,7 +39,7 @@ def kyma(i: int) -> Kyma:
     )
 
 
-def filled(registry: CollectorRegistry, kymas: int = CHUNK_OBJECTS * 2 + 7) -> None:
+def filled(registry: CollectorRegistry, kymas: int = CHUNK_OBJECTS * 2 + 7) -> KymaMetrics:
     """Plain metrics and both bulk collectors (by default with more objects than one chunk)."""
     Counter("plain_things", "A plain counter.", registry=registry).inc(3)
     Gauge("plain_labelled", "Help with a \\ and a\nnewline.", ["who"], registry=registry).labels('x"y').set(
@@ -56,6 +57,7 @@ def filled(registry: CollectorRegistry, kymas: int = CHUNK_OBJECTS * 2 + 7) -> N
     for i in range(kymas // 2 + 3):
         manifests.state(Request(f"ns-{HOSTILE[i % len(HOSTILE)]}", f"manifest-{i}"), states[i % len(states)])
     manifests.forget(Request(f"ns-{HOSTILE[1]}", "manifest-1"))
+    return metrics
 
 
 def families(text: str) -> dict[str, str]:
@@ -126,7 +128,7 @@ async def test_a_manager_streams_the_chunks_on_metrics() -> None:
     )
     registry = ExpositionRegistry()
     manager = Manager(client, name="m", namespace="ns", health_port=0, metrics_port=0, registry=registry)
-    filled(registry)
+    metrics = filled(registry)
     task = asyncio.create_task(manager.run())
     await manager.started.wait()
     try:
@@ -138,6 +140,19 @@ async def test_a_manager_streams_the_chunks_on_metrics() -> None:
             assert families(response.text) == families(generate_latest(registry).decode())
             head = await http.head("/metrics")
             assert head.status_code == 200 and head.content == b""
+            # a scraper that asks and never reads (a body of ~20 MB, far over what the sockets
+            # buffer) holds its own response, not the loop: the others are served meanwhile
+            for i in range(5000):
+                metrics.record(kyma(10_000 + i), State.READY, [(f"m{j}", State.READY) for j in range(5)])
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", manager.metrics_port))
+            _, stalled = await asyncio.open_connection(sock=sock)
+            stalled.write(b"GET /metrics HTTP/1.1\r\nHost: m\r\n\r\n")
+            await stalled.drain()
+            first, second = [(await http.get("/metrics")).text for _ in range(2)]
+            assert len(first) > 20_000_000 and families(first) == families(second)
+            stalled.close()
     finally:
         await manager.shutdown()
         await task
