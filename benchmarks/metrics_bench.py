@@ -54,13 +54,12 @@ def _one(mode: str, kymas: int, modules: int) -> dict[str, Any]:
     from kyma_operator.controllers.manifest.metrics import ManifestMetrics
     from kyma_operator.runtime.request import Request
 
-    registry: CollectorRegistry
-    if mode == "chunks":
+    registry = CollectorRegistry()
+    streamed = None
+    if mode == "chunks":  # only this checkout has runtime/exposition
         from kyma_operator.runtime.exposition import ExpositionRegistry
 
-        registry = ExpositionRegistry()
-    else:
-        registry = CollectorRegistry()
+        registry = streamed = ExpositionRegistry()
     kyma_metrics = KymaMetrics(registry, mandatory_count=lambda: 0)
     manifest_metrics = ManifestMetrics(registry)
     template = Kyma.model_validate(
@@ -96,8 +95,8 @@ def _one(mode: str, kymas: int, modules: int) -> dict[str, Any]:
     size = lines = 0
     longest = 0.0
     collections = gc.get_stats()[2]["collections"]
-    if mode == "chunks":
-        chunks = registry.chunks()  # type: ignore[attr-defined]
+    if streamed is not None:
+        chunks = streamed.chunks()
         while True:
             started = time.process_time()
             chunk = next(chunks, None)

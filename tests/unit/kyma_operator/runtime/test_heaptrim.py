@@ -35,8 +35,7 @@ class Running:
         await self.clock.wait_for_pending(1)
         self.cpu += cpu_spent
         self.clock.advance(heaptrim.INTERVAL)
-        for _ in range(3):  # the woken sleeper checks, then sleeps again
-            await asyncio.sleep(0)
+        await self.clock.wait_for_pending(1)  # the woken sleeper has checked and sleeps again
 
     async def stop(self) -> None:
         self.task.cancel()
