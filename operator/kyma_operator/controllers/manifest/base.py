@@ -22,6 +22,7 @@ from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import DiscoveryCache
 from kyma_operator.controllers.manifest.memory import ManifestMemories
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
+from kyma_operator.controllers.manifest.parsememo import ParsedManifests
 from kyma_operator.controllers.manifest.pullsecret import PullSecrets
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
@@ -82,6 +83,8 @@ class ManifestBase:
         self._removal_waits: dict[Request, int] = {}
         """Consecutive reconciles of a Manifest that waited for a removal (the backoff step)."""
         self.memories = ManifestMemories(self.metrics)
+        self.parsed = ParsedManifests()
+        """Raw manifests parsed once per content, for every install path."""
         self.pull_secrets = PullSecrets(
             skr_secret=self.config.skr_image_pull_secret,
             inject=self.config.inject_data_from_kcp,

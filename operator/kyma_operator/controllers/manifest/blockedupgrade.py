@@ -56,7 +56,12 @@ class BlockedUpgrade(ManifestBase):
             return NOTHING  # the synced list is this version's
         try:
             objects = await render_objects(
-                manifest, raw.text, digest=raw.digest, what=what, pull_secrets=self.pull_secrets
+                manifest,
+                raw.text,
+                digest=raw.digest,
+                what=what,
+                pull_secrets=self.pull_secrets,
+                parsed=self.parsed,
             )
         except RenderFailed as exc:
             return Followed(f"; {exc.message}")

@@ -209,7 +209,12 @@ class ManifestReconciler(ManifestUninstall):
             return await self._fail(manifest, report, exc.message)
         try:
             objects = await render_objects(
-                manifest, raw.text, digest=raw.digest, what=what, pull_secrets=self.pull_secrets
+                manifest,
+                raw.text,
+                digest=raw.digest,
+                what=what,
+                pull_secrets=self.pull_secrets,
+                parsed=self.parsed,
             )
         except RenderFailed as exc:
             return await self._fail(manifest, report, exc.message)

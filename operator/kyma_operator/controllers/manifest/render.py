@@ -24,6 +24,7 @@ import yaml
 
 from kyma_operator.api import names
 from kyma_operator.controllers.manifest.imagelocalization import LocalizationError, localize, parse_localized
+from kyma_operator.runtime import yamlload
 from kyma_operator.runtime.objects import JSON
 
 COMPONENT_LABEL: Final = "app.kubernetes.io/component"
@@ -46,7 +47,7 @@ def parse_documents(text: str) -> list[JSON]:
     ``apiVersion``, ``kind`` or ``metadata.name``.
     """
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = yamlload.safe_load_all(text)
     except yaml.YAMLError as exc:
         raise RenderError(f"not valid YAML: {_short(exc)}") from None
     objects: list[JSON] = []

@@ -11,6 +11,7 @@ images, the image-pull Secret steps) is here, so a new step reaches both paths a
 from __future__ import annotations
 
 from kyma_operator.api.manifest import Manifest
+from kyma_operator.controllers.manifest.parsememo import ParsedManifests
 from kyma_operator.controllers.manifest.pullsecret import PullSecretError, PullSecrets
 from kyma_operator.controllers.manifest.render import RenderContext, RenderError, parse_documents, transform
 from kyma_operator.runtime.objects import JSON
@@ -25,13 +26,21 @@ class RenderFailed(Exception):
 
 
 async def render_objects(
-    manifest: Manifest, text: str, *, digest: str, what: str, pull_secrets: PullSecrets
+    manifest: Manifest,
+    text: str,
+    *,
+    digest: str,
+    what: str,
+    pull_secrets: PullSecrets,
+    parsed: ParsedManifests | None = None,
 ) -> list[JSON]:
     """The objects to apply for ``manifest`` from its raw manifest ``text`` (blob ``digest``,
-    source described as ``what``). Raises ``RenderFailed`` naming the cause."""
+    source described as ``what``). Raises ``RenderFailed`` naming the cause. ``parsed``: the memo
+    of parsed raw manifests (without one, ``text`` is parsed here)."""
     try:
+        documents = parsed.documents(text, digest) if parsed is not None else parse_documents(text)
         objects = transform(
-            parse_documents(text),
+            documents,
             RenderContext(manifest.namespace, manifest.name, tuple(manifest.spec.localized_images or ())),
         )
     except RenderError as exc:
