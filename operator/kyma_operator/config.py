@@ -30,7 +30,7 @@ from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
 from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
-from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+from kyma_operator.controllers.manifest.config import DEFAULT_APPLY_CONCURRENCY, ManifestControllerConfig
 from kyma_operator.listener.handoff_key_rotation import MIN_ROTATION_INTERVAL
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -239,7 +239,7 @@ class OperatorConfig(BaseModel):
     """Manifests reconciled concurrently (never the same Manifest twice at once)."""
     manifest_processing_interval: Seconds = 5.0
     """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
-    manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = DEFAULT_APPLY_CONCURRENCY
     """Objects of one Manifest applied to its runtime concurrently (bounded, unlike upstream)."""
     runtime_client_idle_ttl: Seconds = DEFAULT_IDLE_TTL
     """Seconds after which an unused runtime API client is closed with its connections (rebuilt from

@@ -28,5 +28,5 @@ class ControllerConfig(BaseModel):
     """Requests the listener may have waiting in the queue before its intake pushes back (429)."""
     event_throttle_window: float = Field(default=0.5, ge=0)
     """Runtime events for one object within this window after a forward become one trailing reconcile."""
-    event_settle_delays: tuple[float, ...] = Field(default=(0.1, 1.0), max_length=3)
+    event_settle_delays: tuple[float, ...] = Field(default=(0.03, 0.1, 1.0), max_length=3)
     """Re-reads after a runtime event that found nothing to do (``settle.Settle``)."""

@@ -25,7 +25,7 @@ from typing import TypeVar
 from kyma_operator.api import names
 from kyma_operator.api.manifest import SyncedResource
 from kyma_operator.controllers.common.drift import up_to_date
-from kyma_operator.controllers.manifest.config import ManifestControllerConfig
+from kyma_operator.controllers.manifest.config import DEFAULT_APPLY_CONCURRENCY, ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
@@ -96,7 +96,7 @@ class Applier:
         discovery: Discovery,
         *,
         field_manager: str = names.MANIFEST_APPLIER_FIELD_MANAGER,
-        concurrency: int = 8,
+        concurrency: int = DEFAULT_APPLY_CONCURRENCY,
         crd_timeout: float = 30.0,
         crd_poll: float = 0.02,
         clock: Clock | None = None,
