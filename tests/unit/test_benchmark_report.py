@@ -35,8 +35,8 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "NOT met",
     )
     assert _verdict("module enabled -> module Ready") == (
-        "p50 / p99 per step 1: 7.7 / 20.2, 2: 27.6 / 104.2, 3: 158.6 / 426.2, 5a: 82.4 / 307.1, "
-        "5b: 23.2 / 691.5, 5c: 8.4 / 52.8 ms",
+        "p50 / p99 per step 1: 12.3 / 20.8, 2: 36.2 / 60.6, 3: 92.3 / 146.7, 5a: 66.3 / 131.3, "
+        "5b: 17.4 / 281.2, 5c: 14.7 / 46.0 ms",
         "NOT met",
     )
 
