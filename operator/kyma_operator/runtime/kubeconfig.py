@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import yaml
 
+from kyma_operator.runtime import yamlload
 from kyma_operator.runtime.errors import KubeTransportError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -201,7 +202,7 @@ def load_bytes(
     """Kubeconfig content (e.g. an access Secret's ``config`` key); relative paths in it are
     resolved against ``base_dir`` (none given: the current directory)."""
     try:
-        loaded = yaml.safe_load(data)
+        loaded = yamlload.safe_load(data)
     except yaml.YAMLError as exc:
         raise ValueError(f"kubeconfig is not valid YAML: {exc}") from exc
     if not isinstance(loaded, dict):
