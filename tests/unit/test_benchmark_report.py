@@ -27,7 +27,7 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "met",
     )
     assert _verdict("memory per scoped replica holding k of 16 shards") == (
-        "1.2 % / 4 % over (3 / 5 replicas)",
+        "1.2 % / 1.3 % over (3 / 5 replicas)",
         "NOT met",
     )
     assert _verdict("full resync of 5,000 Kymas, 3 scoped replicas") == (
