@@ -18,7 +18,9 @@ from typing import Any
 
 import yaml
 
-SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SafeLoader: type[yaml.CSafeLoader] | type[yaml.SafeLoader] = (
+    yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+)
 """The loader used here: libyaml's when PyYAML has it."""
 
 

@@ -12,8 +12,8 @@ from kyma_operator.controllers.common.config import ControllerConfig
 DEFAULT_APPLY_CONCURRENCY: Final = 16
 """Objects of one Manifest written to its runtime at once: 16 (8 until 2026-11-30) puts a module of
 up to 16 objects into one wave. Measured with 10 objects (9 ConfigMaps and a Deployment), Manifest
-in KCP -> every object in the runtime: p50 94 ms with 8, 84 ms with 16
-(``benchmarks/results/enable_steps.md``). Upstream starts one goroutine per object, unbounded."""
+in KCP -> every object in the runtime, 9 enables each: p50 94 ms with 8, 81 ms with 16 (a trace
+run for ``benchmarks/results/enable_steps.md``). Upstream starts one goroutine per object, unbounded."""
 
 
 class ManifestControllerConfig(ControllerConfig):
