@@ -24,9 +24,10 @@ from kyma_operator.controllers.manifest.memory import ManifestMemories
 from kyma_operator.controllers.manifest.metrics import ManifestMetrics
 from kyma_operator.controllers.manifest.parsememo import ParsedManifests
 from kyma_operator.controllers.manifest.pullsecret import PullSecrets
+from kyma_operator.controllers.manifest.rendering import render_objects
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
-from kyma_operator.controllers.manifest.source import ManifestSource
+from kyma_operator.controllers.manifest.source import ManifestSource, RawManifest
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.clock import Clock, RealClock, utc_now
@@ -93,6 +94,18 @@ class ManifestBase:
         )
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    async def _render(self, manifest: Manifest, raw: RawManifest, what: str) -> list[JSON]:
+        """``rendering.render_objects`` with this controller's image-pull Secret steps and memo of
+        parsed raw manifests (both install paths); raises ``RenderFailed``."""
+        return await render_objects(
+            manifest,
+            raw.text,
+            digest=raw.digest,
+            what=what,
+            pull_secrets=self.pull_secrets,
+            parsed=self.parsed,
+        )
 
     def _kyma(self, manifest: Manifest) -> Kyma | None:
         name = manifest.kyma_name()

@@ -22,7 +22,7 @@ from kyma_operator.controllers.manifest.apply import Applier, ApplyError, synced
 from kyma_operator.controllers.manifest.base import ManifestBase
 from kyma_operator.controllers.manifest.discovery import Discovery
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
-from kyma_operator.controllers.manifest.rendering import RenderFailed, render_objects
+from kyma_operator.controllers.manifest.rendering import RenderFailed
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.runtime.kube import KubeClient
@@ -55,14 +55,7 @@ class BlockedUpgrade(ManifestBase):
         if recorded == raw.digest:
             return NOTHING  # the synced list is this version's
         try:
-            objects = await render_objects(
-                manifest,
-                raw.text,
-                digest=raw.digest,
-                what=what,
-                pull_secrets=self.pull_secrets,
-                parsed=self.parsed,
-            )
+            objects = await self._render(manifest, raw, what)
         except RenderFailed as exc:
             return Followed(f"; {exc.message}")
         applier = Applier.configured(skr, discovery, self.config, self.clock)

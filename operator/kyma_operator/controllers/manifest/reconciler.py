@@ -68,7 +68,7 @@ from kyma_operator.controllers.manifest.config import ManifestControllerConfig
 from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.prune import Pruner, prune_candidates
 from kyma_operator.controllers.manifest.readiness import Readiness, module_readiness
-from kyma_operator.controllers.manifest.rendering import RenderFailed, render_objects
+from kyma_operator.controllers.manifest.rendering import RenderFailed
 from kyma_operator.controllers.manifest.report import CHANGED_OUTCOME, ManifestReport
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.requeuereasons import requeue_reasons
@@ -211,14 +211,7 @@ class ManifestReconciler(ManifestUninstall):
         except SourceError as exc:
             return await self._fail(manifest, report, exc.message)
         try:
-            objects = await render_objects(
-                manifest,
-                raw.text,
-                digest=raw.digest,
-                what=what,
-                pull_secrets=self.pull_secrets,
-                parsed=self.parsed,
-            )
+            objects = await self._render(manifest, raw, what)
         except RenderFailed as exc:
             return await self._fail(manifest, report, exc.message)
         resources = (True, f"{len(objects)} objects rendered from {what}")
