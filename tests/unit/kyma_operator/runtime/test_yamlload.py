@@ -4,7 +4,6 @@ hostile input, must give what PyYAML's pure ``SafeLoader`` gives (the same objec
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,15 @@ def outcome(load: Any, text: str | bytes) -> tuple[str, Any]:
 
 
 def repository_yaml() -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "*.yaml", "*.yml"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.split()
-    return [ROOT / name for name in listed]
+    """The repository's own YAML files (no virtualenv, caches or generated run state)."""
+    found = []
+    for top in sorted(p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for path in sorted([*top.rglob("*.yaml"), *top.rglob("*.yml")]):
+            if not any(
+                part.startswith(".") or part == "__pycache__" for part in path.relative_to(ROOT).parts
+            ):
+                found.append(path)
+    return found
 
 
 def test_libyaml_is_used_when_pyyaml_has_it() -> None:
