@@ -125,10 +125,13 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
+def _object_key(kind: str, namespace: str | None, name: str) -> str:
+    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = _meta(obj)
-    namespace = meta.get("namespace")
-    return f"{obj['kind']}/{namespace}/{meta['name']}" if namespace else f"{obj['kind']}/{meta['name']}"
+    return _object_key(obj["kind"], meta.get("namespace"), meta["name"])
 
 
 def _drift_marker(obj: Mapping[str, Any]) -> str:
@@ -303,8 +306,8 @@ class AgentInstaller:
             return AgentStatus(False, False, readiness.REASON_INSTALL_FAILED, f"KCP certificate store: {exc}")
         rendered = self.render(ref, identity)
         try:
-            applied = await self._sync(ref.name, rendered, skr)
-            deployment, pods = await self._observe(skr)
+            applied, unchanged = await self._sync(ref.name, rendered, skr)
+            deployment, pods = await self._observe(skr, unchanged)
         except KubeError as exc:
             return AgentStatus(False, False, readiness.REASON_INSTALL_FAILED, f"runtime {ref.name}: {exc}")
         status = readiness.assess(deployment, pods)
@@ -319,12 +322,19 @@ class AgentInstaller:
             requeue_after=requeue,
         )
 
-    async def _sync(self, runtime: str, rendered: list[Rendered], skr: KubeClient) -> list[str]:
+    async def _sync(
+        self, runtime: str, rendered: list[Rendered], skr: KubeClient
+    ) -> tuple[list[str], dict[str, JSON]]:
+        """Apply what is missing or drifted; returns what was applied, and the objects left as
+        read (by key), so the readiness check needs no second read of an unchanged Deployment."""
         memory = self._applied.setdefault(runtime, {})
         current = await asyncio.gather(*(self._get(skr, item) for item in rendered))
         applied = []
+        unchanged: dict[str, JSON] = {}
         for item, live in zip(rendered, current, strict=True):
             if not self._needs_apply(item, live, memory.get(item.key)):
+                if live is not None:
+                    unchanged[item.key] = live
                 continue
             result = await skr.apply(
                 item.resource, item.body, field_manager=self.config.field_manager, force=True
@@ -334,7 +344,7 @@ class AgentInstaller:
             applied.append(f"{item.body['kind']}/{item.name}")
         if applied:
             log.info("runtime %s: applied %s", runtime, ", ".join(applied))
-        return applied
+        return applied, unchanged
 
     @staticmethod
     def _needs_apply(item: Rendered, live: JSON | None, remembered: tuple[str, str] | None) -> bool:
@@ -354,13 +364,19 @@ class AgentInstaller:
         except NotFound:
             return None
 
-    async def _observe(self, skr: KubeClient) -> tuple[JSON | None, list[JSON]]:
+    async def _observe(
+        self, skr: KubeClient, unchanged: Mapping[str, JSON]
+    ) -> tuple[JSON | None, list[JSON]]:
+        """The agent Deployment (as ``_sync`` read it if it left it unchanged, else read now) and,
+        while it has no ready replica, its Pods."""
         ns = self.config.sync_namespace
-        self.reads += 1
-        try:
-            deployment = await skr.get(DEPLOYMENTS, artefacts.SERVICE_NAME, ns)
-        except NotFound:
-            return None, []
+        deployment = unchanged.get(_object_key(DEPLOYMENTS.kind, ns, artefacts.SERVICE_NAME))
+        if deployment is None:
+            self.reads += 1
+            try:
+                deployment = await skr.get(DEPLOYMENTS, artefacts.SERVICE_NAME, ns)
+            except NotFound:
+                return None, []
         if int((deployment.get("status") or {}).get("readyReplicas") or 0) > 0:
             return deployment, []
         self.reads += 1

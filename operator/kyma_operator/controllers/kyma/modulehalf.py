@@ -39,6 +39,14 @@ class ModulesRun:
     """Condition ``Modules`` False when the runtime Kyma's spec is invalid (then no result)."""
 
 
+@dataclass(frozen=True)
+class CatalogCheck:
+    """The runtime catalog's condition ``ModuleCatalog``; ``error``: why it is False, if it is."""
+
+    condition: Condition
+    error: KubeError | None
+
+
 class ModuleHalf:
     enabled = True
 
@@ -93,11 +101,12 @@ class ModuleHalf:
             for m in kyma.status.modules
         )
 
-    async def sync_catalog(
-        self, kyma: Kyma, skr: KubeClient, outcome: st.Outcome, now: datetime.datetime, report: Collector
-    ) -> tuple[st.Outcome, KubeError | None]:
-        """The runtime's catalog and condition ``ModuleCatalog`` on ``outcome`` (a failure: Error,
-        returned for the caller to evict the runtime's client if it was a connection failure)."""
+    async def check_catalog(
+        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector
+    ) -> CatalogCheck | None:
+        """Bring the runtime's catalog in line; its condition ``ModuleCatalog`` (``with_catalog``
+        folds it into the outcome), and on failure the error, for the caller to evict the runtime's
+        client if it was a connection failure. None without the module half."""
         try:
             result = await self.catalog.sync(kyma, skr)
         except KubeError as exc:
@@ -106,14 +115,7 @@ class ModuleHalf:
                 KymaConditionType.MODULE_CATALOG.value, False, st.REASON_CATALOG_SYNC_FAILED, message, now
             )
             report.requeue_reason = "module_catalog_sync"
-            failed = st.Outcome(
-                State.ERROR,
-                (*outcome.conditions, condition),
-                message,
-                outcome.modules,
-                outcome.active_channel,
-            )
-            return failed, exc
+            return CatalogCheck(condition, exc)
         report.catalog_writes = len(result.applied) + len(result.deleted)
         condition = st.condition(
             KymaConditionType.MODULE_CATALOG.value,
@@ -122,14 +124,7 @@ class ModuleHalf:
             "module catalog is in sync",
             now,
         )
-        synced = st.Outcome(
-            outcome.state,
-            (*outcome.conditions, condition),
-            outcome.operation,
-            outcome.modules,
-            outcome.active_channel,
-        )
-        return synced, None
+        return CatalogCheck(condition, None)
 
     async def remove_catalog(self, skr: KubeClient) -> None:
         await self.catalog.remove(skr)
@@ -155,10 +150,10 @@ class _NoModuleHalf(ModuleHalf):
     def failed_entries(self, kyma: Kyma, message: str) -> tuple[ModuleStatus, ...] | None:
         return None
 
-    async def sync_catalog(
-        self, kyma: Kyma, skr: KubeClient, outcome: st.Outcome, now: datetime.datetime, report: Collector
-    ) -> tuple[st.Outcome, KubeError | None]:
-        return outcome, None
+    async def check_catalog(
+        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector
+    ) -> CatalogCheck | None:
+        return None
 
     async def remove_catalog(self, skr: KubeClient) -> None:
         return None
@@ -203,6 +198,18 @@ def with_modules(outcome: st.Outcome, run: ModulesRun | None, now: datetime.date
         tuple(result.modules),
         active_channel=run.spec.channel if state in (State.READY, State.WARNING) else None,
     )
+
+
+def with_catalog(outcome: st.Outcome, check: CatalogCheck | None) -> st.Outcome:
+    """``outcome`` with condition ``ModuleCatalog``; a failed catalog sync makes it Error."""
+    if check is None:
+        return outcome
+    conditions = (*outcome.conditions, check.condition)
+    if check.error is not None:
+        return st.Outcome(
+            State.ERROR, conditions, check.condition.message, outcome.modules, outcome.active_channel
+        )
+    return st.Outcome(outcome.state, conditions, outcome.operation, outcome.modules, outcome.active_channel)
 
 
 def operation(state: State, message: str) -> str:

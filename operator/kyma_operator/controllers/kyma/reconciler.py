@@ -66,6 +66,7 @@ from kyma_operator.controllers.kyma.modulehalf import (
     ModuleHalf,
     module_states,
     operation,
+    with_catalog,
     with_modules,
 )
 from kyma_operator.controllers.kyma.pullsecret import ImagePullSecretSync
@@ -249,18 +250,17 @@ class KymaReconciler:
         modules_run = await self.modules.run(kyma, spec_source, now, report)
         wrote = modules_run is None or modules_run.result is None or bool(report.applied or report.deleted)
         seen = self.modules.manifest_versions(kyma)
-        agent = await self.runtime.agent(kyma, opened.skr)
+        agent, catalog = await self.runtime.checks(kyma, opened.skr, now, report)
         state, webhook = st.webhook_condition(agent, now)
         outcome = st.Outcome(state, (webhook, *opened.conditions), operation(state, agent.message))
         memory.round = RuntimeRound(spec_source, outcome, agent.requeue_after)
         if not wrote and self.modules.manifest_versions(kyma) != seen:
-            # a Manifest changed while the runtime was checked (~100 ms): the status written below
+            # a Manifest changed while the runtime was checked (~50 ms): the status written below
             # shows it, instead of waiting for the reconcile queued behind this one (not after
             # writes of our own: their echo may not be in the cache yet)
             modules_run = await self.modules.run(kyma, spec_source, now, report)
         if modules_run is not None:
-            outcome = with_modules(outcome, modules_run, now)
-            outcome = await self.runtime.catalog(kyma, opened.skr, outcome, now, report)
+            outcome = with_catalog(with_modules(outcome, modules_run, now), catalog)
         message = f"{webhook.reason}: {webhook.message}"
         return _Step(outcome, message, agent.requeue_after, found_nothing, copy_status=True)
 
