@@ -285,6 +285,8 @@ class AgentInstaller:
         self._now = wall_clock
         # runtime -> object key -> (rendered digest, drift marker seen right after our apply)
         self._applied: dict[str, dict[str, tuple[str, str]]] = {}
+        # (resource, name, namespace, key) of each object of the last render, read ahead next time
+        self._read_targets: tuple[tuple[Resource, str, str | None, str], ...] = ()
         self.reads = 0
         self.writes = 0
 
@@ -296,17 +298,28 @@ class AgentInstaller:
     async def ensure(self, kyma: Mapping[str, Any] | Kyma | KymaRef, skr: KubeClient) -> AgentStatus:
         """Bring the runtime's agent up to date and report its readiness (never raises for API errors)."""
         ref = KymaRef.of(kyma)
-        try:
-            identity = await self.identity.ensure_runtime(
+        # the runtime's objects are read while KCP is asked for the certificate (they do not depend
+        # on it): one round trip less in every full Kyma reconcile
+        identity, live = await asyncio.gather(
+            self.identity.ensure_runtime(
                 kyma_name=ref.name, runtime_id=ref.runtime_id, skr_domain=ref.skr_domain
+            ),
+            self._read_live(skr),
+            return_exceptions=True,
+        )
+        if isinstance(identity, ValueError):
+            return AgentStatus(False, True, readiness.REASON_INVALID_RUNTIME, str(identity))
+        if isinstance(identity, KubeError):
+            return AgentStatus(
+                False, False, readiness.REASON_INSTALL_FAILED, f"KCP certificate store: {identity}"
             )
-        except ValueError as exc:
-            return AgentStatus(False, True, readiness.REASON_INVALID_RUNTIME, str(exc))
-        except KubeError as exc:
-            return AgentStatus(False, False, readiness.REASON_INSTALL_FAILED, f"KCP certificate store: {exc}")
+        if isinstance(identity, BaseException):
+            raise identity
         rendered = self.render(ref, identity)
         try:
-            applied, unchanged = await self._sync(ref.name, rendered, skr)
+            if isinstance(live, BaseException):
+                raise live
+            applied, unchanged = await self._sync(ref.name, rendered, skr, live)
             deployment, pods = await self._observe(skr, unchanged)
         except KubeError as exc:
             return AgentStatus(False, False, readiness.REASON_INSTALL_FAILED, f"runtime {ref.name}: {exc}")
@@ -322,19 +335,31 @@ class AgentInstaller:
             requeue_after=requeue,
         )
 
+    async def _read_live(self, skr: KubeClient) -> dict[str, JSON | None]:
+        """The runtime's copies of what the previous render held (by key; None: missing). The same
+        objects for every runtime of this configuration; nothing before the first render."""
+        targets = self._read_targets
+        found = await asyncio.gather(*(self._get(skr, res, name, ns) for res, name, ns, _ in targets))
+        return {key: obj for (_, _, _, key), obj in zip(targets, found, strict=True)}
+
     async def _sync(
-        self, runtime: str, rendered: list[Rendered], skr: KubeClient
+        self, runtime: str, rendered: list[Rendered], skr: KubeClient, live: Mapping[str, JSON | None]
     ) -> tuple[list[str], dict[str, JSON]]:
-        """Apply what is missing or drifted; returns what was applied, and the objects left as
-        read (by key), so the readiness check needs no second read of an unchanged Deployment."""
+        """Apply what is missing or drifted (``live``: what ``_read_live`` found; what it did not
+        read is read now); returns what was applied, and the objects left as read (by key), so the
+        readiness check needs no second read of an unchanged Deployment."""
         memory = self._applied.setdefault(runtime, {})
-        current = await asyncio.gather(*(self._get(skr, item) for item in rendered))
+        unread = [item for item in rendered if item.key not in live]
+        found = await asyncio.gather(*(self._get(skr, i.resource, i.name, i.namespace) for i in unread))
+        current = {**live, **{item.key: obj for item, obj in zip(unread, found, strict=True)}}
+        self._read_targets = tuple((i.resource, i.name, i.namespace, i.key) for i in rendered)
         applied = []
         unchanged: dict[str, JSON] = {}
-        for item, live in zip(rendered, current, strict=True):
-            if not self._needs_apply(item, live, memory.get(item.key)):
-                if live is not None:
-                    unchanged[item.key] = live
+        for item in rendered:
+            live_obj = current[item.key]
+            if not self._needs_apply(item, live_obj, memory.get(item.key)):
+                if live_obj is not None:
+                    unchanged[item.key] = live_obj
                 continue
             result = await skr.apply(
                 item.resource, item.body, field_manager=self.config.field_manager, force=True
@@ -357,10 +382,12 @@ class AgentInstaller:
         digest, marker = remembered
         return digest != item.digest or marker != _drift_marker(live)
 
-    async def _get(self, skr: KubeClient, item: Rendered) -> JSON | None:
+    async def _get(
+        self, skr: KubeClient, resource: Resource, name: str, namespace: str | None
+    ) -> JSON | None:
         self.reads += 1
         try:
-            return await skr.get(item.resource, item.name, item.namespace)
+            return await skr.get(resource, name, namespace)
         except NotFound:
             return None
 

@@ -60,6 +60,8 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the bookmark that ends a watch's initial events (``sendInitialEvents``)."""
 
 _JSON_CT = "application/json"
+METADATA_LIST_ACCEPT = f"{_JSON_CT};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{_JSON_CT}"
+"""Asks for a list of ``PartialObjectMetadata``: each item's ``metadata`` only, no spec or status."""
 _MERGE_PATCH_CT = "application/merge-patch+json"
 _APPLY_PATCH_CT = "application/apply-patch+yaml"
 
@@ -306,9 +308,11 @@ class KubeClient:
         continue_token: str | None = None,
         resource_version: str | None = None,
         transform: Callable[[JSON], JSON] | None = None,
+        metadata_only: bool = False,
     ) -> ObjectList:
         """One page of objects (all namespaces if ``namespace`` is None), each passed through
-        ``transform`` (if given).
+        ``transform`` (if given). ``metadata_only``: the items' metadata alone
+        (``PartialObjectMetadata``: a fraction of the bytes to send and decode).
 
         The body is decoded item by item as it arrives (``runtime.liststream``): a large list is
         never held whole, neither as bytes nor as parsed objects, only its transformed items."""
@@ -335,6 +339,8 @@ class KubeClient:
         decoder = ListBodyDecoder(prepare)
         with self._counted("GET", path):
             headers = await self._headers()
+            if metadata_only:
+                headers["Accept"] = METADATA_LIST_ACCEPT
             body = self._http.get_streamed(self._url(path, query), headers, f"GET {path}")
             try:
                 async with contextlib.aclosing(body):
@@ -356,8 +362,10 @@ class KubeClient:
         field_selector: str | None = None,
         page_size: int = 500,
         transform: Callable[[JSON], JSON] | None = None,
+        metadata_only: bool = False,
     ) -> ObjectList:
         """Every object, following ``continue`` tokens; the resourceVersion is the list snapshot's.
+        ``metadata_only``: see ``list``.
 
         ``transform`` is applied to each item as it arrives (an informer's lean cache transform),
         so no item is held in its full form longer than its own decoding."""
@@ -373,6 +381,7 @@ class KubeClient:
                 limit=page_size,
                 continue_token=token,
                 transform=transform,
+                metadata_only=metadata_only,
             )
             items.extend(page.items)
             first_rv = first_rv or page.resource_version

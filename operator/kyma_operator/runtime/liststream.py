@@ -19,7 +19,8 @@ builds each object from parser events; here every item is one call into the C sc
 ``tests/unit/kyma_operator/runtime/test_liststream.py`` holds the decoder to ``json.loads`` over
 every split of real-shaped and hostile bodies.
 
-What it accepts is a JSON object whose ``items`` member is an array of objects, UTF-8 encoded (a
+What it accepts is a JSON object whose ``items`` member is an array of objects, or ``null`` for no
+items (the API server sends that for an empty ``PartialObjectMetadataList``), UTF-8 encoded (a
 leading BOM is skipped, as ``json.loads`` does for bytes). Everything else is refused with
 ``ListBodyError`` at the point it is seen: a second ``items`` member (``json.loads`` would keep the
 last one; the API server never sends two), an item that is not an object, a truncated body, bytes
@@ -196,6 +197,14 @@ class ListBodyDecoder:
         if key == "items":
             if self._seen_items:
                 raise self._fail("a second 'items' member", pos)
+            if text[after] == "n":  # null: no items (an empty list of PartialObjectMetadata)
+                null = self._decode_value(after, final)
+                if null is None:
+                    return None
+                if null[0] is not None:
+                    raise self._fail("'items' is not an array", after)
+                self._seen_items = True
+                return null[1], _AFTER_MEMBER
             if text[after] != "[":
                 raise self._fail("'items' is not an array", after)
             self._seen_items = True

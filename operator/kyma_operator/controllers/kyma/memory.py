@@ -10,6 +10,8 @@ memory only saves work and carries the settle schedule:
 * ``remote_spec`` / ``remote``: the runtime Kyma as last read (is a runtime event's change visible
   yet? see ``settle``).
 * ``settle``: the pending re-read after a runtime event (``common.settle``).
+* ``crds_in_sync`` / ``catalog_in_sync``: digests of the runtime's CRDs and catalog as last found in
+  sync, so that the next full reconcile reads their metadata only (``insync``).
 * ``last_status`` / ``remote_written``: the KCP status as last written or found (compact JSON, only
   for a Kyma with a runtime Kyma), and the digest of what was last copied into the runtime Kyma (to
   skip unchanged copies).
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from kyma_operator.controllers.common.settle import Settle
 from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import ObservedHealth
+from kyma_operator.controllers.kyma.insync import InSync
 from kyma_operator.controllers.kyma.metrics import KymaMetrics
 from kyma_operator.controllers.kyma.skrsync import RemoteKyma
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
@@ -57,6 +60,9 @@ class KymaMemory:
     """The KCP status as last written or found unchanged, compact JSON (copied into the runtime
     Kyma; only kept while ``remote`` is known)."""
     settle: Settle = field(default_factory=Settle)
+    crds_in_sync: InSync | None = None
+    catalog_in_sync: InSync | None = None
+    """The runtime's CRDs and catalog as the last full reconcile found them in sync (``insync``)."""
 
     def reusable_round(self, triggers: frozenset[KymaTrigger], look: int | None) -> RuntimeRound | None:
         """The last runtime round, if this reconcile may reuse it: woken by Manifest changes alone,

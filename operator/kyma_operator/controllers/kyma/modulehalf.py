@@ -22,6 +22,7 @@ from kyma_operator.api.kyma import KYMA_CONDITION_REASON, Kyma, KymaConditionTyp
 from kyma_operator.api.manifest import Manifest
 from kyma_operator.api.meta import Condition, State
 from kyma_operator.controllers.kyma import status as st
+from kyma_operator.controllers.kyma.insync import InSync
 from kyma_operator.controllers.kyma.moduleresolution import NONE_CHANNEL, aggregate_state
 from kyma_operator.controllers.kyma.modulesync import ModuleSync, ModuleSyncResult
 from kyma_operator.controllers.kyma.report import Collector
@@ -41,10 +42,12 @@ class ModulesRun:
 
 @dataclass(frozen=True)
 class CatalogCheck:
-    """The runtime catalog's condition ``ModuleCatalog``; ``error``: why it is False, if it is."""
+    """The runtime catalog's condition ``ModuleCatalog``; ``error``: why it is False, if it is;
+    ``in_sync``: for the next check of this runtime (``RuntimeCatalogSync.sync``)."""
 
     condition: Condition
     error: KubeError | None
+    in_sync: InSync | None = None
 
 
 class ModuleHalf:
@@ -102,13 +105,13 @@ class ModuleHalf:
         )
 
     async def check_catalog(
-        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector
+        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector, in_sync: InSync | None
     ) -> CatalogCheck | None:
         """Bring the runtime's catalog in line; its condition ``ModuleCatalog`` (``with_catalog``
         folds it into the outcome), and on failure the error, for the caller to evict the runtime's
         client if it was a connection failure. None without the module half."""
         try:
-            result = await self.catalog.sync(kyma, skr)
+            result = await self.catalog.sync(kyma, skr, in_sync)
         except KubeError as exc:
             message = f"syncing the module catalog into the runtime failed: {exc}"
             condition = st.condition(
@@ -124,7 +127,7 @@ class ModuleHalf:
             "module catalog is in sync",
             now,
         )
-        return CatalogCheck(condition, None)
+        return CatalogCheck(condition, None, result.in_sync)
 
     async def remove_catalog(self, skr: KubeClient) -> None:
         await self.catalog.remove(skr)
@@ -151,7 +154,7 @@ class _NoModuleHalf(ModuleHalf):
         return None
 
     async def check_catalog(
-        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector
+        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector, in_sync: InSync | None
     ) -> CatalogCheck | None:
         return None
 

@@ -238,7 +238,7 @@ class KymaReconciler:
         self, kyma: Kyma, request: Request, memory: KymaMemory, now: datetime.datetime, report: Collector
     ) -> _Step:
         heartbeat = self._heartbeat_condition(kyma, request, now)
-        opened = await self.runtime.open(kyma, request, heartbeat, now, report)
+        opened = await self.runtime.open(kyma, request, memory, heartbeat, now, report)
         if isinstance(opened, Unreachable):
             return self._unreachable(kyma, opened)
         found_nothing = self.runtime.observe(memory, opened.remote)
@@ -250,7 +250,7 @@ class KymaReconciler:
         modules_run = await self.modules.run(kyma, spec_source, now, report)
         wrote = modules_run is None or modules_run.result is None or bool(report.applied or report.deleted)
         seen = self.modules.manifest_versions(kyma)
-        agent, catalog = await self.runtime.checks(kyma, opened.skr, now, report)
+        agent, catalog = await self.runtime.checks(kyma, opened.skr, memory, now, report)
         state, webhook = st.webhook_condition(agent, now)
         outcome = st.Outcome(state, (webhook, *opened.conditions), operation(state, agent.message))
         memory.round = RuntimeRound(spec_source, outcome, agent.requeue_after)

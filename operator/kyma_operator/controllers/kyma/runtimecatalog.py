@@ -19,6 +19,7 @@ resource Watcher matches label ``managed-by=kyma``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from kyma_operator.api.moduletemplate import ModuleTemplate
 from kyma_operator.api.resources import MODULE_RELEASE_METAS, MODULE_TEMPLATES
 from kyma_operator.controllers.common.drift import up_to_date
 from kyma_operator.controllers.kyma.catalog import Catalog
+from kyma_operator.controllers.kyma.insync import InSync, digest, live_versions, source_version
 from kyma_operator.controllers.kyma.moduleresolution import restriction_allows, template_name
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
@@ -52,6 +54,10 @@ class CatalogSyncResult:
     applied: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     visible: int = 0
+    in_sync: InSync | None = None
+    """What to pass to the next ``sync`` of this runtime (None: nothing found in sync to remember)."""
+    unchanged: bool = False
+    """Found in sync by the metadata-only look (``insync``), without reading the copies."""
 
 
 def visible_catalog(kyma: Kyma, catalog: Catalog, restricted_modules: Collection[str] = ()) -> VisibleCatalog:
@@ -113,6 +119,21 @@ def runtime_release_meta(
     }
 
 
+def _by_name(items: list[JSON]) -> dict[str, JSON]:
+    return {str((item.get("metadata") or {}).get("name")): item for item in items}
+
+
+def _versions(templates: list[JSON], metas: list[JSON]) -> list[tuple[str, ...]] | None:
+    """The runtime copies' (name, resourceVersion, kind) (``insync.live_versions``)."""
+    found: list[tuple[str, ...]] = []
+    for kind, items in ((MODULE_TEMPLATES.kind, templates), (MODULE_RELEASE_METAS.kind, metas)):
+        versions = live_versions(items)
+        if versions is None:
+            return None
+        found.extend((*version, kind) for version in versions)
+    return found
+
+
 def _names(bodies: list[JSON]) -> set[str]:
     return {str(b["metadata"]["name"]) for b in bodies}
 
@@ -138,47 +159,77 @@ class RuntimeCatalogSync:
 
     def desired(self, kyma: Kyma) -> tuple[list[JSON], list[JSON]]:
         """(templates, release metas) as they should be in the runtime."""
+        templates, metas, _ = self._desired(kyma)
+        return templates, metas
+
+    def _desired(self, kyma: Kyma) -> tuple[list[JSON], list[JSON], list[tuple[str, ...] | None]]:
+        """``desired``, and the KCP sources it was built from (``insync.source_version``)."""
         visible = visible_catalog(kyma, self.catalog, self.restricted_modules)
         ns = kyma.namespace
         templates: list[JSON] = []
+        sources: list[tuple[str, ...] | None] = []
         for template in visible.templates:
             raw = self.catalog.templates_informer.get(ns, template.name)
             if raw is not None:
                 templates.append(runtime_template(template, raw, self.sync_namespace))
+                sources.append(source_version(raw, MODULE_TEMPLATES.kind))
         metas: list[JSON] = []
         for meta, channels in visible.release_metas:
             raw = self.catalog.release_metas_informer.get(ns, meta.name)
             if raw is not None:
                 metas.append(runtime_release_meta(meta, raw, channels, self.sync_namespace))
-        return templates, metas
+                sources.append(source_version(raw, MODULE_RELEASE_METAS.kind, *channels))
+        return templates, metas, sources
 
-    async def sync(self, kyma: Kyma, skr: KubeClient) -> CatalogSyncResult:
-        templates, metas = self.desired(kyma)
+    async def sync(self, kyma: Kyma, skr: KubeClient, in_sync: InSync | None = None) -> CatalogSyncResult:
+        """Bring the runtime's catalog in line. ``in_sync``: what the previous sync of this runtime
+        returned; if the runtime still holds exactly what it found then, only metadata is read."""
+        templates, metas, sources = self._desired(kyma)
         result = CatalogSyncResult(visible=len(templates) + len(metas))
-        # release metas after their templates: a runtime reader never sees a channel without its template
+        if in_sync is not None:
+            lean = await asyncio.gather(
+                self._list(skr, MODULE_TEMPLATES, metadata_only=True),
+                self._list(skr, MODULE_RELEASE_METAS, metadata_only=True),
+            )
+            if digest(sources, _versions(*lean)) == in_sync:
+                result.in_sync, result.unchanged = in_sync, True
+                return result
+        live_templates, live_metas = await asyncio.gather(
+            self._list(skr, MODULE_TEMPLATES), self._list(skr, MODULE_RELEASE_METAS)
+        )
         # release metas after their templates, stale templates after the release metas: a runtime
         # reader never sees a channel whose template is missing
-        live_templates = await self._sync_kind(skr, MODULE_TEMPLATES, templates, result)
-        live_metas = await self._sync_kind(skr, MODULE_RELEASE_METAS, metas, result)
-        await self._prune(skr, MODULE_RELEASE_METAS, _names(metas), result, live_metas)
-        await self._prune(skr, MODULE_TEMPLATES, _names(templates), result, live_templates)
+        await self._sync_kind(skr, MODULE_TEMPLATES, templates, result, _by_name(live_templates))
+        await self._sync_kind(skr, MODULE_RELEASE_METAS, metas, result, _by_name(live_metas))
+        await self._prune(skr, MODULE_RELEASE_METAS, _names(metas), result, _by_name(live_metas))
+        await self._prune(skr, MODULE_TEMPLATES, _names(templates), result, _by_name(live_templates))
+        if not result.applied and not result.deleted:
+            result.in_sync = digest(sources, _versions(live_templates, live_metas))
         return result
 
     async def _sync_kind(
-        self, skr: KubeClient, res: Resource, wanted: list[JSON], result: CatalogSyncResult
-    ) -> dict[str, JSON]:
-        live = await self._live(skr, res)
+        self,
+        skr: KubeClient,
+        res: Resource,
+        wanted: list[JSON],
+        result: CatalogSyncResult,
+        live: dict[str, JSON],
+    ) -> None:
         for body in wanted:
             name = body["metadata"]["name"]
             if up_to_date(body, live.get(name)):
                 continue
             await skr.apply(res, body, field_manager=names.CATALOG_SYNC_FIELD_MANAGER, force=True)
             result.applied.append(f"{res.kind} {name}")
-        return live
+
+    async def _list(self, skr: KubeClient, res: Resource, *, metadata_only: bool = False) -> list[JSON]:
+        listing = await skr.list_all(
+            res, self.sync_namespace, label_selector=MANAGED_BY_KYMA_SELECTOR, metadata_only=metadata_only
+        )
+        return listing.items
 
     async def _live(self, skr: KubeClient, res: Resource) -> dict[str, JSON]:
-        items = (await skr.list_all(res, self.sync_namespace, label_selector=MANAGED_BY_KYMA_SELECTOR)).items
-        return {str((item.get("metadata") or {}).get("name")): item for item in items}
+        return _by_name(await self._list(skr, res))
 
     async def _prune(
         self,

@@ -5,10 +5,11 @@ CRDs, in the version KCP runs (upstream Kyma reconcile step 8). Upstream applies
 reconcile without looking (three writes per runtime every 5 minutes). Here the KCP CRDs come from
 informers (one per CRD, selected by name), the runtime's from one LIST by label
 ``operator.kyma-project.io/managed-by=kyma``, and a CRD is applied only when the runtime's copy is
-missing, being deleted, or does not hold what KCP's says (a hand edit is reset). A CRD deleted in
-the runtime reaches us as an agent event (the module-resource Watcher matches the label), so it is
-re-applied at once. After an apply the CRD must be Established before the runtime Kyma copy can be
-written; ``sync`` waits for that with a deadline.
+missing, being deleted, or does not hold what KCP's says (a hand edit is reset). While the runtime's
+CRDs are still those found in sync by the previous reconcile, only their metadata is read
+(``insync``). A CRD deleted in the runtime reaches us as an agent event (the module-resource
+Watcher matches the label), so it is re-applied at once. After an apply the CRD must be
+Established before the runtime Kyma copy can be written; ``sync`` waits for that with a deadline.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from kyma_operator.api import names
 from kyma_operator.controllers.common.drift import up_to_date
+from kyma_operator.controllers.kyma.insync import InSync, digest, live_versions, source_version
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.informer import Informer, ListWatcher
@@ -36,6 +38,10 @@ class CrdSyncError(Exception):
 @dataclass
 class CrdSyncResult:
     applied: list[str] = field(default_factory=list)
+    in_sync: InSync | None = None
+    """What to pass to the next ``sync`` of this runtime (None: nothing found in sync to remember)."""
+    unchanged: bool = False
+    """Found in sync by the metadata-only look (``insync``), without reading the CRDs."""
 
 
 def crd_informers(client: ListWatcher, *, clock: Clock | None = None) -> list[Informer]:
@@ -88,28 +94,34 @@ class RuntimeCrdSync:
         self.deletion_timeout = deletion_timeout
         self.clock = clock or RealClock()
 
-    def desired(self) -> list[JSON]:
-        """The runtime copies of the KCP CRDs; ``CrdSyncError`` if KCP lacks one."""
-        wanted: list[JSON] = []
+    def _kcp(self) -> list[JSON]:
+        """The KCP CRDs; ``CrdSyncError`` if KCP lacks one."""
+        found: list[JSON] = []
         missing: list[str] = []
         for informer, info in zip(self.informers, names.SKR_SYNCED_RESOURCES, strict=True):
             obj = informer.get(None, info.crd_name)
             if obj is None:
                 missing.append(info.crd_name)
             else:
-                wanted.append(runtime_crd(obj))
+                found.append(obj)
         if missing:
             raise CrdSyncError(f"KCP does not serve {', '.join(missing)}: nothing to sync to the runtime")
-        return wanted
+        return found
 
-    async def sync(self, skr: KubeClient) -> CrdSyncResult:
-        wanted = self.desired()
-        live = {
-            str((item.get("metadata") or {}).get("name")): item
-            for item in (await skr.list_all(CRDS, label_selector=MANAGED_BY_KYMA_SELECTOR)).items
-        }
+    async def sync(self, skr: KubeClient, in_sync: InSync | None = None) -> CrdSyncResult:
+        """Bring the runtime's CRDs in line. ``in_sync``: what the previous sync of this runtime
+        returned; if the runtime still holds exactly what it found then, only metadata is read."""
+        kcp = self._kcp()
+        sources = [source_version(obj) for obj in kcp]
+        if in_sync is not None:
+            lean = await skr.list_all(CRDS, label_selector=MANAGED_BY_KYMA_SELECTOR, metadata_only=True)
+            if digest(sources, live_versions(lean.items)) == in_sync:
+                return CrdSyncResult(in_sync=in_sync, unchanged=True)
+        listing = await skr.list_all(CRDS, label_selector=MANAGED_BY_KYMA_SELECTOR)
+        live = {str((item.get("metadata") or {}).get("name")): item for item in listing.items}
         result = CrdSyncResult()
-        for crd in wanted:
+        clean = True
+        for crd in (runtime_crd(obj) for obj in kcp):
             name = crd["metadata"]["name"]
             current = live.get(name)
             if current is not None and (current.get("metadata") or {}).get("deletionTimestamp"):
@@ -118,12 +130,15 @@ class RuntimeCrdSync:
                 current = None
             if up_to_date(crd, current) and current is not None and _established(current):
                 continue
+            clean = False
             if not up_to_date(crd, current):
                 applied = await skr.apply(CRDS, crd, field_manager=self.field_manager, force=True)
                 result.applied.append(name)
                 if _established(applied):
                     continue
             await self._await_established(skr, name)
+        if clean:
+            result.in_sync = digest(sources, live_versions(listing.items))
         return result
 
     async def _await_established(self, skr: KubeClient, name: str) -> None:

@@ -96,6 +96,7 @@ class RuntimeRound:
         self,
         kyma: Kyma,
         request: Request,
+        memory: KymaMemory,
         heartbeat: tuple[Condition, ...],
         now: datetime.datetime,
         report: Collector,
@@ -108,7 +109,8 @@ class RuntimeRound:
             return Unreachable(condition, heartbeat, exc.message)
         conditions: list[Condition] = list(heartbeat)
         try:
-            crds = await self.crds.sync(skr)
+            crds = await self.crds.sync(skr, memory.crds_in_sync)
+            memory.crds_in_sync = crds.in_sync
             conditions.append(st.crds_condition(True, crds.applied, "", now))
             remote = await self.remote.ensure(kyma, skr)
         except (KubeError, RemoteSyncError, CrdSyncError) as exc:
@@ -146,7 +148,7 @@ class RuntimeRound:
         return previous == digest and not remote.created
 
     async def checks(
-        self, kyma: Kyma, skr: KubeClient, now: datetime.datetime, report: Collector
+        self, kyma: Kyma, skr: KubeClient, memory: KymaMemory, now: datetime.datetime, report: Collector
     ) -> tuple[AgentStatus, CatalogCheck | None]:
         """The agent (install / update, readiness) and the runtime's catalog, side by side: they
         touch different objects, and one after the other they made a full reconcile ~15-20 ms
@@ -155,10 +157,13 @@ class RuntimeRound:
         try:
             async with asyncio.TaskGroup() as group:
                 agent = group.create_task(self.installers.for_kyma(kyma.name).ensure(kyma, skr))
-                catalog = group.create_task(self.modules.check_catalog(kyma, skr, now, report))
+                catalog = group.create_task(
+                    self.modules.check_catalog(kyma, skr, now, report, memory.catalog_in_sync)
+                )
         except BaseExceptionGroup as failed:  # a bug, not an API error (both report those): as raised
             raise failed.exceptions[0] from None
         check = catalog.result()
+        memory.catalog_in_sync = check.in_sync if check is not None else None
         if check is not None and check.error is not None:
             await self.skr_clients.evict_on_error(Request(kyma.namespace, kyma.name), check.error)
         return agent.result(), check

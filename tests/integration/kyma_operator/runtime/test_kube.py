@@ -127,6 +127,27 @@ async def test_list_pagination_and_selectors(client: KubeClient, namespace: str)
     assert [i["metadata"]["name"] for i in by_field.items] == ["p4"]
 
 
+async def test_a_metadata_only_list_has_each_items_metadata_and_nothing_else(
+    client: KubeClient, namespace: str
+) -> None:
+    for i in range(3):
+        body = configmap(f"m{i}", namespace, payload="x" * 2000)
+        body["metadata"]["labels"] = {"meta": "yes" if i else "no"}
+        await client.create(CONFIGMAPS, body)
+    full = await client.list_all(CONFIGMAPS, namespace, label_selector="meta=yes")
+    lean = await client.list_all(
+        CONFIGMAPS, namespace, label_selector="meta=yes", metadata_only=True, page_size=1
+    )
+    assert [i["metadata"] for i in lean.items] == [i["metadata"] for i in full.items]
+    assert {i["kind"] for i in lean.items} == {"PartialObjectMetadata"}
+    assert all("data" not in i for i in lean.items) and all("data" in i for i in full.items)
+    assert lean.resource_version and lean.continue_token is None
+    # an empty one comes with "items": null
+    assert (
+        await client.list_all(CONFIGMAPS, namespace, label_selector="meta=maybe", metadata_only=True)
+    ).items == []
+
+
 async def test_a_large_list_is_decoded_item_by_item_as_it_arrives(client: KubeClient, namespace: str) -> None:
     """A list of ~1.5 MB arrives in many chunks; each item reaches the transform once, whole, and
     equals the object read alone (from etcd, and from the watch cache with ``resourceVersion=0``)."""

@@ -77,6 +77,22 @@ def test_every_split_decodes_as_json_loads_does(body: bytes) -> None:
         assert decode(chunks) == want, [len(c) for c in chunks]
 
 
+def test_null_items_are_an_empty_list_however_the_body_is_cut() -> None:
+    """An empty metadata-only list (``PartialObjectMetadataList``) comes with ``"items":null``."""
+    body = (
+        b'{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1",'
+        b'"metadata":{"resourceVersion":"9"},"items":null}'
+    )
+    whole = json.loads(body)
+    assert whole.pop("items") is None
+    for chunks in every_split(body):
+        assert decode(chunks) == ([], whole), [len(c) for c in chunks]
+    for bad in (b'{"items":nul}', b'{"items":nan}', b'{"items":null,"items":[]}', b'{"items":nullx}'):
+        for chunks in every_split(bad):
+            with pytest.raises(ListBodyError):
+                decode(chunks)
+
+
 def test_a_large_list_in_random_chunks_is_transformed_item_by_item() -> None:
     body = json.dumps(
         {
