@@ -1,0 +1,71 @@
+"""What the applier reads before it applies, on a real API server: one LIST per resource and
+namespace holding several objects, one GET for each other object, all sent together (the GET does
+not wait for the LIST), and nothing applied that is up to date."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kyma_operator.controllers.manifest.apply import Applier
+from kyma_operator.controllers.manifest.discovery import Discovery
+from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.resources import NAMESPACES, SECRETS
+from tests.controlplane.cluster import APIServer
+
+
+def _objects(ns: str, token: str) -> list[dict[str, Any]]:
+    labels = {COMPONENT_LABEL: "reads-test"}
+    configmaps = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"cm-{i}", "namespace": ns, "labels": labels},
+        }
+        for i in range(3)
+    ]
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "only-secret", "namespace": ns, "labels": labels},
+        "data": {"token": token},
+    }
+    return [*configmaps, secret]
+
+
+async def test_reads_are_one_list_per_bucket_and_one_get_per_other_object_sent_together(
+    skr: APIServer, unique_name: str
+) -> None:
+    sent: list[tuple[str, str, int]] = []
+    client: KubeClient
+
+    def record(verb: str, resource: str) -> None:
+        sent.append((verb, resource, client.in_flight))
+
+    client = KubeClient.from_kubeconfig_file(skr.kubeconfig_path, on_request=record)
+    ns = unique_name
+    try:
+        await client.create(NAMESPACES, {"metadata": {"name": ns}})
+        applier = Applier(client, Discovery(client), field_manager="reads-test")
+        await applier.sync(_objects(ns, "YQ=="), fresh=True)
+
+        sent.clear()
+        outcome = await applier.sync(_objects(ns, "YQ=="))
+        assert outcome.applied == []
+        reads = [(verb, resource) for verb, resource, _ in sent]
+        assert sorted(reads) == [("get", "secrets"), ("list", "configmaps")]
+        assert sent[1][2] == 1  # the second read went out while the first was still in flight
+
+        # the lone object drifted: read with the others, applied
+        await client.patch(SECRETS, "only-secret", {"data": {"token": "ZHJpZnQ="}}, ns)
+        sent.clear()
+        outcome = await applier.sync(_objects(ns, "YQ=="))
+        assert outcome.applied == [f"Secret {ns}/only-secret"]
+        assert sorted((verb, resource) for verb, resource, _ in sent) == [
+            ("apply", "secrets"),
+            ("get", "secrets"),
+            ("list", "configmaps"),
+        ]
+    finally:
+        await client.delete(NAMESPACES, ns)
+        await client.close()
