@@ -11,9 +11,12 @@ Unlike upstream (10 forced server-side applies per Kyma reconcile), an object is
 needed: each rendered object carries a hash annotation of its rendered content; the object in the
 runtime is read and re-applied only if the hash differs, the object is missing, or it changed since
 our last apply (its ``generation``, or ``resourceVersion`` for kinds without one -- someone edited
-it). A steady state therefore reads but never writes. Server-side apply with our own field manager
-keeps fields of other managers; a webhook of a deleted Watcher disappears from the configuration
-because the apply no longer contains it (``webhooks`` is a list-map keyed by name).
+it). A steady state therefore reads but never writes. The reads go out while KCP is asked for the
+runtime's certificate: the objects of the previous render are read ahead (the same names for every
+runtime), and the agent Deployment read there is the one its readiness is judged on. Server-side
+apply with our own field manager keeps fields of other managers; a webhook of a deleted Watcher
+disappears from the configuration because the apply no longer contains it (``webhooks`` is a
+list-map keyed by name).
 
 The Deployment's pod template label ``operator.kyma-project.io/pod-restart-trigger`` is a digest of
 the Secret material, so a certificate or key rotation rolls the pod.

@@ -20,7 +20,9 @@ Flow (upstream steps in brackets, see ``reference/upstream-kyma-manifest-control
 9. Module half (``modulesync``, with ``--kyma-modules``): the runtime Kyma's ``spec.modules`` /
    ``spec.channel`` resolve through the catalog to one Manifest per module, mandatory modules
    everywhere, ``status.modules`` and condition ``Modules`` from the Manifests; the runtime's
-   catalog (``runtimecatalog``, condition ``ModuleCatalog``) (12).
+   catalog (``runtimecatalog``, condition ``ModuleCatalog``) (12). The Manifests are written
+   first; then the agent (8) and the runtime's catalog are checked side by side
+   (``RuntimeRound.checks``).
 10. State: Error > Warning > Processing > a condition not True > Ready (13; ``SKRWatcherHeartbeat``
     is informational). The KCP status is written only when it changed, then the runtime copy's
     status only when it differs from KCP's (14). Requeue: Ready -> 30 min while the agent sends

@@ -11,7 +11,9 @@ visible template and release meta on every reconcile, one goroutine each, with n
 * ``RuntimeCatalogSync.sync`` reads the runtime's copies (two LISTs by label ``managed-by=kyma``),
   applies (field manager ``catalog-sync``, force) only what is missing or differs (a hand edit is
   reset), and deletes copies it wrote earlier that are no longer visible. Objects someone else put
-  there (not managed by ``catalog-sync``) are left alone.
+  there (not managed by ``catalog-sync``) are left alone. While the runtime's copies are still
+  those the previous sync found in sync, against the same KCP sources, the two LISTs are
+  metadata-only and nothing else is read (``insync``).
 
 A catalog object deleted or edited in the runtime comes back on the agent's event (the module
 resource Watcher matches label ``managed-by=kyma``).
@@ -197,12 +199,13 @@ class RuntimeCatalogSync:
         live_templates, live_metas = await asyncio.gather(
             self._list(skr, MODULE_TEMPLATES), self._list(skr, MODULE_RELEASE_METAS)
         )
+        by_template, by_meta = _by_name(live_templates), _by_name(live_metas)
         # release metas after their templates, stale templates after the release metas: a runtime
         # reader never sees a channel whose template is missing
-        await self._sync_kind(skr, MODULE_TEMPLATES, templates, result, _by_name(live_templates))
-        await self._sync_kind(skr, MODULE_RELEASE_METAS, metas, result, _by_name(live_metas))
-        await self._prune(skr, MODULE_RELEASE_METAS, _names(metas), result, _by_name(live_metas))
-        await self._prune(skr, MODULE_TEMPLATES, _names(templates), result, _by_name(live_templates))
+        await self._sync_kind(skr, MODULE_TEMPLATES, templates, result, by_template)
+        await self._sync_kind(skr, MODULE_RELEASE_METAS, metas, result, by_meta)
+        await self._prune(skr, MODULE_RELEASE_METAS, _names(metas), result, by_meta)
+        await self._prune(skr, MODULE_TEMPLATES, _names(templates), result, by_template)
         if not result.applied and not result.deleted:
             result.in_sync = digest(sources, _versions(live_templates, live_metas))
         return result

@@ -210,8 +210,14 @@ class Applier:
         self, group: Sequence[tuple[JSON, Resource]]
     ) -> dict[tuple[str, str, str], JSON | None]:
         """One LIST (by our component label) per resource and namespace holding several objects,
-        instead of one GET per object; objects missing from the list count as absent. The other
-        objects are read (GET) at the same time, not after the lists."""
+        instead of one GET per object; objects missing from the list count as absent.
+
+        The other objects are read by their own sync, after the LISTs, on purpose. Reading them
+        at the same time (tried on 2026-11-30) made a module's readiness reach KCP later: a
+        reconcile woken by a runtime event (sent at admission, before the write is stored) then
+        read the lone Deployment before its ready status was stored, and only the settle look
+        30 ms later found it; step 5a of ``benchmarks.enable_steps`` p50 58-64 -> 73-82 ms in two
+        pairs (``benchmarks/results/enable_steps.md``)."""
         buckets: dict[tuple[Resource, str, str], list[JSON]] = {}
         for obj, resource in group:
             meta = obj["metadata"]
@@ -230,29 +236,12 @@ class Applier:
                 name = str(obj["metadata"]["name"])
                 found[(str(resource), namespace, name)] = by_name.get(name)
 
-        async def read(resource: Resource, obj: JSON) -> None:
-            meta = obj["metadata"]
-            namespace = meta.get("namespace")
-            try:
-                current: JSON | None = await self.client.get(resource, meta["name"], namespace)
-            except NotFound:
-                current = None
-            except KubeError:
-                return  # read again by the object's own sync, which reports what fails there
-            found[(str(resource), str(namespace or ""), str(meta["name"]))] = current
-
-        listed = {id(obj) for objs in buckets.values() if len(objs) > 1 for obj in objs}
         await asyncio.gather(
             *(
                 self._bounded(functools.partial(fetch, res, ns, component, objs))
                 for (res, ns, component), objs in buckets.items()
                 if len(objs) > 1
-            ),
-            *(
-                self._bounded(functools.partial(read, res, obj))
-                for obj, res in group
-                if id(obj) not in listed
-            ),
+            )
         )
         return found
 
