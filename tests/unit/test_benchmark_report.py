@@ -35,8 +35,8 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "NOT met",
     )
     assert _verdict("module enabled -> module Ready") == (
-        "p50 / p99 per step 1: 12.3 / 20.8, 2: 36.2 / 60.6, 3: 92.3 / 146.7, 5a: 66.3 / 131.3, "
-        "5b: 17.4 / 281.2, 5c: 14.7 / 46.0 ms",
+        "p50 / p99 per step 1: 10.5 / 25.7, 2: 27.7 / 38.4, 3: 94.5 / 178.2, 5a: 57.7 / 184.0, "
+        "5b: 16.7 / 148.9, 5c: 13.9 / 25.1 ms",
         "NOT met",
     )
 
