@@ -37,6 +37,7 @@ from kyma_operator.runtime.resources import NAMESPACES, Resource
 from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME
 from tests.controlplane.cluster import APIServer, ControlPlane
 from tests.controlplane.crds import crd_documents, install_crds, sample_documents
+from tests.integration.informers import running_informers
 
 UPSTREAM_CRDS = Path(__file__).resolve().parents[1] / "fixtures" / "upstream-klm-crds"
 GATEWAYS = Resource("networking.istio.io", "v1beta1", "gateways", "Gateway")
@@ -178,17 +179,8 @@ def test_our_crds_replace_upstreams_in_place_where_v1beta1_was_stored(
 @contextlib.asynccontextmanager
 async def _watcher_controller(client: KubeClient) -> AsyncIterator[WatcherController]:
     built = build_watcher_controller(client, config=WatcherControllerConfig(namespace=KCP_NAMESPACE))
-    tasks = [asyncio.create_task(informer.run()) for informer in built.informers]
-    try:
-        for informer in built.informers:
-            assert await informer.wait_synced(10.0)
+    async with running_informers(built.informers):
         yield built
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def _version(obj: dict[str, Any]) -> tuple[str, str]:

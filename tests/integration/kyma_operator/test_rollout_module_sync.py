@@ -11,7 +11,6 @@ run's status is written by the test.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from kyma_operator.controllers.shared_informers import (
 from kyma_operator.rollouts.lookup import RunIndex
 from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
+from tests.integration.informers import running_informers
 from tests.integration.kyma_operator.modules_env import MODULE, release_meta, template
 from tests.polling import eventually
 
@@ -70,11 +70,7 @@ async def _env(client: KubeClient, ns: str) -> AsyncIterator[Env]:
     templates, metas = template_informer(client, ns), release_meta_informer(client, ns)
     runs = Informer(client, MODULE_ROLLOUTS, namespace=ns, name="modulerollouts")
     policies = Informer(client, MODULE_ROLLOUT_POLICIES, namespace=ns, name="modulerolloutpolicies")
-    informers = [manifests, templates, metas, runs, policies]
-    tasks = [asyncio.create_task(informer.run()) for informer in informers]
-    try:
-        for informer in informers:
-            assert await informer.wait_synced(10.0)
+    async with running_informers([manifests, templates, metas, runs, policies]):
         sync = ModuleSync(
             client,
             catalog=Catalog(templates, metas),
@@ -84,12 +80,6 @@ async def _env(client: KubeClient, ns: str) -> AsyncIterator[Env]:
             maintenance=MaintenanceWindows(None),
         )
         yield Env(client, ns, sync, manifests, metas, runs)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def _kyma(ns: str, name: str, labels: dict[str, str]) -> dict[str, Any]:

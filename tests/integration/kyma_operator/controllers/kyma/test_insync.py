@@ -8,9 +8,6 @@ repairs what it must.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from kyma_operator.api import names
@@ -24,23 +21,9 @@ from kyma_operator.runtime.informer import Informer
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, NAMESPACES
 from tests.controlplane.cluster import APIServer
+from tests.integration.informers import running_informers
 from tests.integration.kyma_operator.modules_env import MODULE, release_meta, template
 from tests.polling import eventually
-
-
-@contextlib.asynccontextmanager
-async def _running(*informers: Informer) -> AsyncIterator[None]:
-    tasks = [asyncio.create_task(informer.run()) for informer in informers]
-    try:
-        for informer in informers:
-            assert await informer.wait_synced(10.0)
-        yield
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 async def _seen(informer: Informer, namespace: str | None, name: str, version: str) -> None:
@@ -56,7 +39,7 @@ async def test_runtime_crds_found_in_sync_by_metadata_alone(
 ) -> None:
     informers = crd_informers(kcp_client)
     crds = RuntimeCrdSync(informers)
-    async with _running(*informers):
+    async with running_informers(informers):
         await crds.sync(skr_client)  # whatever the shared runtime held before: now in line
         settled = await crds.sync(skr_client)
         assert settled.applied == [] and settled.in_sync is not None and not settled.unchanged
@@ -113,7 +96,7 @@ async def test_runtime_catalog_found_in_sync_by_metadata_alone(
     kyma = _kyma(ns)
     copy = f"{MODULE}-1.0.0"
     try:
-        async with _running(templates, metas):
+        async with running_informers([templates, metas]):
             first = await catalog.sync(kyma, skr_client)
             assert sorted(first.applied) == [f"ModuleReleaseMeta {MODULE}", f"ModuleTemplate {copy}"]
             assert first.in_sync is None
