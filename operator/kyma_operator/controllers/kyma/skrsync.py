@@ -8,13 +8,14 @@ them) and the annotation ``deprecated-operator.kyma-project.io/owned-by: <ns>/<k
 field manager ``kyma-sync-context``. ``watched-by=kyma`` is what the default Watcher's objectSelector
 matches, so this is what makes an edit of the runtime Kyma reach KCP as an event.
 
-Steady state costs two GETs and no write: the namespace and the metadata are applied only when
+Steady state costs two GETs, sent together, and no write: the namespace and the metadata are applied only when
 something is missing or different. The runtime owns ``spec.modules``/``spec.channel`` of its copy
 (it is the source of truth upstream), so the spec is written only on creation.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
-from kyma_operator.runtime.resources import NAMESPACES
+from kyma_operator.runtime.resources import NAMESPACES, Resource
 
 COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SUBACCOUNT_ID_LABEL)
 NAMESPACE_LABELS = {
@@ -130,12 +131,14 @@ class RemoteKymaSync:
         self.create_field_manager = create_field_manager
 
     async def ensure(self, kyma: Kyma, skr: KubeClient) -> RemoteKyma:
-        namespace_applied = await self._ensure_namespace(skr)
+        # both read at once (one round trip in every full Kyma reconcile); the namespace is still
+        # made or mended before the Kyma copy is created or written
+        namespace, current = await asyncio.gather(
+            self._get(skr, NAMESPACES, self.sync_namespace, None),
+            self._get(skr, KYMAS, self.remote_name, self.sync_namespace),
+        )
+        namespace_applied = await self._ensure_namespace(skr, namespace)
         labels, annotations = sync_labels(kyma), sync_annotations(kyma)
-        try:
-            current: JSON | None = await skr.get(KYMAS, self.remote_name, self.sync_namespace)
-        except NotFound:
-            current = None
         if current is None:
             created = await self._create(kyma, skr, labels, annotations)
             if created is not None:
@@ -161,11 +164,16 @@ class RemoteKymaSync:
         )
         return RemoteKyma(applied, False, True, namespace_applied)
 
-    async def _ensure_namespace(self, skr: KubeClient) -> bool:
+    @staticmethod
+    async def _get(skr: KubeClient, resource: Resource, name: str, namespace: str | None) -> JSON | None:
         try:
-            namespace = await skr.get(NAMESPACES, self.sync_namespace)
+            return await skr.get(resource, name, namespace)
         except NotFound:
-            namespace = None
+            return None
+
+    async def _ensure_namespace(self, skr: KubeClient, namespace: JSON | None) -> bool:
+        """Create the sync namespace (``namespace``: as just read, None if missing) or mend its
+        labels; True if it was written."""
         if namespace is not None and not _missing(
             NAMESPACE_LABELS, (namespace.get("metadata") or {}).get("labels")
         ):
