@@ -35,8 +35,8 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "NOT met",
     )
     assert _verdict("module enabled -> module Ready") == (
-        "p50 / p99 per step 1: 10.5 / 25.7, 2: 27.7 / 38.4, 3: 94.5 / 178.2, 5a: 57.7 / 184.0, "
-        "5b: 16.7 / 148.9, 5c: 13.9 / 25.1 ms",
+        "p50 / p99 per step 1: 10.0 / 22.4, 2: 22.7 / 37.5, 3: 92.6 / 228.8, 5a: 55.6 / 119.8, "
+        "5b: 16.0 / 59.5, 5c: 13.7 / 23.9 ms",
         "NOT met",
     )
 
