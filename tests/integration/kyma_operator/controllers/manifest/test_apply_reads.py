@@ -9,9 +9,9 @@ from typing import Any
 from kyma_operator.controllers.manifest.apply import Applier
 from kyma_operator.controllers.manifest.discovery import Discovery
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
-from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import NAMESPACES, SECRETS
 from tests.controlplane.cluster import APIServer
+from tests.integration.recording import recording_client
 
 
 def _objects(ns: str, token: str) -> list[dict[str, Any]]:
@@ -36,36 +36,29 @@ def _objects(ns: str, token: str) -> list[dict[str, Any]]:
 async def test_reads_are_one_list_per_bucket_then_one_get_per_other_object(
     skr: APIServer, unique_name: str
 ) -> None:
-    sent: list[tuple[str, str, int]] = []
-    client: KubeClient
-
-    def record(verb: str, resource: str) -> None:
-        sent.append((verb, resource, client.in_flight))
-
-    client = KubeClient.from_kubeconfig_file(skr.kubeconfig_path, on_request=record)
     ns = unique_name
-    try:
-        await client.create(NAMESPACES, {"metadata": {"name": ns}})
-        applier = Applier(client, Discovery(client), field_manager="reads-test")
-        await applier.sync(_objects(ns, "YQ=="), fresh=True)
+    async with recording_client(skr) as (client, sent):
+        try:
+            await client.create(NAMESPACES, {"metadata": {"name": ns}})
+            applier = Applier(client, Discovery(client), field_manager="reads-test")
+            await applier.sync(_objects(ns, "YQ=="), fresh=True)
 
-        sent.clear()
-        outcome = await applier.sync(_objects(ns, "YQ=="))
-        assert outcome.applied == []
-        reads = [(verb, resource) for verb, resource, _ in sent]
-        assert reads == [("list", "configmaps"), ("get", "secrets")]
-        assert sent[1][2] == 0  # the GET went out once the LIST was answered
+            sent.clear()
+            outcome = await applier.sync(_objects(ns, "YQ=="))
+            assert outcome.applied == []
+            reads = [(verb, resource) for verb, resource, _ in sent]
+            assert reads == [("list", "configmaps"), ("get", "secrets")]
+            assert sent[1][2] == 0  # the GET went out once the LIST was answered
 
-        # the lone object drifted: read, applied
-        await client.patch(SECRETS, "only-secret", {"data": {"token": "ZHJpZnQ="}}, ns)
-        sent.clear()
-        outcome = await applier.sync(_objects(ns, "YQ=="))
-        assert outcome.applied == [f"Secret {ns}/only-secret"]
-        assert sorted((verb, resource) for verb, resource, _ in sent) == [
-            ("apply", "secrets"),
-            ("get", "secrets"),
-            ("list", "configmaps"),
-        ]
-    finally:
-        await client.delete(NAMESPACES, ns)
-        await client.close()
+            # the lone object drifted: read, applied
+            await client.patch(SECRETS, "only-secret", {"data": {"token": "ZHJpZnQ="}}, ns)
+            sent.clear()
+            outcome = await applier.sync(_objects(ns, "YQ=="))
+            assert outcome.applied == [f"Secret {ns}/only-secret"]
+            assert sorted((verb, resource) for verb, resource, _ in sent) == [
+                ("apply", "secrets"),
+                ("get", "secrets"),
+                ("list", "configmaps"),
+            ]
+        finally:
+            await client.delete(NAMESPACES, ns)
