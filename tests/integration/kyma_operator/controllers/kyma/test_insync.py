@@ -22,6 +22,7 @@ from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CRDS, NAMESPACES
 from tests.controlplane.cluster import APIServer
 from tests.integration.informers import running_informers
+from tests.integration.kyma_operator.harness import kyma_body
 from tests.integration.kyma_operator.modules_env import MODULE, release_meta, template
 from tests.polling import eventually
 
@@ -68,17 +69,6 @@ async def test_runtime_crds_found_in_sync_by_metadata_alone(
         await kcp_client.patch(CRDS, name, {"metadata": {"annotations": {"insync-test": None}}})
 
 
-def _kyma(ns: str) -> Kyma:
-    return Kyma.from_object(
-        {
-            "apiVersion": names.KYMA.api_version,
-            "kind": names.KYMA.kind,
-            "metadata": {"name": "kyma-insync", "namespace": ns},
-            "spec": {"channel": "regular"},
-        }
-    )
-
-
 async def test_runtime_catalog_found_in_sync_by_metadata_alone(
     kcp_client: KubeClient,
     kcp_namespace: str,
@@ -93,7 +83,7 @@ async def test_runtime_catalog_found_in_sync_by_metadata_alone(
     await skr_client.create(NAMESPACES, {"metadata": {"name": sync_ns}})
     templates, metas = template_informer(kcp_client, ns), release_meta_informer(kcp_client, ns)
     catalog = RuntimeCatalogSync(Catalog(templates, metas), sync_namespace=sync_ns)
-    kyma = _kyma(ns)
+    kyma = Kyma.from_object(kyma_body("kyma-insync", ns, "rt-insync"))
     copy = f"{MODULE}-1.0.0"
     try:
         async with running_informers([templates, metas]):

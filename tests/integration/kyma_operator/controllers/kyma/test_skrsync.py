@@ -10,22 +10,14 @@ from kyma_operator.api.resources import KYMAS
 from kyma_operator.controllers.kyma.skrsync import NAMESPACE_LABELS, RemoteKymaSync
 from kyma_operator.runtime.resources import NAMESPACES
 from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.harness import kyma_body
 from tests.integration.recording import recording_client
 
 
 def _kyma() -> Kyma:
-    return Kyma.from_object(
-        {
-            "apiVersion": names.KYMA.api_version,
-            "kind": names.KYMA.kind,
-            "metadata": {
-                "name": "kyma-skrsync",
-                "namespace": "kcp-system",
-                "labels": {names.RUNTIME_ID_LABEL: "rt-skrsync"},
-            },
-            "spec": {"channel": "regular", "modules": [{"name": "template-operator"}]},
-        }
-    )
+    body = kyma_body("kyma-skrsync", "kcp-system", "rt-skrsync")
+    body["spec"]["modules"] = [{"name": "template-operator"}]
+    return Kyma.from_object(body)
 
 
 async def test_namespace_and_copy_created_mended_and_read_together(
