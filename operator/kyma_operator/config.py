@@ -223,6 +223,10 @@ class OperatorConfig(BaseModel):
     """Seconds over which a changed ModuleReleaseMeta or ModuleTemplate reaches the Kymas using it,
     spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
     0: at once."""
+    kyma_runtime_checks_after_write: Annotated[float, Field(ge=0)] = 1.0
+    """Seconds after a Kyma reconcile that wrote Manifests on a user's edit (a runtime event, a KCP
+    Kyma edit) until the runtime's agent and module catalog are checked, so that those reads do
+    not compete with the new modules' install; 0: in the same reconcile."""
     kyma_healthy_interval: Seconds = 1800.0
     """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0
@@ -391,6 +395,7 @@ class OperatorConfig(BaseModel):
             modules=self.kyma_modules,
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
+            checks_after_write=self.kyma_runtime_checks_after_write,
             skr_image_pull_secret=self.skr_image_pull_secret,
             maintenance_policy_file=self.maintenance_policy_file,
             min_maintenance_window_size=self.min_maintenance_window_size,

@@ -10,11 +10,13 @@ with it; mandatory modules; the runtime's CRDs, catalog and Kyma copy come back 
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS, MODULE_TEMPLATES
+from kyma_operator.controllers.common.report import ReconcileReport
 from kyma_operator.controllers.kyma.modulesync import FIELD_MANAGER
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.errors import NotFound
@@ -170,6 +172,70 @@ async def test_enable_switch_downgrade_bump_and_disable(
 
         # nothing changes -> nothing is written
         await _quiet(env)
+
+
+async def test_a_module_enable_leaves_the_agent_and_catalog_checks_for_later(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    """The reconcile that writes the Manifest of a module enabled in the runtime reads neither the
+    agent nor the runtime's catalog (those reads would compete with the module's install): a
+    reconcile ``--kyma-runtime-checks-after-write`` later does, on its own, and the Kyma keeps its
+    ``SKRWebhook`` and ``ModuleCatalog`` conditions meanwhile."""
+    ns = kcp_namespace
+    await _catalog(kcp_client, ns, {"regular": "1.0.0"})
+    async with module_env(
+        kcp_client, ns, skr_client, skr_crds[0], tmp_path, kyma_runtime_checks_after_write=1.0
+    ) as env:
+        running = env.running
+        api = running.operator.api_requests
+        assert api is not None
+        await running.operator.kyma.controller.queue.wait_idle()
+        # the runtime requests each report's reconcile sent (one Kyma: its reconciles never overlap)
+        tallies: list[Counter[tuple[str, str, str]]] = []
+        previous = Counter(api.tally)
+
+        def own_requests(report: ReconcileReport) -> None:
+            nonlocal previous
+            now = Counter(api.tally)
+            tallies.append(now - previous)
+            previous = now
+
+        running.operator.kyma.reconciler.observers.append(own_requests)
+        mark = len(running.reports)
+        await env.set_runtime_spec({"modules": [{"name": MODULE}]})
+        enabling = await running.wait_report(
+            lambda r: bool(r.manifests_applied),
+            what="the reconcile that writes the Manifest",
+            after=mark,
+        )
+        index = running.reports.index(enabling)
+        left = enabling.checks_left
+        assert left is not None and 0 < left <= 1.0, enabling.line()
+        agent_read = ("kyma", "get", "deployments")
+        catalog_read = ("kyma", "list", "moduletemplates")
+        assert tallies[index - mark][agent_read] == tallies[index - mark][catalog_read] == 0
+        kyma = await env.kyma()
+        assert condition_of(kyma, "SKRWebhook")["status"] == "True"  # type: ignore[index]
+        assert condition_of(kyma, "ModuleCatalog")["status"] == "True"  # type: ignore[index]
+
+        checking = await running.wait_report(
+            lambda r: KymaTrigger.RUNTIME_CHECKS_DUE in r.triggers,
+            what="the reconcile that checks the agent and the catalog",
+            after=index + 1,
+        )
+        assert checking.started >= enabling.started + left
+        assert checking.checks_left is None
+        for between in running.reports[index + 1 : running.reports.index(checking)]:
+            assert between.checks_left is not None or "modules only" in between.message
+        own = tallies[running.reports.index(checking) - mark]
+        assert own[agent_read] >= 1 and own[catalog_read] >= 1, own
+        kyma = await env.kyma()
+        assert condition_of(kyma, "SKRWebhook")["status"] == "True"  # type: ignore[index]
+        assert condition_of(kyma, "ModuleCatalog")["status"] == "True"  # type: ignore[index]
 
 
 async def _runtime_state(env: Any, state: str) -> dict[str, Any] | None:

@@ -10,6 +10,9 @@ memory only saves work and carries the settle schedule:
 * ``remote_spec`` / ``remote``: the runtime Kyma as last read (is a runtime event's change visible
   yet? see ``settle``).
 * ``settle``: the pending re-read after a runtime event (``common.settle``).
+* ``checks_due``: when the runtime's agent and catalog are to be checked, after a reconcile that
+  wrote Manifests on a user's edit left them out (``KymaReconciler._full``); a reconcile from that
+  moment on does not reuse the round.
 * ``crds_in_sync`` / ``catalog_in_sync``: digests of the runtime's CRDs and catalog as last found in
   sync, so that the next full reconcile reads their metadata only (``insync``).
 * ``last_status`` / ``remote_written``: the KCP status as last written or found (compact JSON, only
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.controllers.common.settle import Settle
 from kyma_operator.controllers.kyma import status as st
 from kyma_operator.controllers.kyma.heartbeat import ObservedHealth
@@ -35,7 +39,16 @@ from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
 
 _ROUND_REUSERS = frozenset({KymaTrigger.MANIFEST_CHANGED})
-_NOTES = frozenset({KymaTrigger.RUNTIME_EVENT_REREAD})
+_NOTES = frozenset({KymaTrigger.RUNTIME_EVENT_REREAD, KymaTrigger.RUNTIME_CHECKS_DUE})
+_EDITS = frozenset({KymaTrigger.RUNTIME_EVENT, KymaTrigger.KYMA_CHANGED, KymaTrigger.MANIFEST_CHANGED})
+
+
+def woken_by_edits(triggers: frozenset[KymaTrigger], look: int | None) -> bool:
+    """A reconcile woken by edits alone (a runtime event or its re-read, a KCP Kyma edit, Manifest
+    changes), not by a timer, a catalog change, the agent's health or an access Secret: such a
+    reconcile may leave the runtime's agent and catalog checks for later (``checks_due``)."""
+    causes = triggers - _NOTES
+    return look is not None or (bool(causes) and causes <= _EDITS)
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,12 @@ class RuntimeRound:
 
     spec_source: JSON
     base: st.Outcome
-    agent_requeue: float | None
+    agent: AgentStatus
+    """The agent as last checked (a reconcile that leaves the check for later reports it)."""
+
+    @property
+    def agent_requeue(self) -> float | None:
+        return self.agent.requeue_after
 
 
 @dataclass(slots=True)
@@ -63,12 +81,19 @@ class KymaMemory:
     crds_in_sync: InSync | None = None
     catalog_in_sync: InSync | None = None
     """The runtime's CRDs and catalog as the last full reconcile found them in sync (``insync``)."""
+    checks_due: float | None = None
+    """Clock time from which the agent and catalog checks left out by a reconcile are due."""
 
-    def reusable_round(self, triggers: frozenset[KymaTrigger], look: int | None) -> RuntimeRound | None:
+    def reusable_round(
+        self, triggers: frozenset[KymaTrigger], look: int | None, now: float
+    ) -> RuntimeRound | None:
         """The last runtime round, if this reconcile may reuse it: woken by Manifest changes alone,
-        no re-read due now, and not before the first re-read of a runtime event (that one looks for
-        a runtime write the event overtook; the later ones only cover a slow API server)."""
+        no re-read due now, not before the first re-read of a runtime event (that one looks for
+        a runtime write the event overtook; the later ones only cover a slow API server), and no
+        left-out checks due (``checks_due``)."""
         if self.round is None or look is not None or self.settle.pending == 1:
+            return None
+        if self.checks_due is not None and now >= self.checks_due:
             return None
         causes = triggers - _NOTES
         return self.round if causes and causes <= _ROUND_REUSERS else None

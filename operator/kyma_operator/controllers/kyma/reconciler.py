@@ -22,7 +22,9 @@ Flow (upstream steps in brackets, see ``reference/upstream-kyma-manifest-control
    everywhere, ``status.modules`` and condition ``Modules`` from the Manifests; the runtime's
    catalog (``runtimecatalog``, condition ``ModuleCatalog``) (12). The Manifests are written
    first; then the agent (8) and the runtime's catalog are checked side by side
-   (``RuntimeRound.checks``).
+   (``RuntimeRound.checks``). A reconcile woken by edits alone that wrote Manifests leaves those
+   checks to a reconcile ``checks_after_write`` later (``_leave_checks``) and reports the agent
+   and the catalog as last checked.
 10. State: Error > Warning > Processing > a condition not True > Ready (13; ``SKRWatcherHeartbeat``
     is informational). The KCP status is written only when it changed, then the runtime copy's
     status only when it differs from KCP's (14). Requeue: Ready -> 30 min while the agent sends
@@ -52,6 +54,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kyma_operator.agentinstall.readiness import AgentStatus
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma, KymaConditionType
 from kyma_operator.api.meta import Condition, ConditionStatus, InvalidObjectError, State, find_condition
@@ -61,10 +64,11 @@ from kyma_operator.controllers.kyma.config import KymaControllerConfig, single_c
 from kyma_operator.controllers.kyma.deletion import KymaDeletion
 from kyma_operator.controllers.kyma.heartbeat import ObservedHealth
 from kyma_operator.controllers.kyma.installers import Installers
-from kyma_operator.controllers.kyma.memory import KymaMemories, KymaMemory, RuntimeRound
+from kyma_operator.controllers.kyma.memory import KymaMemories, KymaMemory, RuntimeRound, woken_by_edits
 from kyma_operator.controllers.kyma.metrics import INTENDED, UNEXPECTED, KymaMetrics
 from kyma_operator.controllers.kyma.modulehalf import (
     NO_MODULE_HALF,
+    CatalogCheck,
     ModuleHalf,
     module_states,
     operation,
@@ -226,19 +230,34 @@ class KymaReconciler:
         look = memory.settle.look(KymaTrigger.RUNTIME_EVENT in triggers, self.clock.now())
         if look and KymaTrigger.RUNTIME_EVENT_REREAD not in triggers:
             report.triggers = (*report.triggers, KymaTrigger.RUNTIME_EVENT_REREAD)
+        checks_due = memory.checks_due is not None and self.clock.now() >= memory.checks_due
+        if checks_due and KymaTrigger.RUNTIME_CHECKS_DUE not in triggers:
+            report.triggers = (*report.triggers, KymaTrigger.RUNTIME_CHECKS_DUE)
         if single_cluster(kyma):
             step = await self._local(kyma, now, report)
-        elif (reusable := memory.reusable_round(triggers, look)) is not None:
+        elif (reusable := memory.reusable_round(triggers, look, self.clock.now())) is not None:
             step = await self._reuse_round(kyma, reusable, now, report)
         else:
-            step = await self._full(kyma, request, memory, now, report)
+            edit = woken_by_edits(triggers, look)
+            step = await self._full(kyma, request, memory, now, report, edit=edit)
         return await self._finish(kyma, request, rv, memory, step, look, now, report)
 
     # -- the flows -------------------------------------------------------------------------------
 
     async def _full(
-        self, kyma: Kyma, request: Request, memory: KymaMemory, now: datetime.datetime, report: Collector
+        self,
+        kyma: Kyma,
+        request: Request,
+        memory: KymaMemory,
+        now: datetime.datetime,
+        report: Collector,
+        *,
+        edit: bool,
     ) -> _Step:
+        """The whole flow. ``edit``: woken by edits alone (``memory.woken_by_edits``). Such a
+        reconcile that writes Manifests, or that comes while checks left out by one are not yet
+        due, leaves the agent and catalog checks to a reconcile ``checks_after_write`` after that
+        write (``_leave_checks``)."""
         heartbeat = self._heartbeat_condition(kyma, request, now)
         opened = await self.runtime.open(kyma, request, memory, heartbeat, now, report)
         if isinstance(opened, Unreachable):
@@ -252,10 +271,19 @@ class KymaReconciler:
         modules_run = await self.modules.run(kyma, spec_source, now, report)
         wrote = modules_run is None or modules_run.result is None or bool(report.applied or report.deleted)
         seen = self.modules.manifest_versions(kyma)
-        agent, catalog = await self.runtime.checks(kyma, opened.skr, memory, now, report)
+        catalog: CatalogCheck | None = None
+        wrote_manifests = bool(report.applied or report.deleted)
+        if edit and (agent := self._leave_checks(memory, wrote_manifests, report)) is not None:
+            catalog_condition = find_condition(kyma.status.conditions, KymaConditionType.MODULE_CATALOG.value)
+        else:
+            agent, catalog = await self.runtime.checks(kyma, opened.skr, memory, now, report)
+            catalog_condition = None
+            memory.checks_due = None
         state, webhook = st.webhook_condition(agent, now)
         outcome = st.Outcome(state, (webhook, *opened.conditions), operation(state, agent.message))
-        memory.round = RuntimeRound(spec_source, outcome, agent.requeue_after)
+        memory.round = RuntimeRound(spec_source, outcome, agent)
+        if catalog_condition is not None:
+            outcome = _with_last_catalog(outcome, catalog_condition)
         if not wrote and self.modules.manifest_versions(kyma) != seen:
             # a Manifest changed while the runtime was checked (~50 ms): the status written below
             # shows it, instead of waiting for the reconcile queued behind this one (not after
@@ -265,6 +293,32 @@ class KymaReconciler:
             outcome = with_catalog(with_modules(outcome, modules_run, now), catalog)
         message = f"{webhook.reason}: {webhook.message}"
         return _Step(outcome, message, agent.requeue_after, found_nothing, copy_status=True)
+
+    def _leave_checks(
+        self, memory: KymaMemory, wrote_manifests: bool, report: Collector
+    ) -> AgentStatus | None:
+        """The agent as last checked, if this reconcile (woken by edits alone) leaves the agent and
+        catalog checks to a reconcile ``checks_after_write`` after its Manifest write, or after
+        the write of a reconcile shortly before (``memory.checks_due``); None: check now.
+
+        Why: those checks read the runtime in one burst right after the Manifest write, and their
+        answers are decoded on the event loop that the new Manifest's install shares (step 3 of
+        ``benchmarks.enable_steps``, ``results/enable_steps.md``). A module edit changes neither
+        the agent nor the catalog. Only with an earlier round whose agent was Ready; never after
+        a catalog change or a timer (a fleet rollout would open each runtime twice)."""
+        delay = self.config.checks_after_write
+        last = memory.round
+        if delay <= 0 or last is None or not last.agent.ready:
+            return None
+        now = self.clock.now()
+        if memory.checks_due is None:
+            if not wrote_manifests:
+                return None
+            memory.checks_due = now + delay
+        elif now >= memory.checks_due:
+            return None
+        report.checks_left = memory.checks_due - now
+        return last.agent
 
     async def _reuse_round(
         self, kyma: Kyma, reused: RuntimeRound, now: datetime.datetime, report: Collector
@@ -277,12 +331,7 @@ class KymaReconciler:
         outcome = reused.base
         catalog = find_condition(kyma.status.conditions, KymaConditionType.MODULE_CATALOG.value)
         if catalog is not None:
-            failed = catalog.status is not ConditionStatus.TRUE
-            outcome = st.Outcome(
-                State.ERROR if failed else outcome.state,
-                (*outcome.conditions, catalog),
-                catalog.message if failed else outcome.operation,
-            )
+            outcome = _with_last_catalog(outcome, catalog)
         outcome = with_modules(outcome, modules_run, now)
         message = f"modules only: {outcome.operation}"
         return _Step(outcome, message, reused.agent_requeue, copy_status=True, fresh=False)
@@ -336,6 +385,8 @@ class KymaReconciler:
             interval = min(interval, max(1.0, step.agent_requeue))
         if report.wake_after is not None:  # an upgrade waits for a maintenance window to begin
             interval = min(interval, max(1.0, report.wake_after))
+        if memory.checks_due is not None:  # no Result.reason: a note is taken by the next reconcile
+            interval = min(interval, max(0.001, memory.checks_due - self.clock.now()))
         if settle is None:
             return Result(requeue_after=interval)
         if look is not None:
@@ -367,6 +418,19 @@ class KymaReconciler:
                 now=now,
             ),
         )
+
+
+def _with_last_catalog(outcome: st.Outcome, catalog: Condition) -> st.Outcome:
+    """``outcome`` with the ``ModuleCatalog`` condition of the Kyma's status (a reconcile that did
+    not check the catalog); a failed one keeps the Kyma in Error."""
+    failed = catalog.status is not ConditionStatus.TRUE
+    return st.Outcome(
+        State.ERROR if failed else outcome.state,
+        (*outcome.conditions, catalog),
+        catalog.message if failed else outcome.operation,
+        outcome.modules,
+        outcome.active_channel,
+    )
 
 
 def _requeue_reason(outcome: str) -> str:

@@ -20,6 +20,9 @@ class KymaReport(ReconcileReport):
     """(module, state) of ``status.modules`` as written (module half only)."""
     manifests_applied: tuple[str, ...] = ()
     manifests_deleted: tuple[str, ...] = ()
+    checks_left: float | None = None
+    """Seconds until the runtime's agent and catalog are checked, if this reconcile left them out
+    (it wrote Manifests on a user's edit: ``KymaReconciler._leave_checks``)."""
 
     KIND = "Kyma"
 
@@ -33,7 +36,10 @@ class KymaReport(ReconcileReport):
             writes = (
                 f"; Manifests applied {list(self.manifests_applied)} deleted {list(self.manifests_deleted)}"
             )
-        return f"{spec}{modules}{writes}"
+        later = ""
+        if self.checks_left is not None:
+            later = f"; agent and catalog checked in {self.checks_left:.1f} s"
+        return f"{spec}{modules}{writes}{later}"
 
 
 class Collector:
@@ -54,6 +60,7 @@ class Collector:
         self.deleted: list[str] = []
         self.mandatory: dict[str, State] | None = None
         self.catalog_writes = 0
+        self.checks_left: float | None = None
         self.wake_after: float | None = None
         """Seconds until a maintenance window an upgrade waits for begins (reconcile again then)."""
 
@@ -76,4 +83,5 @@ class Collector:
             modules=self.modules,
             manifests_applied=tuple(self.applied),
             manifests_deleted=tuple(self.deleted),
+            checks_left=self.checks_left,
         )

@@ -42,6 +42,9 @@ class KymaTrigger(StrEnum):
     CATALOG_REFRESH = "runtime catalog refresh"
     IMAGE_PULL_SECRET = "SKR image pull Secret changed"
     """The ``--skr-image-pull-secret`` Secret in KCP changed: every runtime's copy follows."""
+    RUNTIME_CHECKS_DUE = "runtime checks due"
+    """The agent and catalog checks that a reconcile writing Manifests left for later
+    (``KymaMemory.checks_due``; noted for logs, like the settle re-read)."""
     SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Kyma's shard: one full reconcile."""
 

@@ -103,31 +103,38 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
 
 
 def test_manifest_changes_reuse_the_runtime_round_even_with_a_re_read_pending() -> None:
+    from kyma_operator.agentinstall.readiness import AgentStatus
     from kyma_operator.api.meta import State
     from kyma_operator.controllers.kyma import status as st
     from kyma_operator.controllers.kyma.memory import KymaMemory, RuntimeRound
 
     memory = KymaMemory()
+    agent = AgentStatus(ready=True, error=False, reason="Ready", message="the agent is ready")
     manifest = frozenset({KymaTrigger.MANIFEST_CHANGED})
-    assert memory.reusable_round(manifest, None) is None  # no full reconcile yet
-    memory.round = RuntimeRound({}, st.Outcome(State.READY, (), "kyma is ready"), None)
-    assert memory.reusable_round(manifest, None) is memory.round
+    assert memory.reusable_round(manifest, None, 10.0) is None  # no full reconcile yet
+    memory.round = RuntimeRound({}, st.Outcome(State.READY, (), "kyma is ready"), agent)
+    assert memory.reusable_round(manifest, None, 10.0) is memory.round
     # a re-read's note (for logs) does not count as a cause
-    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT_REREAD}, None) is memory.round
+    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT_REREAD}, None, 10.0) is memory.round
     # a later re-read pending (not due): the Manifest change reuses the round
     memory.settle.after(1, True, (0.03, 0.5), now=10.0)
     assert memory.settle.pending == 2
-    assert memory.reusable_round(manifest, None) is memory.round
+    assert memory.reusable_round(manifest, None, 10.0) is memory.round
     # ... but not before the first re-read: the runtime write the event overtook may be landing now
     memory.settle.after(0, True, (0.03, 0.5), now=10.0)
     assert memory.settle.pending == 1
-    assert memory.reusable_round(manifest, None) is None
+    assert memory.reusable_round(manifest, None, 10.0) is None
     memory.settle.after(1, False, (0.03, 0.5), now=10.0)
     # a re-read due now, or anything that may have changed the runtime or the KCP Kyma: full
-    assert memory.reusable_round(manifest, 1) is None
-    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT}, None) is None
-    assert memory.reusable_round(manifest | {KymaTrigger.KYMA_CHANGED}, None) is None
-    assert memory.reusable_round(frozenset(), None) is None
+    assert memory.reusable_round(manifest, 1, 10.0) is None
+    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_EVENT}, None, 10.0) is None
+    assert memory.reusable_round(manifest | {KymaTrigger.KYMA_CHANGED}, None, 10.0) is None
+    assert memory.reusable_round(frozenset(), None, 10.0) is None
+    # checks left out by a reconcile that wrote Manifests: reused until they fall due, then full
+    memory.checks_due = 11.0
+    assert memory.reusable_round(manifest, None, 10.9) is memory.round
+    assert memory.reusable_round(manifest, None, 11.0) is None
+    assert memory.reusable_round(manifest | {KymaTrigger.RUNTIME_CHECKS_DUE}, None, 11.0) is None
 
 
 def test_triggers_parse_into_members_and_ignore_other_notes() -> None:
