@@ -35,8 +35,8 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "NOT met",
     )
     assert _verdict("module enabled -> module Ready") == (
-        "p50 / p99 per step 1: 10.0 / 22.4, 2: 22.7 / 37.5, 3: 92.6 / 228.8, 5a: 55.6 / 119.8, "
-        "5b: 16.0 / 59.5, 5c: 13.7 / 23.9 ms",
+        "p50 / p99 per step 1: 10.6 / 20.2, 2: 25.0 / 65.5, 3: 89.8 / 234.2, 5a: 72.6 / 130.3, "
+        "5b: 17.7 / 50.6, 5c: 14.0 / 21.7 ms",
         "NOT met",
     )
 

@@ -48,7 +48,7 @@ def woken_by_edits(triggers: frozenset[KymaTrigger], look: int | None) -> bool:
     changes), not by a timer, a catalog change, the agent's health or an access Secret: such a
     reconcile may leave the runtime's agent and catalog checks for later (``checks_due``)."""
     causes = triggers - _NOTES
-    return look is not None or (bool(causes) and causes <= _EDITS)
+    return causes <= _EDITS and (bool(causes) or look is not None)
 
 
 @dataclass(frozen=True)

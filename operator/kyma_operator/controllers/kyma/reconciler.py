@@ -385,8 +385,9 @@ class KymaReconciler:
             interval = min(interval, max(1.0, step.agent_requeue))
         if report.wake_after is not None:  # an upgrade waits for a maintenance window to begin
             interval = min(interval, max(1.0, report.wake_after))
-        if memory.checks_due is not None:  # no Result.reason: a note is taken by the next reconcile
-            interval = min(interval, max(0.001, memory.checks_due - self.clock.now()))
+        due = memory.checks_due
+        if due is not None and due > self.clock.now():  # no Result.reason: the next reconcile takes notes
+            interval = min(interval, due - self.clock.now())
         if settle is None:
             return Result(requeue_after=interval)
         if look is not None:

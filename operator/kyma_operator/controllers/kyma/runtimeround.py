@@ -153,9 +153,9 @@ class RuntimeRound:
         """The agent (install / update, readiness) and the runtime's catalog, side by side: they
         touch different objects, and one after the other they made a full reconcile ~15-20 ms
         longer, during which a Manifest turning Ready waited for the reconcile queued behind it.
-        The cost: right after this reconcile writes a Manifest, their responses are decoded in
-        one burst on the event loop the Manifest's install shares (step 3 of
-        ``benchmarks.enable_steps``: p50 ~10 ms slower, ``results/enable_steps.md``).
+        Their answers come in one burst; a reconcile that has just written Manifests on an edit
+        therefore leaves this to a reconcile a second later (``KymaReconciler._leave_checks``;
+        step 3 of ``benchmarks.enable_steps``, ``results/enable_steps.md``).
         A connection failure of the catalog sync evicts the runtime's client once both are done."""
         try:
             async with asyncio.TaskGroup() as group:

@@ -158,3 +158,26 @@ def test_a_manifest_ready_again_for_its_new_spec_wakes_its_kyma() -> None:
     assert manifest_change_matters(upgraded, ready_again)
     assert not manifest_change_matters(ready_again, _manifest(2, "Ready", 2))  # a resync: nothing
     assert manifest_change_matters(_manifest(1, "Ready", 1), upgraded)  # the spec change itself
+
+
+def test_only_edits_may_leave_the_runtime_checks_for_later() -> None:
+    from kyma_operator.controllers.kyma.memory import woken_by_edits
+
+    runtime_event = frozenset({KymaTrigger.RUNTIME_EVENT})
+    assert woken_by_edits(runtime_event, 0)
+    assert woken_by_edits(frozenset({KymaTrigger.RUNTIME_EVENT_REREAD}), 1)  # a settle re-read
+    assert woken_by_edits(frozenset({KymaTrigger.KYMA_CHANGED, KymaTrigger.MANIFEST_CHANGED}), None)
+    assert woken_by_edits(frozenset({KymaTrigger.MANIFEST_CHANGED, KymaTrigger.RUNTIME_CHECKS_DUE}), None)
+    # a timer (no cause), a note alone, or any cause that may concern the agent or the catalog: check now
+    assert not woken_by_edits(frozenset(), None)
+    assert not woken_by_edits(frozenset({KymaTrigger.RUNTIME_CHECKS_DUE}), None)
+    for cause in (
+        KymaTrigger.CATALOG_CHANGED,
+        KymaTrigger.CATALOG_REFRESH,
+        KymaTrigger.ACCESS_SECRET,
+        KymaTrigger.HEARTBEAT,
+        KymaTrigger.WATCHER_FANOUT,
+        KymaTrigger.IMAGE_PULL_SECRET,
+        KymaTrigger.SHARD_ACQUIRED,
+    ):
+        assert not woken_by_edits(runtime_event | {cause}, 0), cause
