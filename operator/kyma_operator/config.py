@@ -224,9 +224,10 @@ class OperatorConfig(BaseModel):
     spread at random so a version bump does not upgrade every runtime at once (upstream 5 min);
     0: at once."""
     kyma_runtime_checks_after_write: Annotated[float, Field(ge=0)] = 1.0
-    """Seconds after a Kyma reconcile that wrote Manifests on a user's edit (a runtime event, a KCP
-    Kyma edit) until the runtime's agent and module catalog are checked, so that those reads do
-    not compete with the new modules' install; 0: in the same reconcile."""
+    """Seconds after a Kyma reconcile woken by edits alone (a runtime event, a KCP Kyma edit,
+    Manifest changes) wrote Manifests until the runtime's agent and module catalog are checked, so
+    that those reads do not compete with the new modules' install (timers, catalog changes, the
+    agent's health and access Secrets always check at once); 0: in the same reconcile."""
     kyma_healthy_interval: Seconds = 1800.0
     """Safety-net reconcile of a Ready Kyma whose agent sends heartbeats (events do the rest)."""
     kyma_unhealthy_interval: Seconds = 300.0

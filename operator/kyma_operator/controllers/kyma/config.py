@@ -32,9 +32,9 @@ class KymaControllerConfig(ControllerConfig):
     overtook its write): a write lands within milliseconds, so the first re-read is early and the
     later ones cover a slow API server."""
     checks_after_write: float = Field(default=1.0, ge=0)
-    """A reconcile that writes Manifests on a user's edit (a runtime event, a KCP Kyma edit) leaves
-    the runtime's agent and catalog checks to a reconcile this many seconds later, so that they do
-    not compete with the new Manifests' install; 0: check in the same reconcile."""
+    """A reconcile woken by edits alone (``memory.woken_by_edits``) that writes Manifests leaves the
+    runtime's agent and catalog checks to a reconcile this many seconds later, so that they do not
+    compete with the new Manifests' install; 0: check in the same reconcile."""
     heartbeat_sweep_interval: float = Field(default=30.0, gt=0)
     module_rollout_max_delay: float = Field(default=300.0, ge=0)
     """Catalog changes reach the Kymas they concern spread over a random delay up to this (upstream

@@ -10,9 +10,9 @@ memory only saves work and carries the settle schedule:
 * ``remote_spec`` / ``remote``: the runtime Kyma as last read (is a runtime event's change visible
   yet? see ``settle``).
 * ``settle``: the pending re-read after a runtime event (``common.settle``).
-* ``checks_due``: when the runtime's agent and catalog are to be checked, after a reconcile that
-  wrote Manifests on a user's edit left them out (``KymaReconciler._full``); a reconcile from that
-  moment on does not reuse the round.
+* ``checks_due``: when the runtime's agent and catalog are to be checked, after a reconcile woken
+  by edits alone wrote Manifests and left them out (``KymaReconciler._leave_checks``); a reconcile
+  from that moment on does not reuse the round, and the first full one checks.
 * ``crds_in_sync`` / ``catalog_in_sync``: digests of the runtime's CRDs and catalog as last found in
   sync, so that the next full reconcile reads their metadata only (``insync``).
 * ``last_status`` / ``remote_written``: the KCP status as last written or found (compact JSON, only

@@ -22,7 +22,7 @@ class KymaReport(ReconcileReport):
     manifests_deleted: tuple[str, ...] = ()
     checks_left: float | None = None
     """Seconds until the runtime's agent and catalog are checked, if this reconcile left them out
-    (it wrote Manifests on a user's edit: ``KymaReconciler._leave_checks``)."""
+    (``KymaReconciler._leave_checks``)."""
 
     KIND = "Kyma"
 
