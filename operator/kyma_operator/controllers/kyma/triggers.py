@@ -4,9 +4,11 @@ Each source of the Kyma controller (see ``setup.py``) adds its requests with one
 (``kyma_operator.runtime.triggers``); the reconcile logs them and the local run prints them. A
 reconcile with none is a requeue (backoff, readiness polling or the safety net). Reconciles stay
 level-based: a trigger never selects what a full reconcile would not do. The reconciler reads them
-only as members of this enum (a renamed trigger fails type checking), for two things: a runtime
-event starts the settle re-reads (``common.settle``), and a reconcile woken by Manifest changes
-alone may reuse the last runtime round (``memory.KymaMemory.reusable_round``).
+only as members of this enum (a renamed trigger fails type checking), for three things: a runtime
+event starts the settle re-reads (``common.settle``), a reconcile woken by Manifest changes alone
+may reuse the last runtime round (``memory.KymaMemory.reusable_round``), and a reconcile woken by
+edits alone may leave the runtime's agent and catalog checks for a moment later
+(``memory.woken_by_edits``).
 
 ``ManifestRequestLog`` is the listener's Manifest intake when the operator runs without a Manifest
 controller (``--manifest-controller-enabled=false``): a targeted Manifest request is logged and
