@@ -43,6 +43,7 @@ from kyma_operator.runtime.errors import (
     Invalid,
     KubeError,
     KubeTransportError,
+    NotFound,
     WatchListUnsupported,
     error_from_status,
 )
@@ -296,6 +297,14 @@ class KubeClient:
         self._check_namespace(res, namespace)
         result: JSON = await self._request("GET", res.path(namespace, name))
         return result
+
+    async def get_or_none(self, res: Resource, name: str, namespace: str | None = None) -> JSON | None:
+        """``get``, but None if the object does not exist: many callers treat a missing object as a
+        state (create it, skip it), not an error. Every other error is raised as ``get`` raises it."""
+        try:
+            return await self.get(res, name, namespace)
+        except NotFound:
+            return None
 
     async def list(
         self,

@@ -68,6 +68,29 @@ async def test_configmap_crud_and_typed_errors(client: KubeClient, namespace: st
     assert missing.value.status == 404 and missing.value.reason == "NotFound"
 
 
+async def test_get_or_none_is_none_for_a_missing_object_and_raises_every_other_error(
+    client: KubeClient, namespace: str, kcp: APIServer
+) -> None:
+    await client.create(CONFIGMAPS, configmap("present", namespace, k="v"))
+    present = await client.get_or_none(CONFIGMAPS, "present", namespace)
+    assert present is not None and present["data"] == {"k": "v"}
+    assert await client.get_or_none(CONFIGMAPS, "absent", namespace) is None
+    assert await client.get_or_none(NAMESPACES, f"{namespace}-absent") is None  # cluster-scoped
+    with pytest.raises(ValueError):
+        await client.get_or_none(CONFIGMAPS, "present")  # namespaced kind without namespace
+
+    await client.create(SERVICE_ACCOUNTS, {"metadata": {"name": "reader", "namespace": namespace}})
+    review = await client.create_subresource(
+        SERVICE_ACCOUNTS, "reader", "token", {"spec": {"expirationSeconds": 600}}, namespace
+    )
+    config = yaml.safe_load(kcp.kubeconfig)
+    config["users"][0]["user"] = {"token": review["status"]["token"]}
+    async with KubeClient.from_kubeconfig_bytes(yaml.safe_dump(config)) as service_account:
+        with pytest.raises(Forbidden) as forbidden:  # refused before the lookup: not read as missing
+            await service_account.get_or_none(CONFIGMAPS, "absent", namespace)
+    assert forbidden.value.status == 403
+
+
 async def test_bad_input_is_rejected_before_any_request(client: KubeClient, namespace: str) -> None:
     with pytest.raises(ValueError):
         await client.get(CONFIGMAPS, "a")  # namespaced kind without namespace
