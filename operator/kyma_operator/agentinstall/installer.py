@@ -389,10 +389,7 @@ class AgentInstaller:
         self, skr: KubeClient, resource: Resource, name: str, namespace: str | None
     ) -> JSON | None:
         self.reads += 1
-        try:
-            return await skr.get(resource, name, namespace)
-        except NotFound:
-            return None
+        return await skr.get_or_none(resource, name, namespace)
 
     async def _observe(
         self, skr: KubeClient, unchanged: Mapping[str, JSON]

@@ -114,17 +114,13 @@ async def ensure_kyma(
 ) -> dict[str, Any]:
     """Create or update the single-cluster Kyma so it lists ``modules``; returns it as written."""
     from kyma_operator.api.resources import KYMAS
-    from kyma_operator.runtime.errors import NotFound
 
     await ensure_namespace(client, namespace)
     # modules' default CRs conventionally live in kyma-system (their spec.data names it): a fresh
     # cluster has no such namespace, and the module would turn to Error on its default CR
     await ensure_namespace(client, names.SKR_NAMESPACE)
 
-    try:
-        current: dict[str, Any] | None = await client.get(KYMAS, name, namespace)
-    except NotFound:
-        current = None
+    current = await client.get_or_none(KYMAS, name, namespace)
     wanted = {m["name"]: m for m in ((current or {}).get("spec") or {}).get("modules") or []}
     for module in modules:
         wanted[module["name"]] = {**wanted.get(module["name"], {}), **module}

@@ -84,10 +84,7 @@ class DirectSecrets:
         self._client = client
 
     async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self._client.get(SECRETS, name, namespace)
-        except NotFound:
-            return None
+        return await self._client.get_or_none(SECRETS, name, namespace)
 
 
 @dataclass(frozen=True)

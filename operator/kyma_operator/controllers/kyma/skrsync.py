@@ -25,7 +25,7 @@ from kyma_operator.api.resources import KYMAS
 from kyma_operator.runtime.errors import AlreadyExists, NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
-from kyma_operator.runtime.resources import NAMESPACES, Resource
+from kyma_operator.runtime.resources import NAMESPACES
 
 COPIED_LABELS = (names.RUNTIME_ID_LABEL, names.GLOBAL_ACCOUNT_ID_LABEL, names.SUBACCOUNT_ID_LABEL)
 NAMESPACE_LABELS = {
@@ -134,8 +134,8 @@ class RemoteKymaSync:
         # both read at once (one round trip in every full Kyma reconcile); the namespace is still
         # made or mended before the Kyma copy is created or written
         namespace, current = await asyncio.gather(
-            self._get(skr, NAMESPACES, self.sync_namespace, None),
-            self._get(skr, KYMAS, self.remote_name, self.sync_namespace),
+            skr.get_or_none(NAMESPACES, self.sync_namespace),
+            skr.get_or_none(KYMAS, self.remote_name, self.sync_namespace),
         )
         namespace_applied = await self._ensure_namespace(skr, namespace)
         labels, annotations = sync_labels(kyma), sync_annotations(kyma)
@@ -163,13 +163,6 @@ class RemoteKymaSync:
             force=True,
         )
         return RemoteKyma(applied, False, True, namespace_applied)
-
-    @staticmethod
-    async def _get(skr: KubeClient, resource: Resource, name: str, namespace: str | None) -> JSON | None:
-        try:
-            return await skr.get(resource, name, namespace)
-        except NotFound:
-            return None
 
     async def _ensure_namespace(self, skr: KubeClient, namespace: JSON | None) -> bool:
         """Create the sync namespace (``namespace``: as just read, None if missing) or mend its

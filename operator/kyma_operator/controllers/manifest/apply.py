@@ -30,7 +30,7 @@ from kyma_operator.controllers.manifest.discovery import Discovery, UnknownKind
 from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
 from kyma_operator.runtime.clock import Clock, RealClock
-from kyma_operator.runtime.errors import KubeError, NotFound
+from kyma_operator.runtime.errors import KubeError
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import CRDS, Resource
@@ -259,10 +259,7 @@ class Applier:
             if key in prefetched:
                 current = prefetched[key]
             else:
-                try:
-                    current = await self.client.get(resource, meta["name"], meta.get("namespace"))
-                except NotFound:
-                    current = None
+                current = await self.client.get_or_none(resource, meta["name"], meta.get("namespace"))
             if current is not None and up_to_date(obj, current):
                 return current
         applied = await self.client.apply(resource, obj, field_manager=self.field_manager, force=True)

@@ -180,10 +180,7 @@ class WatcherReconciler:
             return Result()
         if watcher.state() != State.DELETING:
             watcher = await self._write_status(watcher, State.DELETING, None)
-        try:
-            current = await self._client.get(self.virtual_services, watcher.name, watcher.namespace)
-        except NotFound:
-            current = None
+        current = await self._client.get_or_none(self.virtual_services, watcher.name, watcher.namespace)
         if current is not None and _owned_by(current, watcher):
             try:
                 await self._client.delete(self.virtual_services, watcher.name, watcher.namespace)
