@@ -98,7 +98,20 @@ async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_even
 async def test_the_workloads_status_event_makes_the_manifest_ready_without_polling(setup: Setup) -> None:
     s = setup
     await s.create(await s.publish())  # with the module's Deployment
-    await s.wait_state("Processing", saying="not observed by its controller yet")
+    read = await s.wait_state("Processing", saying="not observed by its controller yet")
+    manifest = s.running.operator.manifest
+    assert manifest is not None
+    # As above: a reconcile woken by our own metadata write may still be on its way. Once the
+    # informer holds the Manifest as read here and the queue is idle, what finds the Deployment
+    # available is the agent's event.
+    seen = int(read["metadata"]["resourceVersion"])
+
+    def cached() -> bool:
+        obj = manifest.manifests.get(s.ns, "sample")
+        return obj is not None and int(obj["metadata"]["resourceVersion"]) >= seen
+
+    await eventually(cached, "the informer holding the Manifest as read")
+    await asyncio.wait_for(manifest.controller.queue.wait_idle(), 10.0)
     mark = len(s.running.manifest_reports)
     await s.make_available()  # the Deployment controller's status write, seen by the agent
     await s.wait_state("Ready", within=10.0)
