@@ -39,8 +39,3 @@ WATCHER_SIGNING_KEY_LABEL_VALUE: Final = "public"
 # --- annotations --------------------------------------------------------------------------------
 OWNED_BY_ANNOTATION: Final = f"deprecated-{OPERATOR_GROUP}/owned-by"
 """``<namespace>/<name>`` of the Manifest owning a module resource in the runtime."""
-
-# --- field managers -----------------------------------------------------------------------------
-MANIFEST_APPLIER_FIELD_MANAGER: Final = "declarative.kyma-project.io/applier"
-"""Upstream's field manager of the module resources the Manifest controller applies into a runtime.
-The agent reports no event for a write made under it: the operator made that write itself."""

@@ -7,16 +7,6 @@ object has no spec); an UPDATE of the ``status`` subresource is when ``.status``
 other subresources and CONNECT never are. It parses only the envelope fields it needs with a lean
 pydantic model; ``object``/``oldObject`` stay plain JSON values and are compared as such (the
 equivalent of upstream's ``reflect.DeepEqual`` on the decoded maps).
-
-Ours: a CREATE or UPDATE made under one of the operator's own field managers (``options.fieldManager``
-of the admission, which the API server fills from the writer's request) is not reported either
-(``OWN_WRITE``). The Manifest controller applies a module's objects under
-``MANIFEST_APPLIER_FIELD_MANAGER``; each apply came back to KCP as an event for the Manifest that
-had just written it. Those echoes told the operator nothing it did not know, and they used up the
-Manifest's event allowance: the status writes of the module's rollout, a few hundred ms later, then
-waited for the throttle window (``benchmarks/results/enable_steps.md``). Deletions are always
-reported (their options carry no field manager), and so is every write by anyone else. Malformed
-``options`` count as no field manager: the admission is judged as if they were absent.
 """
 
 from __future__ import annotations
@@ -42,8 +32,6 @@ class Decision(StrEnum):
 
     CHANGED = "changed"
     UNCHANGED = "unchanged"
-    OWN_WRITE = "own_write"
-    """A change the operator made itself (one of its field managers): no event."""
     DRY_RUN = "dry_run"
     UNSUPPORTED_SUBRESOURCE = "unsupported_subresource"
     UNSUPPORTED_OPERATION = "unsupported_operation"
@@ -72,19 +60,6 @@ class AdmissionRequest(_Model):
     dry_run: bool = Field(default=False, alias="dryRun")
     object: dict[str, Any] | None = None
     old_object: dict[str, Any] | None = Field(default=None, alias="oldObject")
-    options: Any = None
-    """CreateOptions / UpdateOptions / DeleteOptions as the API server sends them; only their
-    ``fieldManager`` is read (``field_manager``). Any JSON is accepted here, so that odd options
-    never make a review invalid."""
-
-    @property
-    def field_manager(self) -> str | None:
-        """``options.fieldManager`` when it is a string, else None."""
-        options = self.options
-        if not isinstance(options, dict):
-            return None
-        manager = options.get("fieldManager")
-        return manager if isinstance(manager, str) else None
 
 
 class AdmissionReview(_Model):
@@ -175,13 +150,8 @@ class Outcome:
 _OPERATIONS = {"CREATE": Operation.CREATE, "UPDATE": Operation.UPDATE, "DELETE": Operation.DELETE}
 
 
-def decide(
-    request: AdmissionRequest,
-    observed_at: datetime.datetime,
-    own_field_managers: frozenset[str] = frozenset(),
-) -> Outcome:
-    """Change detection for one admission request (pure; the rules are in the module docstring).
-    ``own_field_managers``: writes under these are the operator's own (``OWN_WRITE``)."""
+def decide(request: AdmissionRequest, observed_at: datetime.datetime) -> Outcome:
+    """Change detection for one admission request (pure; the rules are in the module docstring)."""
     if request.dry_run:
         return Outcome(Decision.DRY_RUN)
     operation = _OPERATIONS.get(request.operation)
@@ -195,8 +165,6 @@ def decide(
             return Outcome(Decision.INVALID, reason="missing-object")
         if not _changed(request.old_object, request.object, sub_resource):
             return Outcome(Decision.UNCHANGED)
-    if operation is not Operation.DELETE and request.field_manager in own_field_managers:
-        return Outcome(Decision.OWN_WRITE)
     watched = request.old_object if operation is Operation.DELETE else request.object
     if watched is None and operation is not Operation.DELETE:
         return Outcome(Decision.INVALID, reason="missing-object")

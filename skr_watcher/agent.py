@@ -94,8 +94,7 @@ class Agent:
             batch_max_events=config.batch_max_events,
             batch_interval=config.batch_interval,
         )
-        own = frozenset(config.ignore_field_managers)
-        self.handler = AdmissionHandler(self.delivery, self.metrics, self.clock, own_field_managers=own)
+        self.handler = AdmissionHandler(self.delivery, self.metrics, self.clock)
         self.webhook_port = 0
         self.metrics_port = 0
         self._ready = False

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kyma_wire.events import CONTRACT_VERSION, DEFAULT_HEARTBEAT_INTERVAL_SECONDS, MAX_BATCH_EVENTS
 from kyma_wire.logs import LogFormat
-from kyma_wire.names import MANIFEST_APPLIER_FIELD_MANAGER, OPERATOR_NAME
+from kyma_wire.names import OPERATOR_NAME
 from kyma_wire.profile import parse_key_id
 
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
@@ -161,11 +161,6 @@ class AgentConfig(BaseModel):
     meanwhile; false: on the event loop, one step per loop turn."""
     resync_on_start: bool = Field(default=True, validation_alias="RESYNC_ON_START")
     """Send a resync event at start (KCP reconciles this runtime once)."""
-    ignore_field_managers: tuple[Annotated[str, Field(min_length=1, max_length=128)], ...] = Field(
-        default=(MANIFEST_APPLIER_FIELD_MANAGER,), max_length=16, validation_alias="IGNORE_FIELD_MANAGERS"
-    )
-    """Comma-separated field managers whose creates and updates are not reported: the operator's own
-    writes (default: the Manifest controller's applier); ``none``: report every write."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", validation_alias="LOG_LEVEL"
     )
@@ -190,15 +185,6 @@ class AgentConfig(BaseModel):
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, str) else value
-
-    @field_validator("ignore_field_managers", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value.strip().lower() == "none":
-                return ()
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -31,7 +31,7 @@ class AgentMetrics:
         )
         self.admission_decisions = Counter(
             "watcher_admission_decision",
-            "Admission reviews by decision (changed, unchanged, own_write, dry_run, unsupported_*, invalid).",
+            "Admission reviews by decision (changed, unchanged, dry_run, unsupported_*, invalid).",
             ["decision"],
             registry=r,
         )

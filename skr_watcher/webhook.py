@@ -48,17 +48,9 @@ class AdmissionHandler:
     """Turns one request body into (HTTP status, response body); no I/O, no awaits."""
 
     def __init__(
-        self,
-        sink: EventSink,
-        metrics: AgentMetrics,
-        clock: AgentClock,
-        *,
-        log_interval: float = 10.0,
-        own_field_managers: frozenset[str] = frozenset(),
+        self, sink: EventSink, metrics: AgentMetrics, clock: AgentClock, *, log_interval: float = 10.0
     ) -> None:
         self._sink = sink
-        self._own_field_managers = own_field_managers
-        """Writes under these are the operator's own: no event (``admission.Decision.OWN_WRITE``)."""
         self._metrics = metrics
         self._clock = clock
         self._log = RateLimitedLog(log, interval=log_interval, clock=clock.monotonic)
@@ -109,7 +101,7 @@ class AdmissionHandler:
                 manager,
             )
             return 200, allowed_response(request.uid, review.api_version)
-        outcome = decide(request, self._clock.utc_now(), self._own_field_managers)
+        outcome = decide(request, self._clock.utc_now())
         metrics.admission_decisions.labels(outcome.decision.value).inc()
         if outcome.event is not None:
             self._sink.submit(manager, outcome.event)

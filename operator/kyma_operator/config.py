@@ -158,12 +158,8 @@ class OperatorConfig(BaseModel):
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
-    """Runtime events for one Kyma or Manifest: after the first --event-throttle-burst, one more goes
-    at once per window and the rest become one trailing reconcile; 0 disables throttling."""
-    event_throttle_burst: Annotated[int, Field(ge=1, le=100)] = 4
-    """Runtime events for one Kyma or Manifest that go to its controller at once (a module's rollout
-    writes its Deployment's status a few times within a fraction of a second) before
-    --event-throttle-window holds the rest to one per window."""
+    """Runtime events for one Kyma within this window after a forward become one trailing reconcile
+    (the first goes at once); 0 disables throttling."""
 
     # agents in the runtimes
     watcher_enabled: bool = True
@@ -363,7 +359,6 @@ class OperatorConfig(BaseModel):
             "failure_base_delay": self.failure_base_delay,
             "failure_max_delay": self.failure_max_delay,
             "event_throttle_window": self.event_throttle_window,
-            "event_throttle_burst": self.event_throttle_burst,
         }
 
     def leader_election_config(self) -> LeaderElectionConfig | None:

@@ -26,9 +26,8 @@ def test_every_operator_flag_has_a_description_a_default_and_its_variable() -> N
         description, _, rest = text.partition(" (default: ")
         assert len(description.split()) >= 3, f"{action.option_strings}: no description ({text!r})"
         assert rest and "env KLM_" in rest, f"{action.option_strings}: no default/env ({text!r})"
-    assert "Runtime events for one Kyma or Manifest: after the first --event-throttle-burst" in _help(parser)
+    assert "Runtime events for one Kyma within this window" in _help(parser)
     assert "(default: 0.5; env KLM_EVENT_THROTTLE_WINDOW)" in _help(parser)
-    assert "(default: 4; env KLM_EVENT_THROTTLE_BURST)" in _help(parser)
     assert "or json (one JSON object per line" in _help(parser)
     assert "(default: text; env KLM_LOG_FORMAT)" in _help(parser)
 

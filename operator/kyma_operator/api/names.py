@@ -18,7 +18,6 @@ from kyma_wire.names import (
     KYMA_NAME_LABEL,
     MANAGED_BY_KYMA,
     MANAGED_BY_LABEL,
-    MANIFEST_APPLIER_FIELD_MANAGER,
     OPERATOR_GROUP,
     OPERATOR_NAME,
     OPERATOR_VERSION,
@@ -37,7 +36,6 @@ __all__ = [  # the re-exported contract names (everything else here is public by
     "KYMA_NAME_LABEL",
     "MANAGED_BY_KYMA",
     "MANAGED_BY_LABEL",
-    "MANIFEST_APPLIER_FIELD_MANAGER",
     "OPERATOR_GROUP",
     "OPERATOR_NAME",
     "OPERATOR_VERSION",
@@ -178,6 +176,7 @@ FOREGROUND_DELETION_FINALIZER: Final = "foregroundDeletion"
 
 # --- field managers (server-side apply) ---------------------------------------------------------
 FIELD_MANAGER: Final = OPERATOR_NAME
+MANIFEST_APPLIER_FIELD_MANAGER: Final = "declarative.kyma-project.io/applier"
 KYMA_SYNC_FIELD_MANAGER: Final = "kyma-sync-context"
 CATALOG_SYNC_FIELD_MANAGER: Final = "catalog-sync"
 

@@ -11,18 +11,12 @@ from the listener into the controller's work queue, and a ``Source`` like any ot
   shard's thousands of listed Kymas) does not count: events are served before it, so a replica
   that just took over answers its runtimes' events instead of pushing them back for the length
   of its first round. Refused offers leave no trace (no reason noted, nothing queued).
-* Throttling (``throttle_window`` > 0): per target a token bucket of ``throttle_burst`` forwards,
-  one more earned per ``window``. An offer with a token left is queued at once (no added latency
-  for isolated events, nor for a short burst of distinct changes); further offers are absorbed into
-  ONE trailing add when the next token is earned, so the reconcile after a burst sees its final
-  state. With ``burst=1`` (the default) that is a leading edge and one trailing add per window:
-  10,000 offers in one second with ``window=0.5`` give three adds (t=0, 0.5, 1.0); with ``burst=4``
-  six (four at once, then t=0.5 and 1.0). A storm is held to one add per window either way.
-  Why a burst: a module's rollout writes its Deployment's status two to four times within ~0.2 s,
-  and the last write is the one that makes the module Ready. With one add per window, that write
-  waited for a re-read look or the window's end (``benchmarks/results/enable_steps.md``). Memory is
-  bounded by the targets whose bucket is not full again; a trailing add refused for capacity is
-  retried one window later (the hint is never dropped silently).
+* Throttling (``throttle_window`` > 0): per target a leading and a trailing edge. The first offer
+  is queued at once (no added latency for isolated events); further offers within ``window`` of the
+  last forward are absorbed into ONE trailing add when the window ends, so the reconcile after a
+  burst sees its final state. 10,000 offers in one second with ``window=0.5`` give three adds
+  (t=0, 0.5, 1.0). Memory is bounded by the targets forwarded within the last window; a trailing add
+  refused for capacity is retried one window later (the hint is never dropped silently).
 * ``observers`` see every offered request (the local run prints each routed event).
 """
 
@@ -47,26 +41,19 @@ class Intake:
         *,
         capacity: int = 4096,
         throttle_window: float = 0.0,
-        throttle_burst: int = 1,
         clock: Clock | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         if throttle_window < 0:
             raise ValueError("throttle_window must not be negative")
-        if throttle_burst < 1:
-            raise ValueError("throttle_burst must be at least 1")
         self.reason = reason
         self.capacity = capacity
         self.window = throttle_window
-        self.burst = throttle_burst
         self._clock = clock or RealClock()
         self._queue: Enqueuer | None = None
-        self._spent: dict[Request, tuple[float, float]] = {}
-        """Per target whose bucket is not full: (tokens spent, when that was counted). Spent tokens
-        are earned back at one per window; a target with none spent has no entry."""
+        self._last: dict[Request, float] = {}
         self._order: deque[tuple[float, Request]] = deque()
-        """(when the bucket is full again, target) in forward order, for pruning ``_spent``."""
         self._trailing: dict[Request, TimerHandle] = {}
         self.observers: list[Callable[[Request], None]] = []
         """Called for every offered request, before throttling and capacity decide (what was routed)."""
@@ -101,20 +88,6 @@ class Intake:
         self.forwarded += 1
         return True
 
-    def _spent_now(self, request: Request, now: float) -> float:
-        """Tokens of ``request`` still spent at ``now`` (0: a full bucket)."""
-        entry = self._spent.get(request)
-        if entry is None:
-            return 0.0
-        spent, at = entry
-        return max(0.0, spent - (now - at) / self.window)
-
-    def _spend(self, request: Request, spent: float, now: float) -> None:
-        """Record one more forward of ``request`` on top of ``spent`` tokens."""
-        spent += 1.0
-        self._spent[request] = (spent, now)
-        self._order.append((now + spent * self.window, request))
-
     def offer(self, request: Request) -> bool:
         """Queue ``request`` (throttled); False if the controller's queue is full (push back)."""
         for observer in self.observers:
@@ -123,34 +96,37 @@ class Intake:
             return self._admit(request)
         now = self._clock.now()
         order = self._order
-        if order and order[0][0] <= now:
+        if order and now - order[0][0] >= self.window:
             self._prune(now)
-        spent = self._spent_now(request, now)
-        if spent <= self.burst - 1:
+        last = self._last.get(request)
+        if last is None or now - last >= self.window:
             trailing = self._trailing
             if trailing and request in trailing:  # a retry after a full queue is pending: this replaces it
                 trailing.pop(request).cancel()
             if not self._admit(request):
                 return False
-            self._spend(request, spent, now)
+            self._last[request] = now
+            order.append((now, request))
             return True
         self.coalesced += 1
         if request not in self._trailing:
-            wait = (spent - (self.burst - 1)) * self.window
-            self._trailing[request] = self._clock.call_later(wait, lambda: self._fire(request))
+            self._trailing[request] = self._clock.call_later(
+                last + self.window - now, lambda: self._fire(request)
+            )
         return True
 
     def _prune(self, now: float) -> None:
-        order, spent = self._order, self._spent
-        while order and order[0][0] <= now:
-            _, request = order.popleft()
-            if request not in self._trailing and self._spent_now(request, now) == 0.0:
-                spent.pop(request, None)
+        order, last = self._order, self._last
+        while order and now - order[0][0] >= self.window:
+            at, request = order.popleft()
+            if last.get(request) == at and request not in self._trailing:
+                del last[request]
 
     def _fire(self, request: Request) -> None:
         self._trailing.pop(request, None)
         now = self._clock.now()
         if self._admit(request):
-            self._spend(request, self._spent_now(request, now), now)
+            self._last[request] = now
+            self._order.append((now, request))
         else:
             self._trailing[request] = self._clock.call_later(self.window, lambda: self._fire(request))

@@ -15,19 +15,12 @@ import httpx
 import pytest
 
 from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
-from kyma_wire.names import (
-    KCP_NAMESPACE,
-    MANIFEST_APPLIER_FIELD_MANAGER,
-    OPERATOR_NAME,
-    OWNED_BY_ANNOTATION,
-    SKR_NAMESPACE,
-)
+from kyma_wire.names import KCP_NAMESPACE, OPERATOR_NAME, OWNED_BY_ANNOTATION, SKR_NAMESPACE
 from tests.controlplane.cluster import APIServer
 from tests.integration.skr_watcher.harness import GROUP, WATCH_LABEL, WIDGETS, AgentRig, agent_rig, widget
 from tests.integration.skr_watcher.receiver import Received, named
 
 MERGE = "application/merge-patch+json"
-APPLY = "application/apply-patch+yaml"
 
 
 @pytest.fixture(scope="module")
@@ -203,44 +196,6 @@ def test_owner_annotation_reaches_kcp(rig: AgentRig) -> None:
     rig.receiver.wait_for(lambda: bool(events_for(rig, "owned")), what="owned event")
     event = events_for(rig, "owned")[0].event
     assert event is not None and event.owner == ObjectKey(namespace=KCP_NAMESPACE, name="kyma-1-serverless")
-
-
-def test_the_operators_own_applies_are_not_reported_but_everyone_elses_changes_are(rig: AgentRig) -> None:
-    """The real API server fills the admission's ``options.fieldManager`` from the writer's request:
-    what the Manifest controller applies under its field manager (create and update, as a module
-    install does) reaches KCP as no event; the same object edited by anyone else, and its deletion,
-    do."""
-    ns, name = rig.namespace, "applied"
-
-    def applied(data: dict[str, str]) -> dict[str, object]:
-        metadata = {
-            "name": name,
-            "namespace": ns,
-            "labels": {WATCH_LABEL: rig.label},
-            "annotations": {OWNED_BY_ANNOTATION: f"{KCP_NAMESPACE}/kyma-1-module"},
-        }
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-
-    def apply(data: dict[str, str]) -> object:
-        return rig.core.patch_namespaced_config_map(
-            name,
-            ns,
-            applied(data),
-            field_manager=MANIFEST_APPLIER_FIELD_MANAGER,
-            force=True,
-            _content_type=APPLY,
-        )
-
-    own_writes = rig.agent.metric("watcher_admission_decision_total", decision="own_write")
-    assert write_and_collect(rig, name, lambda: apply({"a": "1"})) == []  # created by the applier
-    assert write_and_collect(rig, name, lambda: apply({"a": "2"})) == []  # updated by the applier
-    assert rig.agent.metric("watcher_admission_decision_total", decision="own_write") >= own_writes + 2
-    edited = write_and_collect(
-        rig, name, lambda: rig.core.patch_namespaced_config_map(name, ns, {"data": {"a": "3"}})
-    )
-    one_change(edited, OPERATOR_NAME, Operation.UPDATE)
-    deleted = write_and_collect(rig, name, lambda: rig.core.delete_namespaced_config_map(name, ns))
-    one_change(deleted, OPERATOR_NAME, Operation.DELETE)
 
 
 def test_objects_outside_the_selector_and_dry_runs_produce_no_events(rig: AgentRig) -> None:

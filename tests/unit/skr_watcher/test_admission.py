@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kyma_wire.events import GroupVersionKind, ObjectKey, Operation
-from kyma_wire.names import KCP_NAMESPACE, MANIFEST_APPLIER_FIELD_MANAGER, OWNED_BY_ANNOTATION
+from kyma_wire.names import KCP_NAMESPACE, OWNED_BY_ANNOTATION
 from skr_watcher.admission import (
     Decision,
     MalformedReview,
@@ -141,71 +141,6 @@ def test_connect_produces_no_event() -> None:
 def test_dry_run_never_fires(operation: str) -> None:
     outcome = run(review(operation, new=obj(spec={"a": 2}), old=obj(spec={"a": 1}), dry_run=True))
     assert outcome == Outcome(Decision.DRY_RUN)
-
-
-OWN = frozenset({MANIFEST_APPLIER_FIELD_MANAGER})
-
-
-def written_by(document: dict[str, Any], field_manager: Any) -> dict[str, Any]:
-    document["request"]["options"]["fieldManager"] = field_manager
-    return document
-
-
-def run_own(document: dict[str, Any]) -> Outcome:
-    return decide(parse_review(body(document)).request, WALL_START, OWN)
-
-
-@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
-def test_the_operators_own_create_or_update_is_not_reported(operation: str) -> None:
-    annotations = {OWNED_BY_ANNOTATION: f"{KCP_NAMESPACE}/m1"}
-    document = review(
-        operation, new=obj("x", annotations=annotations, spec={"a": 2}), old=obj("x", spec={"a": 1})
-    )
-    assert run_own(written_by(document, MANIFEST_APPLIER_FIELD_MANAGER)) == Outcome(Decision.OWN_WRITE)
-
-
-def test_an_unchanged_own_update_stays_unchanged() -> None:
-    document = review("UPDATE", new=obj(spec={"a": 1}), old=obj(spec={"a": 1}))
-    assert run_own(written_by(document, MANIFEST_APPLIER_FIELD_MANAGER)) == Outcome(Decision.UNCHANGED)
-
-
-def test_the_operators_own_delete_is_reported() -> None:
-    document = review("DELETE", old=obj("x", spec={"a": 1}))
-    outcome = run_own(written_by(document, MANIFEST_APPLIER_FIELD_MANAGER))  # DeleteOptions has none; still
-    assert outcome.decision is Decision.CHANGED and outcome.event is not None
-
-
-@pytest.mark.parametrize(
-    "field_manager",
-    [
-        "kube-controller-manager",
-        "kubectl-edit",
-        MANIFEST_APPLIER_FIELD_MANAGER.upper(),  # field managers are compared exactly
-        MANIFEST_APPLIER_FIELD_MANAGER + " ",
-        "",
-        None,
-        42,
-        ["declarative.kyma-project.io/applier"],
-        {"name": MANIFEST_APPLIER_FIELD_MANAGER},
-    ],
-)
-def test_writes_by_anyone_else_or_with_odd_options_are_reported(field_manager: Any) -> None:
-    document = review("UPDATE", new=obj(spec={"a": 2}), old=obj(spec={"a": 1}))
-    outcome = run_own(written_by(document, field_manager))
-    assert outcome.decision is Decision.CHANGED and outcome.event is not None
-
-
-@pytest.mark.parametrize("options", [None, "CreateOptions", [1, 2], 7, {"fieldManager": None}])
-def test_malformed_options_never_make_a_review_invalid(options: Any) -> None:
-    document = review("CREATE", new=obj("x", spec={}))
-    document["request"]["options"] = options
-    outcome = run_own(document)
-    assert outcome.decision is Decision.CHANGED and outcome.event is not None
-
-
-def test_without_own_field_managers_every_write_is_reported() -> None:
-    document = written_by(review("CREATE", new=obj("x", spec={})), MANIFEST_APPLIER_FIELD_MANAGER)
-    assert run(document).decision is Decision.CHANGED
 
 
 def test_owner_annotation_becomes_the_event_owner() -> None:

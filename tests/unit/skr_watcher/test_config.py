@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kyma_wire.names import MANIFEST_APPLIER_FIELD_MANAGER, OPERATOR_NAME
+from kyma_wire.names import OPERATOR_NAME
 from skr_watcher.config import MAX_REVIEW_BYTES, AgentConfig, ConfigError, parse_duration
 from tests.unit.skr_watcher.certs import AgentFiles, agent_files
 
@@ -35,7 +35,6 @@ def test_defaults_match_upstream(files: AgentFiles) -> None:
     assert (config.batch_max_events, config.batch_interval) == (64, 0.02)
     assert config.webhook_handshake_thread is True
     assert config.webhook_max_buffered_bytes == 3 * MAX_REVIEW_BYTES  # three reviews of the largest size
-    assert config.ignore_field_managers == (MANIFEST_APPLIER_FIELD_MANAGER,)
 
 
 def test_all_settings(files: AgentFiles) -> None:
@@ -63,10 +62,8 @@ def test_all_settings(files: AgentFiles) -> None:
             METRICS_MAX_CONNECTIONS="20",
             WEBHOOK_HANDSHAKE_THREAD="false",
             WEBHOOK_MAX_BUFFERED_BYTES=str(64 * 1024 * 1024),
-            IGNORE_FIELD_MANAGERS=" a , b/c ,, ",
         )
     )
-    assert config.ignore_field_managers == ("a", "b/c")
     assert (config.webhook_port, config.metrics_port) == (9443, 9090)
     assert config.heartbeat_interval == 90.0
     assert config.queue_size == 50
@@ -80,10 +77,6 @@ def test_all_settings(files: AgentFiles) -> None:
     assert (config.webhook_max_connections, config.metrics_max_connections) == (300, 20)
     assert config.webhook_handshake_thread is False
     assert config.webhook_max_buffered_bytes == 64 * 1024 * 1024
-
-
-def test_ignoring_no_field_manager_reports_every_write(files: AgentFiles) -> None:
-    assert AgentConfig.from_env(files.env(IGNORE_FIELD_MANAGERS="none")).ignore_field_managers == ()
 
 
 def test_key_id_sources(files: AgentFiles) -> None:
@@ -131,8 +124,6 @@ def test_missing_required_setting_is_named(files: AgentFiles, name: str) -> None
         ("HTTP_HEADER_TIMEOUT", "0", "HTTP_HEADER_TIMEOUT"),
         ("HTTP_IDLE_TIMEOUT", "forever", "HTTP_IDLE_TIMEOUT: not a duration"),
         ("WEBHOOK_MAX_CONNECTIONS", "0", "WEBHOOK_MAX_CONNECTIONS"),
-        ("IGNORE_FIELD_MANAGERS", "x" * 129, "IGNORE_FIELD_MANAGERS"),
-        ("IGNORE_FIELD_MANAGERS", ",".join(f"m{i}" for i in range(17)), "IGNORE_FIELD_MANAGERS"),
     ],
 )
 def test_invalid_setting_is_named(files: AgentFiles, name: str, value: str, message: str) -> None:

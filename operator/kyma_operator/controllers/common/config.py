@@ -27,9 +27,6 @@ class ControllerConfig(BaseModel):
     intake_capacity: int = Field(default=4096, ge=1)
     """Requests the listener may have waiting in the queue before its intake pushes back (429)."""
     event_throttle_window: float = Field(default=0.5, ge=0)
-    """Runtime events for one object: one more goes at once per window; the rest become one trailing
-    reconcile (``runtime.intake``)."""
-    event_throttle_burst: int = Field(default=4, ge=1)
-    """Runtime events for one object that go at once before the window holds the rest."""
+    """Runtime events for one object within this window after a forward become one trailing reconcile."""
     event_settle_delays: tuple[float, ...] = Field(default=(0.03, 0.1, 1.0), max_length=3)
     """Re-reads after a runtime event that found nothing to do (``settle.Settle``)."""

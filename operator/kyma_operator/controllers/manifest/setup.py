@@ -153,7 +153,6 @@ def build_manifest_controller(
         ManifestTrigger.RUNTIME_EVENT,
         capacity=cfg.intake_capacity,
         throttle_window=cfg.event_throttle_window,
-        throttle_burst=cfg.event_throttle_burst,
         clock=clock,
     )
     controller.add_source(intake)
