@@ -12,6 +12,10 @@ reconcile ``end`` line after it. The trace (``--reconcile-trace-file``: ``start|
 same clock, so the window's ends are looked up in each replica's CPU samples (``/proc/<pid>/stat``,
 taken every poll): CPU = samples at the last poll before the window opened and the first after it
 closed. Idle CPU (Lease renewals, watches) in the quiet gap before the window is reported beside it.
+An ``end`` line also carries the CPU its thread spent during the reconcile (``in_reconciles``): the
+window's CPU minus that is what the process spent around its reconciles (queue, timers, wake-ups),
+and the reconciles' own median shows whether a reconcile itself cost more in one group than in
+another (three replicas sharing two cores, against one replica alone).
 
 Staggered (``scale_bench --stagger-resyncs D``): replica i runs with the interval S + i x D, so the
 replicas' resyncs follow each other instead of sharing the machine's two cores with each other (on
@@ -33,6 +37,8 @@ class TraceReader:
     path: Path
     starts: list[tuple[float, str, str]] = field(default_factory=list)
     ends: list[tuple[float, str, str]] = field(default_factory=list)
+    cpu: list[tuple[float, str, float]] = field(default_factory=list)
+    """(end, replica, CPU seconds of the reconcile) of every ``end`` line that carries its CPU."""
     _offset: int = 0
     _rest: bytes = b""
 
@@ -47,14 +53,16 @@ class TraceReader:
         self._rest = lines.pop()
         for raw in lines:
             parts = raw.decode().split()
-            if len(parts) != 5 or parts[1] != "kyma":
+            if len(parts) not in (5, 6) or parts[1] != "kyma":
                 continue
-            event, _, subject, replica, ns = parts
+            event, _, subject, replica, ns, *cpu_ns = parts
             entry = (int(ns) / 1e9, subject, replica)
             if event == "start":
                 self.starts.append(entry)
             elif event == "end":
                 self.ends.append(entry)
+                if cpu_ns:
+                    self.cpu.append((entry[0], replica, int(cpu_ns[0]) / 1e9))
 
 
 @dataclass
@@ -104,6 +112,25 @@ def replica_windows(
         before = sum(1 for at, _, who in trace.starts if who == replica and start_up_done < at < after)
         windows[replica] = Resync(min(starts), max(at for at, _ in ends), {replica: len(starts)}, before)
     return windows
+
+
+@dataclass(frozen=True)
+class ReconcileCpu:
+    """The CPU a replica's reconciles spent (their ``end`` lines) within a window."""
+
+    reconciles: int
+    total: float
+    """CPU seconds of all of them."""
+    median: float
+    """CPU seconds of the median reconcile."""
+
+
+def in_reconciles(trace: TraceReader, replica: str, opened: float, closed: float) -> ReconcileCpu | None:
+    """CPU of ``replica``'s reconciles that ended within [opened, closed]; None if none carried it."""
+    spent = sorted(cpu for at, who, cpu in trace.cpu if who == replica and opened <= at <= closed)
+    if not spent:
+        return None
+    return ReconcileCpu(len(spent), sum(spent), spent[(len(spent) - 1) // 2])
 
 
 def cpu_between(samples: list[tuple[float, float]], opened: float, closed: float) -> float:

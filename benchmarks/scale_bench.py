@@ -65,7 +65,14 @@ from typing import Any, TypeVar
 
 from benchmarks.etcd_fleet import GROUP, Cloner, Etcd, Seed
 from benchmarks.lease_probe import summarize
-from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, replica_windows, resync_window
+from benchmarks.resync_window import (
+    TraceReader,
+    cpu_between,
+    idle_rate,
+    in_reconciles,
+    replica_windows,
+    resync_window,
+)
 from kyma_operator.api import names
 from kyma_operator.api.kyma import Kyma
 from kyma_operator.api.modulereleasemeta import ModuleReleaseMeta
@@ -877,16 +884,27 @@ async def measure_resync(
         f"between the start-up round and the resync: {window.before}",
         flush=True,
     )
+    names = list(window.reconciles) if len(watched) == 1 else [f"r{i}" for i in range(len(watched))]
     for i, w in enumerate(watched):
         cpu = cpu_between(w.cpu_samples, window.opened, window.closed)
         idle = idle_rate(w.cpu_samples, start_up_done + args.settle, window.opened - 0.5)
         main = cpu_between(w.main_thread_samples, window.opened, window.closed)
+        spent = _in_reconciles(trace, names[i], window.opened, window.closed)
         print(
             f"  replica {i}: resync CPU {cpu:.2f} s (main thread {main:.2f} s, other threads "
-            f"{cpu - main:.2f} s); idle before it {idle:.3f} CPU s/s "
+            f"{cpu - main:.2f} s{spent}); idle before it {idle:.3f} CPU s/s "
             f"(x window = {idle * (window.closed - window.opened):.2f} s)",
             flush=True,
         )
+
+
+def _in_reconciles(trace: TraceReader, replica: str, opened: float, closed: float) -> str:
+    """``; in its N reconciles X s, median Y ms`` from the trace's ``end`` lines, or nothing (a trace
+    of an operator whose ``end`` lines carry no CPU: ``--operator-tree`` of an older checkout)."""
+    spent = in_reconciles(trace, replica, opened, closed)
+    if spent is None:
+        return ""
+    return f"; in its {spent.reconciles} reconciles {spent.total:.2f} s, median {spent.median * 1000:.3f} ms"
 
 
 async def measure_staggered_resyncs(
@@ -917,10 +935,11 @@ async def measure_staggered_resyncs(
         cpu = cpu_between(w.cpu_samples, window.opened, window.closed)
         main = cpu_between(w.main_thread_samples, window.opened, window.closed)
         idle = idle_rate(w.cpu_samples, start_up_done + args.settle, since[f"r{i}"] - 0.5)
+        spent = _in_reconciles(trace, f"r{i}", window.opened, window.closed)
         print(
             f"  replica {i}: window {window.closed - window.opened:.1f} s, resync reconciles "
             f"{window.reconciles[f'r{i}']} (between the start-up round and it: {window.before}), resync CPU "
-            f"{cpu:.2f} s (main thread {main:.2f} s); idle before it {idle:.3f} CPU s/s "
+            f"{cpu:.2f} s (main thread {main:.2f} s{spent}); idle before it {idle:.3f} CPU s/s "
             f"(x window = {idle * (window.closed - window.opened):.2f} s)",
             flush=True,
         )

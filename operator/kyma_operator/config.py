@@ -108,7 +108,8 @@ class OperatorConfig(BaseModel):
     listener's internal hand-off endpoint (HMAC-authenticated, docs/sharding-handoff.md)."""
     reconcile_trace_file: Path | None = None
     """Debugging: append ``start|end <controller> <object> <replica> <monotonic ns>`` per reconcile
-    to this file (tests check that no Kyma is reconciled by two replicas at once)."""
+    (``end``: then the CPU ns of the reconcile's thread meanwhile) to this file (tests check that no
+    Kyma is reconciled by two replicas at once)."""
     probe_host: str = "127.0.0.1"
     """Address the health, readiness and metrics endpoints bind to."""
     health_port: Port = 8081

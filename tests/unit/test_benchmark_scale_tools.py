@@ -12,7 +12,14 @@ import pytest
 
 from benchmarks.etcd_fleet import Cloner, Seed, kyma_key, manifest_key
 from benchmarks.lease_probe import summarize
-from benchmarks.resync_window import TraceReader, cpu_between, idle_rate, replica_windows, resync_window
+from benchmarks.resync_window import (
+    TraceReader,
+    cpu_between,
+    idle_rate,
+    in_reconciles,
+    replica_windows,
+    resync_window,
+)
 from benchmarks.scale_bench import DEPLOYMENT_TIMINGS, lease_flags, lease_timings
 from kyma_operator.api import names
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
@@ -73,6 +80,28 @@ def test_staggered_windows_are_each_replicas_own_resync_of_the_kymas_it_kept(tmp
     r0, r1 = windows["r0"], windows["r1"]
     assert (r0.opened, r0.closed, r0.reconciles, r0.before) == (90, 91.5, {"r0": 2}, 0)
     assert (r1.opened, r1.closed, r1.reconciles, r1.before) == (141, 142, {"r1": 1}, 0)
+
+
+def test_reconciles_cpu_is_read_from_end_lines_within_the_window(tmp_path: Path) -> None:
+    trace = TraceReader(tmp_path / "trace")
+    with (tmp_path / "trace").open("w") as out:
+        out.write(_line("start", "ns/a", "r0", 1))
+        out.write(_line("end", "ns/a", "r0", 1.5).rstrip("\n") + " 9000000\n")  # start-up: not in it
+        for i, (kyma, cpu_ns) in enumerate((("ns/a", 1_000_000), ("ns/b", 3_000_000), ("ns/c", 2_000_000))):
+            out.write(_line("start", kyma, "r0", 100 + i))
+            out.write(_line("end", kyma, "r0", 100.5 + i).rstrip("\n") + f" {cpu_ns}\n")
+        out.write(_line("start", "ns/d", "r1", 101))
+        out.write(_line("end", "ns/d", "r1", 101.5).rstrip("\n") + " 7000000\n")  # another replica
+        out.write(_line("end", "ns/e", "r0", 101.7))  # an older operator's end line: no CPU
+        out.write("end kyma ns/f r0 101800000000 12 13\n")  # malformed: skipped
+    trace.read()
+    assert len(trace.ends) == 6  # the five- and six-field end lines; not the malformed one
+    spent = in_reconciles(trace, "r0", 100, 103)
+    assert spent is not None
+    assert (spent.reconciles, spent.median) == (3, 0.002)
+    assert spent.total == pytest.approx(0.006)
+    assert in_reconciles(trace, "r1", 100, 103) == in_reconciles(trace, "r1", 101.5, 101.5)
+    assert in_reconciles(trace, "r2", 100, 103) is None
 
 
 def test_cpu_between_takes_the_samples_around_the_window() -> None:

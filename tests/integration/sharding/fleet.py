@@ -40,7 +40,7 @@ class Line:
 def read_trace(path: Path) -> list[Line]:
     lines = []
     for raw in path.read_text().splitlines():
-        event, kind, subject, replica, at = raw.split(" ")
+        event, kind, subject, replica, at, *_cpu = raw.split(" ")  # ``end`` lines: then CPU ns
         lines.append(Line(event, kind, subject, replica, int(at)))
     return lines
 
