@@ -314,16 +314,24 @@ class ShardedInformer(Informer):
         return builtins.list(found)
 
     def by_index(self, index_name: str, value: str) -> builtins.list[JSON]:
+        # Read from the parts' indexes directly: a reconcile asks several times for a Kyma's
+        # Manifests or Secret, and most parts hold nothing for it (4.7 -> 1.6 us with 6 held shards
+        # against 0.8 us for one informer, tests/unit/kyma_operator/runtime/test_shardinformer.py
+        # holds it to the parts' own answers).
         if index_name not in self._indexers:
             raise KeyError(index_name)
         seen: dict[ObjectKey, JSON] = {}
         for part in self._parts.values():
-            for obj in part.by_index(index_name, value):
-                seen.setdefault(object_key(obj), obj)
-        index = self._indexers[index_name]
-        for key, (_, obj) in self._in_transit.items():
-            if key not in seen and value in index(obj):
-                seen[key] = obj
+            keys = part._indices[index_name].get(value)
+            if keys:
+                items = part._items
+                for key in keys:
+                    seen.setdefault(key, items[key])
+        if self._in_transit:
+            index = self._indexers[index_name]
+            for key, (_, obj) in self._in_transit.items():
+                if key not in seen and value in index(obj):
+                    seen[key] = obj
         return builtins.list(seen.values())
 
     def index_values(self, index_name: str) -> builtins.list[str]:

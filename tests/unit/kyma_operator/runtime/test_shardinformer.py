@@ -104,3 +104,56 @@ async def test_an_object_this_replica_relabels_stays_in_the_view_in_either_event
     shard._handle_event(WatchEvent("DELETED", after))
     assert view.get("ns", "s") is None and seen.events[-1] == "delete"
     view.stop_shard(1)
+
+
+async def test_by_index_is_the_union_of_the_parts_answers_and_what_is_in_transit() -> None:
+    """The view reads the parts' indexes directly (a shortcut for the reconciles' lookups): it
+    answers what asking each part and the in-transit objects would, each object once."""
+    view = ShardedInformer(
+        None,  # type: ignore[arg-type]  # the parts are fed their watch events here, nothing lists
+        SECRETS,
+        shards=4,
+        shard_of=lambda _obj: 2,
+        indexers={"kyma": lambda obj: [obj["metadata"]["labels"].get("kyma", "")]},
+    )
+    for shard in (0, 2, 3):
+        view.start_shard(shard)
+
+    def secret(name: str, kyma: str, shard: int | None) -> dict[str, Any]:
+        labels = {"kyma": kyma} if shard is None else {"kyma": kyma, SHARD_LABEL: str(shard)}
+        return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": "1", "labels": labels}}
+
+    placed: list[tuple[str, str, int | None]] = [
+        ("a", "k1", 0),
+        ("b", "k1", 2),
+        ("c", "k2", 2),
+        ("d", "k1", None),
+        ("e", "k3", 3),
+    ]
+    for name, kyma, held in placed:
+        part = view.part(held)
+        assert part is not None
+        part._handle_event(WatchEvent("ADDED", secret(name, kyma, held)))
+    # "b" also still in the unlabelled part (its move's delete not seen yet): one answer, not two
+    view.unlabelled._handle_event(WatchEvent("ADDED", secret("b", "k1", None)))
+    # "f" is being relabelled by this replica: gone from the unlabelled part, not yet in shard 2
+    moving = secret("f", "k1", None)
+    view.unlabelled._handle_event(WatchEvent("ADDED", moving))
+    view.note_relabelled(moving, 2)
+    view.unlabelled._handle_event(WatchEvent("DELETED", moving))
+    assert view.in_transit("ns", "f")
+
+    def plain(value: str) -> set[str]:
+        parts = [view.part(shard) for shard in (None, 0, 2, 3)]
+        names = {obj["metadata"]["name"] for part in parts if part for obj in part.by_index("kyma", value)}
+        return names | ({"f"} if value == "k1" else set())
+
+    for value in ("k1", "k2", "k3", "nobody"):
+        found = [obj["metadata"]["name"] for obj in view.by_index("kyma", value)]
+        assert len(found) == len(set(found))
+        assert set(found) == plain(value)
+    assert sorted(obj["metadata"]["name"] for obj in view.by_index("kyma", "k1")) == ["a", "b", "d", "f"]
+    with pytest.raises(KeyError):
+        view.by_index("no-such-index", "k1")
+    for shard in (0, 2, 3):
+        view.stop_shard(shard)
