@@ -152,10 +152,10 @@ class Seed:
 class Cloner:
     """Kyma ``i`` and its Manifests as stored, from the stored JSON of ``template`` (the first seed)."""
 
-    def __init__(self, template: Seed, prefix: str, namespace: str) -> None:
+    def __init__(self, template: Seed, prefix: str, namespace: str, shards: int = 16) -> None:
         self.prefix = prefix
         self.namespace = namespace
-        self.shards = 16
+        self.shards = shards
         labels = template.kyma["metadata"].get("labels", {})
         if SHARD_LABEL not in labels or names.KYMA_FINALIZER not in template.kyma["metadata"].get(
             "finalizers", []

@@ -10,8 +10,8 @@ and ``.venv/bin/python -m benchmarks.scale_bench runtimes [--runtimes 10 20 40]`
 enabled) and one Manifest per Kyma and module, written as the Kyma controller writes them (its own
 ``desired_manifest``/``apply_body``, server-side apply with its field manager, status Ready), all
 created concurrently. Then ``python -m kyma_operator`` is started cold (a count N > 1 in
-``--replicas``: N processes with ``--sharding --shards 16 --replica-id r<i>``; one process runs
-with ``--leader-elect=false``) with ``--watcher-enabled=false``
+``--replicas``: N processes with ``--sharding --shards 16 --replica-id r<i>``, ``--shards`` to
+change it; one process runs with ``--leader-elect=false``) with ``--watcher-enabled=false``
 (single-cluster Kymas need no agent), the module half on and the Manifest controller off (it would
 install 25,000 Manifests, the per-runtime half below measures runtime clients); the figures are
 the process RSS (peak and settled), the time until every Kyma has been reconciled once (distinct
@@ -161,6 +161,8 @@ class Fleet:
     modules: int
     created_in: float = 0.0
     manifests: int = 0
+    shards: int = 16
+    """The shard count the fleet is labelled for (``--shards``)."""
 
 
 MODULE_NAMES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
@@ -463,26 +465,28 @@ class RunSpec:
     replicas: int
     sharded: bool
     scoped: bool
+    shards: int = 16
 
     @classmethod
-    def parse(cls, token: str, scoped_default: bool) -> RunSpec:
+    def parse(cls, token: str, scoped_default: bool, shards: int = 16) -> RunSpec:
         match = re.fullmatch(r"(\d+)(scoped|plain)?", token)
         if not match or int(match.group(1)) < 1:
             raise argparse.ArgumentTypeError(f"{token!r}: expected N, Nscoped or Nplain (N >= 1)")
         replicas, kind = int(match.group(1)), match.group(2)
         if kind is None:
-            return cls(replicas, replicas > 1, replicas > 1 and scoped_default)
-        return cls(replicas, True, kind == "scoped")
+            return cls(replicas, replicas > 1, replicas > 1 and scoped_default, shards)
+        return cls(replicas, True, kind == "scoped", shards)
 
     def label(self) -> str:
         if not self.sharded:
             return f"{self.replicas} replica"
-        return f"{self.replicas} x --sharding" + (" --shard-scoped-caches" if self.scoped else "")
+        shards = f" --shards={self.shards}" if self.shards != 16 else ""
+        return f"{self.replicas} x --sharding{shards}" + (" --shard-scoped-caches" if self.scoped else "")
 
 
 def _run_specs(args: argparse.Namespace) -> list[RunSpec]:
     tokens = args.runs if args.runs else [str(n) for n in args.replicas]
-    return [RunSpec.parse(token, args.shard_scoped_caches) for token in tokens]
+    return [RunSpec.parse(token, args.shard_scoped_caches, args.shards) for token in tokens]
 
 
 async def start_group(
@@ -498,7 +502,7 @@ async def start_group(
     for i in range(spec.replicas):
         own = [*flags, *flags_of(i)]
         if spec.sharded:
-            own += ["--sharding", "--shards=16", f"--replica-id=r{i}"]
+            own += ["--sharding", f"--shards={spec.shards}", f"--replica-id=r{i}"]
             own += [f"--shard-scoped-caches={str(spec.scoped).lower()}"]  # explicit: the default changed
         else:  # a cold start, not a wait for the killed predecessor's Lease to expire
             own += ["--leader-elect=false"]
@@ -539,10 +543,10 @@ def _state_only(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 async def converge_seeds(kubeconfig: Path, kcp: KubeClient, fleet: Fleet, limit: float = 300) -> None:
-    """A real operator (``--sharding --shard-scoped-caches``, holding all 16 shards) converges the
+    """A real operator (``--sharding --shard-scoped-caches``, holding all the fleet's shards) converges the
     seed Kymas: finalizer, status Ready, shard label on each Kyma and its Manifests. Returns once
     that is so and nothing of the fleet was written for 3 s."""
-    spec = RunSpec(1, True, True)
+    spec = RunSpec(1, True, True, fleet.shards)
     (w,) = await start_group(kubeconfig, fleet.namespace, spec, KYMA_FLAGS, None)
     try:
         deadline = time.monotonic() + limit
@@ -589,7 +593,7 @@ async def create_fleet_in_etcd(
     """``seeds`` Kymas through the API server, converged by the operator, then every other Kyma and
     its Manifests cloned from the first seed straight into etcd (``benchmarks/etcd_fleet.py``)."""
     start = time.monotonic()
-    seed_fleet = Fleet(fleet.namespace, seeds, fleet.modules)
+    seed_fleet = Fleet(fleet.namespace, seeds, fleet.modules, shards=fleet.shards)
     await create_fleet(kcp, seed_fleet)
     await converge_seeds(plane["kcp"].kubeconfig_path, kcp, seed_fleet)
     seeded = time.monotonic()
@@ -598,7 +602,7 @@ async def create_fleet_in_etcd(
         prefix = "/kcp"
         stored = await etcd.objects(f"{prefix}/{GROUP}/")
         real = [Seed.read(stored, prefix, fleet.namespace, i) for i in range(seeds)]
-        cloner = Cloner(real[0], prefix, fleet.namespace)
+        cloner = Cloner(real[0], prefix, fleet.namespace, fleet.shards)
         for other in real[1:]:
             cloner.verify(other)
         print(
@@ -973,7 +977,7 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
     with ControlPlane(["kcp"]) as plane:
         kcp_server = plane["kcp"]
         apply_crds(kcp_server.kubeconfig_path)
-        fleet = Fleet("scale-kymas", args.kymas, args.modules)
+        fleet = Fleet("scale-kymas", args.kymas, args.modules, shards=args.shards)
         empty = Fleet("scale-empty", 0, args.modules)
         async with KubeClient.from_kubeconfig_file(
             kcp_server.kubeconfig_path, max_concurrency=args.create_concurrency
@@ -1315,6 +1319,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0.0,
         help="run the operators with --kyma-healthy-interval (and unhealthy) of this many seconds and "
         "measure the CPU of the periodic full resync that follows the start-up round (0: not measured)",
+    )
+    kymas.add_argument(
+        "--shards",
+        type=int,
+        default=16,
+        help="the sharded replicas' --shards, and the shard labels the fleet is written with (default "
+        "16, as manifests/kcp/operator-deployment.yaml)",
     )
     kymas.add_argument(
         "--stagger-resyncs",

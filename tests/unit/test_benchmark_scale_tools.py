@@ -20,7 +20,7 @@ from benchmarks.resync_window import (
     replica_windows,
     resync_window,
 )
-from benchmarks.scale_bench import DEPLOYMENT_TIMINGS, lease_flags, lease_timings
+from benchmarks.scale_bench import DEPLOYMENT_TIMINGS, RunSpec, lease_flags, lease_timings
 from kyma_operator.api import names
 from kyma_operator.runtime.shardmap import SHARD_LABEL, shard_of
 
@@ -167,6 +167,18 @@ def test_a_clone_is_its_seed_with_name_runtime_uids_and_shard_replaced() -> None
     assert manifest["metadata"]["ownerReferences"] == [{"name": "kyma-00042", "uid": kyma["metadata"]["uid"]}]
     owned = manifest["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:ownerReferences"]
     assert owned == {f'k:{{"uid":"{kyma["metadata"]["uid"]}"}}': {}}
+
+
+def test_a_clone_for_another_shard_count_carries_that_count_s_shard() -> None:
+    stored, _ = _stored(0, shard_of("rt-00000", 48), apply_owns_shard=False)
+    cloner = Cloner(Seed.read(stored, "/kcp", "ns", 0), "/kcp", "ns", shards=48)
+    ((_, kyma), (_, manifest)) = [(k, json.loads(v)) for k, v in cloner.clone(42)]
+    want = str(shard_of("rt-00042", 48))
+    assert want != str(shard_of("rt-00042", 16))  # else this would not tell the counts apart
+    assert kyma["metadata"]["labels"][SHARD_LABEL] == want == manifest["metadata"]["labels"][SHARD_LABEL]
+    assert RunSpec.parse("3scoped", False, 48).shards == 48
+    assert RunSpec.parse("3", True).label() == "3 x --sharding --shard-scoped-caches"
+    assert RunSpec.parse("3plain", True, 48).label() == "3 x --sharding --shards=48"
 
 
 def test_a_clone_that_differs_from_its_real_seed_is_refused() -> None:
