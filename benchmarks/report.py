@@ -196,7 +196,7 @@ TARGETS: tuple[Target, ...] = (
         "<= 40 % each", "one leader does everything", "scale",
         r"full resync with 3 scoped replicas, CPU of each against one replica alone:\s+\*\*(\d+) %\*\* "
         r"\(the leader, 6 shards\), \*\*(\d+) %\*\* and \*\*(\d+) %\*\*",
-        "{0} % (leader, 6 of 16 shards) / {1} % / {2} % (the newest run; all runs in the file)",
+        "{0} % (leader, 6 of 16 shards) / {1} % / {2} % (the file's newest summary; all runs are there)",
         lambda f: max(f) <= 40,
         newest=True,
     ),
