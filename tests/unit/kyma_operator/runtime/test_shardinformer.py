@@ -64,19 +64,25 @@ class _Seen:
         self.events.append("delete")
 
 
+def _fed_view(shards: int, shard: int) -> ShardedInformer:
+    """A view of Secrets indexed by their ``kyma`` label, every object computed to be in ``shard``;
+    nothing lists: the tests feed the parts their watch events."""
+    return ShardedInformer(
+        None,  # type: ignore[arg-type]
+        SECRETS,
+        shards=shards,
+        shard_of=lambda _obj: shard,
+        indexers={"kyma": lambda obj: [obj["metadata"]["labels"].get("kyma", "")]},
+    )
+
+
 @pytest.mark.parametrize("delete_first", [True, False])
 async def test_an_object_this_replica_relabels_stays_in_the_view_in_either_event_order(
     delete_first: bool,
 ) -> None:
     """The unlabelled part's delete and the shard part's add come on two watches, in any order: the
     view answers with the object all along (by key and by index) and its handlers see one update."""
-    view = ShardedInformer(
-        None,  # type: ignore[arg-type]  # the parts are fed their watch events here, nothing lists
-        SECRETS,
-        shards=2,
-        shard_of=lambda _obj: 1,
-        indexers={"kyma": lambda obj: [obj["metadata"]["labels"].get("kyma", "")]},
-    )
+    view = _fed_view(shards=2, shard=1)
     view.start_shard(1)
     shard = view.part(1)
     assert shard is not None
@@ -109,13 +115,7 @@ async def test_an_object_this_replica_relabels_stays_in_the_view_in_either_event
 async def test_by_index_is_the_union_of_the_parts_answers_and_what_is_in_transit() -> None:
     """The view reads the parts' indexes directly (a shortcut for the reconciles' lookups): it
     answers what asking each part and the in-transit objects would, each object once."""
-    view = ShardedInformer(
-        None,  # type: ignore[arg-type]  # the parts are fed their watch events here, nothing lists
-        SECRETS,
-        shards=4,
-        shard_of=lambda _obj: 2,
-        indexers={"kyma": lambda obj: [obj["metadata"]["labels"].get("kyma", "")]},
-    )
+    view = _fed_view(shards=4, shard=2)
     for shard in (0, 2, 3):
         view.start_shard(shard)
 
