@@ -315,9 +315,9 @@ class ShardedInformer(Informer):
 
     def by_index(self, index_name: str, value: str) -> builtins.list[JSON]:
         # Read from the parts' indexes directly: a reconcile asks several times for a Kyma's
-        # Manifests or Secret, and most parts hold nothing for it (4.7 -> 1.6 us with 6 held shards
-        # against 0.8 us for one informer, tests/unit/kyma_operator/runtime/test_shardinformer.py
-        # holds it to the parts' own answers).
+        # Manifests or Secret, and most parts hold nothing for it. A lookup plus a ``get`` with 6
+        # held shards: 4.7 -> 1.8 us, against 0.8 us for one informer (benchmarks/results/scale.md);
+        # tests/unit/kyma_operator/runtime/test_shardinformer.py holds it to the parts' answers.
         if index_name not in self._indexers:
             raise KeyError(index_name)
         seen: dict[ObjectKey, JSON] = {}
