@@ -315,7 +315,10 @@ class KymaReconciler:
             if not wrote_manifests:
                 return None
             memory.checks_due = now + delay
-        elif now >= memory.checks_due:
+            # the delay itself: (now + delay) - now can come out a rounding above it
+            report.checks_left = delay
+            return last.agent
+        if now >= memory.checks_due:
             return None
         report.checks_left = memory.checks_due - now
         return last.agent
