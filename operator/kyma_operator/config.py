@@ -30,7 +30,11 @@ from kyma_operator.api import names
 from kyma_operator.controllers.kyma.config import KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
 from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
-from kyma_operator.controllers.manifest.config import DEFAULT_APPLY_CONCURRENCY, ManifestControllerConfig
+from kyma_operator.controllers.manifest.config import (
+    DEFAULT_APPLY_CONCURRENCY,
+    DEFAULT_WORKLOAD_WATCHES,
+    ManifestControllerConfig,
+)
 from kyma_operator.listener.handoff_key_rotation import MIN_ROTATION_INTERVAL
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
@@ -247,6 +251,10 @@ class OperatorConfig(BaseModel):
     """Readiness poll of a Processing/Deleting Manifest (upstream 5 s)."""
     manifest_apply_concurrency: Annotated[int, Field(ge=1, le=256)] = DEFAULT_APPLY_CONCURRENCY
     """Objects of one Manifest applied to its runtime concurrently (bounded, unlike upstream)."""
+    manifest_workload_watches: Annotated[int, Field(ge=0, le=100_000)] = DEFAULT_WORKLOAD_WATCHES
+    """Rolling-out module workloads (Deployment, StatefulSet) followed by a short watch at once, so a
+    Processing Manifest turns Ready when its workload does, not at the next poll; each holds one
+    connection to its runtime's API server; 0: the poll alone."""
     runtime_client_idle_ttl: Seconds = DEFAULT_IDLE_TTL
     """Seconds after which an unused runtime API client is closed with its connections (rebuilt from
     the access Secret on the runtime's next reconcile)."""
@@ -426,6 +434,7 @@ class OperatorConfig(BaseModel):
             workers=self.manifest_workers,
             processing_interval=self.manifest_processing_interval,
             apply_concurrency=self.manifest_apply_concurrency,
+            workload_watches=self.manifest_workload_watches,
             skr_image_pull_secret=self.skr_image_pull_secret,
             inject_data_from_kcp=names.DEPLOYER_MODULE_NAME in self.restricted_modules,
         )

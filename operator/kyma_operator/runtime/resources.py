@@ -59,6 +59,7 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 CORE_EVENTS = Resource("", "v1", "events", "Event")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
     "admissionregistration.k8s.io",

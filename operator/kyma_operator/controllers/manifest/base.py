@@ -28,6 +28,7 @@ from kyma_operator.controllers.manifest.rendering import render_objects
 from kyma_operator.controllers.manifest.report import Collector as _Report
 from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.source import ManifestSource, RawManifest
+from kyma_operator.controllers.manifest.workloads import WorkloadWatches
 from kyma_operator.remote.cache import SkrClientCache
 from kyma_operator.remote.errors import SkrAccessError
 from kyma_operator.runtime.clock import Clock, RealClock, utc_now
@@ -64,6 +65,7 @@ class ManifestBase:
         metrics: ManifestMetrics | None = None,
         clock: Clock | None = None,
         wall_clock: Callable[[], datetime.datetime] = utc_now,
+        workloads: WorkloadWatches | None = None,
     ) -> None:
         self.client = client
         self.manifests = manifests
@@ -84,6 +86,8 @@ class ManifestBase:
         self._removal_waits: dict[Request, int] = {}
         """Consecutive reconciles of a Manifest that waited for a removal (the backoff step)."""
         self.memories = ManifestMemories(self.metrics)
+        self.workloads = workloads if workloads is not None else WorkloadWatches(limit=0)
+        """Rolling-out workloads followed by a watch (``workloads``); the default follows none."""
         self.parsed = ParsedManifests()
         """Raw manifests parsed once per content, for every install path."""
         self.pull_secrets = PullSecrets(

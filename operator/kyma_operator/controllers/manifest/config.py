@@ -9,6 +9,10 @@ from pydantic import Field
 from kyma_operator.api import names
 from kyma_operator.controllers.common.config import ControllerConfig
 
+DEFAULT_WORKLOAD_WATCHES: Final = 256
+"""Module workloads followed at once (``workloads.WorkloadWatches``): each holds one connection to
+its runtime's API server while its Manifest is Processing."""
+
 DEFAULT_APPLY_CONCURRENCY: Final = 16
 """Objects of one Manifest written to its runtime at once: 16 (8 until 2026-11-30) puts a module of
 up to 16 objects into one wave. Measured with 10 objects (9 ConfigMaps and a Deployment), Manifest
@@ -29,6 +33,8 @@ class ManifestControllerConfig(ControllerConfig):
     one GET per object still there."""
     removal_poll_max: float = Field(default=1.0, gt=0)
     apply_concurrency: int = Field(default=DEFAULT_APPLY_CONCURRENCY, ge=1, le=256)
+    workload_watches: int = Field(default=DEFAULT_WORKLOAD_WATCHES, ge=0, le=100_000)
+    """Rolling-out module workloads followed by a watch at once (``workloads``); 0: poll only."""
     crd_established_timeout: float = Field(default=30.0, gt=0)
     field_manager: str = Field(default=names.MANIFEST_APPLIER_FIELD_MANAGER, min_length=1)
     skr_image_pull_secret: str | None = None

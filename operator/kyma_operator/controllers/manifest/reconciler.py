@@ -38,7 +38,8 @@ a module's rollout (its Deployment's last status write) then reached the Manifes
 cheap re-read per event burst.
 
 Requeue: Ready -> adaptive safety net (long while the runtime's agent sends heartbeats, since its
-events report drift at once; upstream's 5 min otherwise); Processing -> short poll; waiting for the
+events report drift at once; upstream's 5 min otherwise); Processing -> short poll, and a watch of
+the rolling-out workload that wakes the Manifest when it turns (``workloads``); waiting for the
 runtime to remove something (uninstall, prune of an upgrade) -> 0.2 s, doubling up to 1 s;
 Warning -> 30 s; Error -> rate-limited backoff. Events (the runtime agent names the owning
 Manifest of a changed module object) enqueue at once.
@@ -75,6 +76,7 @@ from kyma_operator.controllers.manifest.requeuereasons import requeue_reasons
 from kyma_operator.controllers.manifest.source import SourceError, describe_source
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.manifest.uninstall import ManifestUninstall
+from kyma_operator.controllers.manifest.workloads import Workload
 from kyma_operator.remote.errors import SkrAccessError, is_connection_error
 from kyma_operator.runtime.controller import TerminalError
 from kyma_operator.runtime.errors import KubeError
@@ -116,6 +118,8 @@ class ManifestReconciler(ManifestUninstall):
             self.metrics.requeue(requeue_reasons(report, result, added_finalizer=adds_finalizer))
             return result
         finally:
+            if report.outcome != State.PROCESSING.value:
+                self.workloads.leave(request)
             if report.outcome:
                 done = report.freeze(self.clock.now())
                 log.info("%s", done.line())
@@ -305,6 +309,9 @@ class ManifestReconciler(ManifestUninstall):
             return Result(requeue_after=self._ready_interval(kyma))
         if readiness.state is State.ERROR:
             return Result(requeue=True)
+        workload = Workload.of(applied.live)
+        if workload is not None:
+            self.workloads.follow(Request(manifest.namespace, manifest.name), skr, workload)
         return Result(requeue_after=self.config.processing_interval)
 
     def _ready_interval(self, kyma: Kyma) -> float:

@@ -14,6 +14,8 @@ What enqueues a Manifest (docs/architecture.md, "What enqueues what"), each a ``
 * with the deployer module's injection on (``pullsecret``): the KCP Secrets labelled
   ``operator.kyma-project.io/module-name`` -> the deployer's Manifests, so changed data reaches
   the runtime, and a relabelled or deleted source Secret the Manifest's status, at once;
+* ``workloads``: the watch of a Processing Manifest's rolling-out workload -> that Manifest when
+  the workload turns Ready (or Error) or goes;
 * the reconcile's own requeues (backoff, readiness polling, event re-reads, the adaptive safety net).
 
 Shared pieces (the Kyma informer, the access Secrets, the listener's heartbeat tracker) are built
@@ -37,6 +39,7 @@ from kyma_operator.controllers.manifest.pullsecret import deployer_manifests, kc
 from kyma_operator.controllers.manifest.reconciler import ManifestReconciler
 from kyma_operator.controllers.manifest.source import ManifestSource
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
+from kyma_operator.controllers.manifest.workloads import WorkloadWatches
 from kyma_operator.controllers.shared_informers import MANIFESTS_BY_KYMA_INDEX, manifest_informer
 from kyma_operator.remote.cache import (
     DEFAULT_IDLE_TTL,
@@ -128,6 +131,9 @@ def build_manifest_controller(
         idle_ttl=runtime_client_idle_ttl,
     )
     metrics = ManifestMetrics(registry)
+    workloads = WorkloadWatches(
+        limit=cfg.workload_watches, duration=cfg.processing_interval, registry=registry
+    )
     reconciler = ManifestReconciler(
         client,
         manifests=manifests,
@@ -139,6 +145,7 @@ def build_manifest_controller(
         metrics=metrics,
         clock=clock,
         wall_clock=wall_clock,
+        workloads=workloads,
     )
     controller = build_controller(
         CONTROLLER_NAME, reconciler, cfg, layers=layers, clock=clock, request_gate=request_gate
@@ -156,6 +163,7 @@ def build_manifest_controller(
         clock=clock,
     )
     controller.add_source(intake)
+    controller.add_source(workloads)
 
     def secret_changed(kyma: Request, what: str) -> list[Request]:
         found: list[Request] = []

@@ -23,6 +23,9 @@ class ManifestTrigger(StrEnum):
     ACCESS_SECRET = shared.ACCESS_SECRET
     KCP_SECRET = "KCP module Secret changed"
     """A module-labelled KCP Secret the deployer module's injection reads (``pullsecret``)."""
+    WORKLOAD_TURNED = "module workload turned"
+    """The watch of the module's rolling-out workload saw it turn Ready (or Error) or go
+    (``workloads``)."""
     SHARD_ACQUIRED = shared.SHARD_ACQUIRED
     """This replica started to hold the Manifest's shard: one full reconcile."""
 

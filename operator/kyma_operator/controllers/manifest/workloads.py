@@ -1,0 +1,238 @@
+"""Follows a rolling-out module workload with a short watch, so its Manifest turns Ready when the
+workload does, not at the next look.
+
+Why: a Manifest whose Deployment (or StatefulSet) is still rolling out is Processing. What used to
+find it Ready was the runtime agent's event, sent from an admission call *before* the API server
+stores the write, and the settle looks after it (30 ms, 0.1 s, 1 s), or the 5 s poll
+(``processing_interval``), or, in a runtime without an agent, only the poll. The events of one
+rollout's status writes fall into the Manifest's 0.5 s throttle window opened by the install's own
+echoes, so in every traced enable the reconcile that wrote ``Ready`` was a settle look, on average
+half a look's spacing after the rollout was done (``benchmarks/results/enable_steps.md``, step 5a).
+
+A watch of that one workload (``fieldSelector=metadata.name=...``) from the resourceVersion the
+reconcile read delivers each status write *after* it is stored, so the reconcile it wakes reads
+the new status. Only the turn is forwarded: a Deployment whose readiness rule
+(``readiness.deployment_readiness``) no longer says Processing, a StatefulSet with every replica
+ready, or the workload gone; the intermediate status writes of a rollout wake nothing.
+
+Bounded so that it never costs more than it saves:
+* one watch per Manifest, at most ``limit`` at once (``--manifest-workload-watches``; beyond it
+  the poll alone, counted as ``refused``; 0 turns the watches off);
+* each for at most ``duration`` seconds (the Processing poll's interval): the poll's reconcile
+  then follows the workload again from what it read, so a rollout of minutes is followed by one
+  watch at a time;
+* ended when its Manifest is reconciled to anything but Processing, and with its runtime client
+  (closing a client ends its watches).
+
+A watch that fails (the runtime unreachable, an expired resourceVersion) ends quietly, counted as
+``failed``: the poll still runs. Reconciles stay level-based: the watch only decides *when* the
+next one runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from kyma_operator.api.meta import State
+from kyma_operator.controllers.manifest.readiness import deployment_readiness, manager_of
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.objects import JSON
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import DEPLOYMENTS, STATEFULSETS, Resource
+from kyma_operator.runtime.source import Enqueuer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LIMIT: Final = 256
+"""Workloads followed at once: each holds one connection to its runtime's API server."""
+
+OUTCOMES: Final = ("turned", "gone", "expired", "failed", "refused", "left")
+"""How a watch ends (the ``outcome`` label): the workload turned (Ready, or Error by the readiness
+rule) or went, the watch's time ran out or it failed, no watch was opened because ``limit`` were
+open, or its Manifest was reconciled to another state first."""
+
+_RESOURCES: Final = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The module workload a Processing Manifest waits for, as its reconcile read it."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    resource_version: str
+
+    @classmethod
+    def of(cls, live: Sequence[JSON]) -> Workload | None:
+        """The workload that decides readiness (``readiness.manager_of``) among the objects read,
+        or None (none, or read without a namespace, name or resourceVersion)."""
+        manager = manager_of(live)
+        if manager is None:
+            return None
+        meta = manager.get("metadata") or {}
+        resource = _RESOURCES.get(str(manager.get("kind")))
+        namespace, name, version = meta.get("namespace"), meta.get("name"), meta.get("resourceVersion")
+        if resource is None or not namespace or not name or not version:
+            return None
+        return cls(resource, str(namespace), str(name), str(version))
+
+
+def turned(obj: JSON) -> bool:
+    """Whether a watched workload no longer rolls out: what the Manifest's reconcile should see."""
+    if obj.get("kind") == "StatefulSet":
+        replicas = (obj.get("spec") or {}).get("replicas", 1)
+        return bool(replicas == ((obj.get("status") or {}).get("readyReplicas") or 0))
+    return deployment_readiness(obj).state is not State.PROCESSING
+
+
+@dataclass(slots=True)
+class _Following:
+    client: KubeClient
+    workload: Workload
+    task: asyncio.Task[None]
+
+
+class WorkloadWatches:
+    """A ``RunnableSource`` of the Manifest controller: ``follow`` after a Processing reconcile,
+    ``leave`` after any other; each turn adds the Manifest with ``ManifestTrigger.WORKLOAD_TURNED``."""
+
+    def __init__(
+        self, *, limit: int = DEFAULT_LIMIT, duration: float = 5.0, registry: CollectorRegistry | None = None
+    ) -> None:
+        if limit < 0:
+            raise ValueError("limit must not be negative")
+        if duration <= 0:
+            raise ValueError("duration must be positive")
+        self.limit = limit
+        self.duration = duration
+        self._queue: Enqueuer | None = None
+        self._following: dict[Request, _Following] = {}
+        self._running = False
+        registry = registry or CollectorRegistry()
+        self._open = Gauge(
+            "kyma_operator_manifest_workload_watches",
+            "Module workloads followed by a watch now (their Manifests Processing).",
+            registry=registry,
+        )
+        self._ended = Counter(
+            "kyma_operator_manifest_workload_watches_ended",
+            "Workload watches by how they ended: turned, gone, expired, failed, refused (the limit "
+            "was reached), left (the Manifest was reconciled to another state first).",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in OUTCOMES:
+            self._ended.labels(outcome)
+
+    # -- RunnableSource ------------------------------------------------------------------------------
+
+    def bind(self, queue: Enqueuer) -> None:
+        if self._queue is not None:
+            raise RuntimeError("source is already bound to a controller")
+        self._queue = queue
+
+    async def run(self) -> None:
+        """Follow workloads while the controller runs; stopping ends every watch."""
+        self._running = True
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._running = False
+            tasks = [f.task for f in self._following.values()]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._following.clear()
+            self._open.set(0)
+
+    # -- the reconcile's side ----------------------------------------------------------------------
+
+    def follow(self, request: Request, client: KubeClient, workload: Workload) -> None:
+        """Watch ``workload`` for ``request``'s Manifest (kept if already watched on this client)."""
+        if not self._running or self.limit == 0:
+            return
+        current = self._following.get(request)
+        if current is not None:
+            if current.client is client and _same_object(current.workload, workload):
+                return
+            self._end(request, "left")
+        if len(self._following) >= self.limit:
+            self._ended.labels("refused").inc()
+            return
+        task = asyncio.create_task(self._watch(request, client, workload), name=f"workload-{request}")
+        self._following[request] = _Following(client, workload, task)
+        self._open.set(len(self._following))
+
+    def leave(self, request: Request) -> None:
+        """The Manifest's reconcile found another state: its workload is no longer followed."""
+        if request in self._following:
+            self._end(request, "left")
+
+    def following(self, request: Request) -> Workload | None:
+        current = self._following.get(request)
+        return current.workload if current is not None else None
+
+    def __len__(self) -> int:
+        return len(self._following)
+
+    # -- the watch ---------------------------------------------------------------------------------
+
+    def _end(self, request: Request, outcome: str) -> None:
+        current = self._following.pop(request, None)
+        if current is None:
+            return
+        if current.task is not asyncio.current_task():
+            current.task.cancel()
+        self._ended.labels(outcome).inc()
+        self._open.set(len(self._following))
+
+    async def _watch(self, request: Request, client: KubeClient, workload: Workload) -> None:
+        outcome = "expired"
+        try:
+            events = client.watch(
+                workload.resource,
+                workload.namespace,
+                resource_version=workload.resource_version,
+                field_selector=f"metadata.name={workload.name}",
+                timeout_seconds=max(1, math.ceil(self.duration)),
+                allow_bookmarks=False,
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "ERROR":
+                        outcome = "failed"
+                        break
+                    if event.type == "DELETED":
+                        outcome = "gone"
+                        break
+                    if turned(event.object):
+                        outcome = "turned"
+                        break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the poll still runs: a failed watch only loses the shortcut
+            where = f"{workload.namespace}/{workload.name}"
+            log.debug("watch of %s for Manifest %s failed: %s", where, request, exc)
+            outcome = "failed"
+        current = self._following.get(request)
+        if current is None or current.task is not asyncio.current_task():
+            return
+        self._end(request, outcome)
+        if outcome in ("turned", "gone") and self._queue is not None:
+            self._queue.add(request, ManifestTrigger.WORKLOAD_TURNED)
+
+
+def _same_object(a: Workload, b: Workload) -> bool:
+    return (a.resource, a.namespace, a.name) == (b.resource, b.namespace, b.name)

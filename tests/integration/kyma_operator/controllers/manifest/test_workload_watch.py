@@ -1,0 +1,167 @@
+"""The watch of a Processing Manifest's rolling-out workload (``controllers/manifest/workloads``)
+against real KCP and SKR API servers: the turn wakes the Manifest, a rollout's intermediate status
+writes do not end the watch, a deleted workload is put back, a limit holds, and a deleted Manifest's
+watch ends."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kyma_operator.controllers.manifest.triggers import ManifestTrigger
+from kyma_operator.controllers.manifest.workloads import WorkloadWatches
+from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.request import Request
+from kyma_operator.runtime.resources import DEPLOYMENTS
+from tests.controlplane.cluster import APIServer
+from tests.integration.kyma_operator.controllers.manifest import module as m
+from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.polling import eventually
+from tests.registry.server import LocalRegistry
+
+ROLLING_OUT = {
+    "status": {
+        "observedGeneration": 1,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "False",
+                "reason": "MinimumReplicasUnavailable",
+                "message": "0/1",
+            },
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "rolling"},
+        ],
+    }
+}
+"""A status the Deployment controller writes during a rollout: still Processing by our rule."""
+
+
+@pytest.fixture
+async def make_setup(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    oci_registry: LocalRegistry,
+    tmp_path: Path,
+) -> AsyncIterator[Any]:
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def make(**config: Any) -> Setup:
+            return await stack.enter_async_context(
+                manifest_setup(
+                    kcp_client,
+                    kcp_namespace,
+                    skr_client,
+                    skr_crds[0].kubeconfig,
+                    oci_registry,
+                    tmp_path,
+                    **config,
+                )
+            )
+
+        yield make
+
+
+def _watches(s: Setup) -> WorkloadWatches:
+    manifest = s.running.operator.manifest
+    assert manifest is not None
+    return manifest.reconciler.workloads
+
+
+def _ended(s: Setup, outcome: str) -> float:
+    value = s.running.operator.manager.registry.get_sample_value(
+        "kyma_operator_manifest_workload_watches_ended_total", {"outcome": outcome}
+    )
+    return value or 0.0
+
+
+def _turned_reconciles(s: Setup, name: str) -> list[str]:
+    return [
+        r.outcome
+        for r in s.running.manifest_reports
+        if r.request.name == name and ManifestTrigger.WORKLOAD_TURNED in r.triggers
+    ]
+
+
+async def test_the_workload_turning_wakes_its_manifest(make_setup: Any) -> None:
+    # the poll would take five minutes: only the watch can make this Manifest Ready in the test
+    s: Setup = await make_setup(manifest_processing_interval=300.0)
+    await s.create(await s.publish())
+    await s.wait_state("Processing")
+    request = Request(s.ns, "sample")
+    watches = _watches(s)
+    followed = await eventually(lambda: watches.following(request), "the Deployment followed")
+    assert (followed.namespace, followed.name) == (s.module_ns, "sample-operator")
+    registry = s.running.operator.manager.registry
+    assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 1
+
+    # a rollout's intermediate status write, then the turn: the Manifest is woken and Ready
+    await s.skr.patch_status(DEPLOYMENTS, "sample-operator", ROLLING_OUT, s.module_ns)
+    await s.make_available()
+    await s.wait_state("Ready", within=10.0)
+    # a reconcile that read the Deployment before its last write follows it again from there, so
+    # more than one watch may see the turn; whatever it wakes reads the stored status
+    woken = _turned_reconciles(s, "sample")
+    assert woken and set(woken) == {"Ready"}
+    assert _ended(s, "turned") >= len(woken)
+    assert watches.following(request) is None
+    assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 0
+
+
+async def test_a_deleted_workload_is_put_back_and_a_deleted_manifest_ends_its_watch(
+    make_setup: Any,
+) -> None:
+    s: Setup = await make_setup(manifest_processing_interval=300.0)
+    await s.create(await s.publish())
+    await s.wait_state("Processing")
+    request = Request(s.ns, "sample")
+    watches = _watches(s)
+    first = await eventually(lambda: watches.following(request), "the Deployment followed")
+
+    # the Deployment deleted in the runtime: the watch wakes the Manifest, which applies it again
+    await s.skr.delete(DEPLOYMENTS, "sample-operator", s.module_ns)
+
+    async def followed_again() -> bool:
+        now = watches.following(request)
+        return now is not None and now.resource_version != first.resource_version
+
+    await eventually(followed_again, "the re-created Deployment followed")
+    assert _ended(s, "gone") >= 1
+    woken = _turned_reconciles(s, "sample")
+    assert woken and set(woken) == {"Processing"}
+    assert await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
+
+    # the Manifest deleted while its workload rolls out: its watch ends (left by the deleting
+    # reconcile, or gone with the uninstalled Deployment), not kept for five minutes
+    await s.kcp.delete(s.manifests, "sample", s.ns)
+    await s.wait_gone()
+    await eventually(lambda: len(watches) == 0, "no watch left")
+    registry = s.running.operator.manager.registry
+    assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 0
+
+
+async def test_beyond_the_limit_no_watch_is_opened(make_setup: Any) -> None:
+    s: Setup = await make_setup(manifest_processing_interval=300.0, manifest_workload_watches=1)
+    await s.create(await s.publish(), "first")
+    await s.wait_state("Processing", "first")
+    watches = _watches(s)
+    await eventually(lambda: watches.following(Request(s.ns, "first")), "the first Deployment followed")
+    other = await s.modules.publish(m.raw_manifest([m.deployment(s.module_ns, "second-operator")]))
+    await s.create(other, "second", module="second")
+    await s.wait_state("Processing", "second")
+    await eventually(lambda: _ended(s, "refused") >= 1, "the second watch refused")
+    assert watches.following(Request(s.ns, "second")) is None
+    assert len(watches) == 1
+
+    # the one watch still does its work
+    await s.make_available()
+    await s.wait_state("Ready", "first", within=10.0)
+    assert set(_turned_reconciles(s, "first")) == {"Ready"}
+    assert _turned_reconciles(s, "second") == []
