@@ -131,8 +131,9 @@ def build_manifest_controller(
         idle_ttl=runtime_client_idle_ttl,
     )
     metrics = ManifestMetrics(registry)
+    # twice the poll's interval: the poll's next reconcile finds the watch open and extends it
     workloads = WorkloadWatches(
-        limit=cfg.workload_watches, duration=cfg.processing_interval, registry=registry
+        limit=cfg.workload_watches, duration=2 * cfg.processing_interval, clock=clock, registry=registry
     )
     reconciler = ManifestReconciler(
         client,

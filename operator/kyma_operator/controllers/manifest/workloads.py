@@ -18,9 +18,11 @@ ready, or the workload gone; the intermediate status writes of a rollout wake no
 Bounded so that it never costs more than it saves:
 * one watch per Manifest, at most ``limit`` at once (``--manifest-workload-watches``; beyond it
   the poll alone, counted as ``refused``; 0 turns the watches off);
-* each for at most ``duration`` seconds (the Processing poll's interval): the poll's reconcile
-  then follows the workload again from what it read, so a rollout of minutes is followed by one
-  watch at a time;
+* each for ``duration`` seconds after the last reconcile that found the Manifest Processing
+  (twice the Processing poll's interval: the poll's next reconcile extends it, so a rollout of
+  minutes is followed by one watch, re-opened from the last version seen whenever the API server
+  ends a stream); a watch whose Manifest is no longer reconciled here (its shard moved) ends by
+  itself;
 * ended when its Manifest is reconciled to anything but Processing, and with its runtime client
   (closing a client ends its watches).
 
@@ -44,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from kyma_operator.api.meta import State
 from kyma_operator.controllers.manifest.readiness import deployment_readiness, manager_of
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
+from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.request import Request
@@ -59,6 +62,10 @@ OUTCOMES: Final = ("turned", "gone", "expired", "failed", "refused", "left")
 """How a watch ends (the ``outcome`` label): the workload turned (Ready, or Error by the readiness
 rule) or went, the watch's time ran out or it failed, no watch was opened because ``limit`` were
 open, or its Manifest was reconciled to another state first."""
+
+_SHORTEST_STREAM: Final = 0.5
+"""A stream the API server ends sooner than this after it was opened did not end by its timeout
+(at least 1 s): the watch is not opened again."""
 
 _RESOURCES: Final = {"Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
 
@@ -99,7 +106,9 @@ def turned(obj: JSON) -> bool:
 class _Following:
     client: KubeClient
     workload: Workload
-    task: asyncio.Task[None]
+    until: float
+    """Clock time after which no stream is opened any more (extended by each ``follow``)."""
+    task: asyncio.Task[None] | None = None
 
 
 class WorkloadWatches:
@@ -107,7 +116,12 @@ class WorkloadWatches:
     ``leave`` after any other; each turn adds the Manifest with ``ManifestTrigger.WORKLOAD_TURNED``."""
 
     def __init__(
-        self, *, limit: int = DEFAULT_LIMIT, duration: float = 5.0, registry: CollectorRegistry | None = None
+        self,
+        *,
+        limit: int = DEFAULT_LIMIT,
+        duration: float = 10.0,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         if limit < 0:
             raise ValueError("limit must not be negative")
@@ -115,9 +129,13 @@ class WorkloadWatches:
             raise ValueError("duration must be positive")
         self.limit = limit
         self.duration = duration
+        self.clock = clock or RealClock()
         self._queue: Enqueuer | None = None
         self._following: dict[Request, _Following] = {}
         self._running = False
+        self.streams_opened = 0
+        """Watch streams opened so far (a followed workload's stream is opened again when the API
+        server ends it)."""
         registry = registry or CollectorRegistry()
         self._open = Gauge(
             "kyma_operator_manifest_workload_watches",
@@ -148,7 +166,7 @@ class WorkloadWatches:
             await asyncio.Event().wait()
         finally:
             self._running = False
-            tasks = [f.task for f in self._following.values()]
+            tasks = [f.task for f in self._following.values() if f.task is not None]
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -163,16 +181,18 @@ class WorkloadWatches:
         """Watch ``workload`` for ``request``'s Manifest (kept if already watched on this client)."""
         if not self._running or self.limit == 0:
             return
+        until = self.clock.now() + self.duration
         current = self._following.get(request)
         if current is not None:
             if current.client is client and _same_object(current.workload, workload):
+                current.until = until
                 return
             self._end(request, "left")
         if len(self._following) >= self.limit:
             self._ended.labels("refused").inc()
             return
-        task = asyncio.create_task(self._watch(request, client, workload), name=f"workload-{request}")
-        self._following[request] = _Following(client, workload, task)
+        following = self._following[request] = _Following(client, workload, until)
+        following.task = asyncio.create_task(self._watch(request, following), name=f"workload-{request}")
         self._open.set(len(self._following))
 
     def leave(self, request: Request) -> None:
@@ -193,41 +213,50 @@ class WorkloadWatches:
         current = self._following.pop(request, None)
         if current is None:
             return
-        if current.task is not asyncio.current_task():
+        if current.task is not None and current.task is not asyncio.current_task():
             current.task.cancel()
         self._ended.labels(outcome).inc()
         self._open.set(len(self._following))
 
-    async def _watch(self, request: Request, client: KubeClient, workload: Workload) -> None:
+    async def _watch(self, request: Request, following: _Following) -> None:
+        workload = following.workload
+        version = workload.resource_version
         outcome = "expired"
         try:
-            events = client.watch(
-                workload.resource,
-                workload.namespace,
-                resource_version=workload.resource_version,
-                field_selector=f"metadata.name={workload.name}",
-                timeout_seconds=max(1, math.ceil(self.duration)),
-                allow_bookmarks=False,
-            )
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    if event.type == "ERROR":
-                        outcome = "failed"
+            while outcome == "expired" and (remaining := following.until - self.clock.now()) > 0:
+                opened = self.clock.now()
+                self.streams_opened += 1
+                events = following.client.watch(
+                    workload.resource,
+                    workload.namespace,
+                    resource_version=version,
+                    field_selector=f"metadata.name={workload.name}",
+                    timeout_seconds=max(1, math.ceil(remaining)),
+                    allow_bookmarks=False,
+                )
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        if event.type == "ERROR":
+                            outcome = "failed"
+                        elif event.type == "DELETED":
+                            outcome = "gone"
+                        elif turned(event.object):
+                            outcome = "turned"
+                        else:
+                            version = str(
+                                (event.object.get("metadata") or {}).get("resourceVersion") or version
+                            )
+                            continue
                         break
-                    if event.type == "DELETED":
-                        outcome = "gone"
-                        break
-                    if turned(event.object):
-                        outcome = "turned"
-                        break
+                if outcome == "expired" and self.clock.now() - opened < _SHORTEST_STREAM:
+                    outcome = "failed"  # ended at once, not by its timeout: not opened again
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the poll still runs: a failed watch only loses the shortcut
             where = f"{workload.namespace}/{workload.name}"
             log.debug("watch of %s for Manifest %s failed: %s", where, request, exc)
             outcome = "failed"
-        current = self._following.get(request)
-        if current is None or current.task is not asyncio.current_task():
+        if self._following.get(request) is not following:
             return
         self._end(request, outcome)
         if outcome in ("turned", "gone") and self._queue is not None:

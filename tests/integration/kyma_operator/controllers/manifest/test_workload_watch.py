@@ -115,6 +115,29 @@ async def test_the_workload_turning_wakes_its_manifest(make_setup: Any) -> None:
     assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 0
 
 
+async def test_a_long_rollout_is_followed_by_one_watch_opened_again_as_its_streams_end(
+    make_setup: Any,
+) -> None:
+    # a poll every second extends the follow to 2 s from then: each stream asks the API server for
+    # at most 2 s, so over a few seconds the one watch is re-opened from the last version it saw
+    s: Setup = await make_setup(manifest_processing_interval=1.0)
+    await s.create(await s.publish())
+    await s.wait_state("Processing")
+    request = Request(s.ns, "sample")
+    watches = _watches(s)
+    await eventually(lambda: watches.following(request), "the Deployment followed")
+    opened = watches.streams_opened
+    await s.skr.patch_status(DEPLOYMENTS, "sample-operator", ROLLING_OUT, s.module_ns)
+    await eventually(
+        lambda: watches.streams_opened >= opened + 2, "the stream opened twice more", within=15.0
+    )
+    assert len(watches) == 1
+    assert _ended(s, "expired") == _ended(s, "failed") == _ended(s, "left") == 0
+    await s.make_available()
+    await s.wait_state("Ready", within=10.0)
+    await eventually(lambda: len(watches) == 0, "no watch left")
+
+
 async def test_a_deleted_workload_is_put_back_and_a_deleted_manifest_ends_its_watch(
     make_setup: Any,
 ) -> None:
