@@ -316,12 +316,15 @@ class KubeClient:
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        resource_version_match: str | None = None,
         transform: Callable[[JSON], JSON] | None = None,
         metadata_only: bool = False,
     ) -> ObjectList:
         """One page of objects (all namespaces if ``namespace`` is None), each passed through
         ``transform`` (if given). ``metadata_only``: the items' metadata alone
         (``PartialObjectMetadata``: a fraction of the bytes to send and decode).
+        ``resource_version`` / ``resource_version_match`` (e.g. ``NotOlderThan``): the API's
+        semantics for ``list``; neither: a consistent read.
 
         The body is decoded item by item as it arrives (``runtime.liststream``): a large list is
         never held whole, neither as bytes nor as parsed objects, only its transformed items."""
@@ -336,6 +339,8 @@ class KubeClient:
             query["continue"] = continue_token
         if resource_version is not None:
             query["resourceVersion"] = resource_version
+        if resource_version_match is not None:
+            query["resourceVersionMatch"] = resource_version_match
         path = res.path(namespace)
         api_version, kind = res.api_version, res.kind
 
@@ -372,9 +377,12 @@ class KubeClient:
         page_size: int = 500,
         transform: Callable[[JSON], JSON] | None = None,
         metadata_only: bool = False,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> ObjectList:
         """Every object, following ``continue`` tokens; the resourceVersion is the list snapshot's.
-        ``metadata_only``: see ``list``.
+        ``metadata_only``: see ``list``. ``resource_version`` / ``resource_version_match``: for the
+        first page (the later ones continue its snapshot; the API refuses both with ``continue``).
 
         ``transform`` is applied to each item as it arrives (an informer's lean cache transform),
         so no item is held in its full form longer than its own decoding."""
@@ -391,6 +399,8 @@ class KubeClient:
                 continue_token=token,
                 transform=transform,
                 metadata_only=metadata_only,
+                resource_version=None if token else resource_version,
+                resource_version_match=None if token else resource_version_match,
             )
             items.extend(page.items)
             first_rv = first_rv or page.resource_version

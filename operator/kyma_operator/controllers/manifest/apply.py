@@ -3,7 +3,8 @@
 Order: CRDs first, then waited for until ``Established`` (so the module's own kinds can be
 discovered and its default CR created), then Namespaces, then everything else. Every object is
 read first (one LIST by the ``app.kubernetes.io/component`` label per resource and namespace that
-holds several of them, else a GET; nothing on a first install) and applied (field manager
+holds several of them, else a GET; nothing on a first install; the LISTs as ``ListVersions`` says)
+and applied (field manager
 ``declarative.kyma-project.io/applier``, force, as upstream) only if the live object does not
 already contain everything rendered (``contains``): a steady reconcile makes no API write, and a
 reconcile after drift (an object deleted or edited in the runtime) writes exactly the drifted
@@ -31,7 +32,7 @@ from kyma_operator.controllers.manifest.render import COMPONENT_LABEL
 from kyma_operator.remote.errors import is_connection_error
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.errors import KubeError
-from kyma_operator.runtime.kube import KubeClient
+from kyma_operator.runtime.kube import KubeClient, ObjectList
 from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import CRDS, Resource
 
@@ -76,6 +77,29 @@ def is_crd(obj: JSON) -> bool:
     return obj.get("kind") == CRD_KIND and str(obj.get("apiVersion", "")).startswith(f"{CRD_GROUP}/")
 
 
+ListVersions = dict[tuple[str, str, str], str]
+"""(resource, namespace, component) -> the resourceVersion of the previous LIST of that bucket.
+
+Why: a LIST without a resourceVersion is a consistent read. Since Kubernetes 1.31 the API server
+serves it from its watch cache once the cache has caught up with etcd's current revision, and when
+the listed kind has had no change since other kinds were written, the cache learns that only from
+etcd's next progress notification, requested every 100 ms (``progressRequestPeriod`` of the
+apiserver's cacher). A module's ConfigMaps are quiet while its Deployment rolls out, so the LIST of
+the reconcile that finds the rollout done waited 70-90 ms of a 75 ms step at p50 (a trace of
+``benchmarks.enable_steps``, step 5a; ``benchmarks/results/enable_steps.md``).
+
+A LIST with ``resourceVersionMatch=NotOlderThan`` and the previous LIST's resourceVersion is
+answered from the cache at once: never older than what this controller read before, but it can
+miss a change made milliseconds before it. Such a change was reported by the runtime's agent, and
+the reconcile its event wakes looks again after 30 ms, 0.1 s and 1 s (``common.settle``), so it
+is found there; reading one of our own writes a moment old costs one apply that changes nothing.
+A bucket listed for the first time (a new process, a new module version) is read consistently; a
+refused version (an API server that does not know it) is forgotten and the LIST sent again
+without it."""
+
+NOT_OLDER_THAN = "NotOlderThan"
+
+
 @dataclass
 class ApplyOutcome:
     """Live objects after the sync, in rendered order, and what was written."""
@@ -100,7 +124,10 @@ class Applier:
         crd_timeout: float = 30.0,
         crd_poll: float = 0.02,
         clock: Clock | None = None,
+        list_versions: ListVersions | None = None,
     ) -> None:
+        """``list_versions``: kept by the caller between syncs of the same objects (see
+        ``ListVersions``); None: every LIST is a consistent read."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.client = client
@@ -111,13 +138,19 @@ class Applier:
         self.clock = clock or RealClock()
         self._limit = asyncio.Semaphore(concurrency)
         self._fresh = False
+        self._list_versions = list_versions
 
     @classmethod
     def configured(
-        cls, client: KubeClient, discovery: Discovery, config: ManifestControllerConfig, clock: Clock
+        cls,
+        client: KubeClient,
+        discovery: Discovery,
+        config: ManifestControllerConfig,
+        clock: Clock,
+        list_versions: ListVersions | None = None,
     ) -> Applier:
         """The applier the Manifest controller's install paths use (field manager, concurrency and
-        CRD wait from its config)."""
+        CRD wait from its config; ``list_versions`` from the Manifest's memory)."""
         return cls(
             client,
             discovery,
@@ -125,6 +158,7 @@ class Applier:
             concurrency=config.apply_concurrency,
             crd_timeout=config.crd_established_timeout,
             clock=clock,
+            list_versions=list_versions,
         )
 
     async def _bounded(self, work: Callable[[], Awaitable[T]]) -> T:
@@ -228,9 +262,7 @@ class Applier:
         found: dict[tuple[str, str, str], JSON | None] = {}
 
         async def fetch(resource: Resource, namespace: str, component: str, objs: list[JSON]) -> None:
-            listing = await self.client.list_all(
-                resource, namespace or None, label_selector=f"{COMPONENT_LABEL}={component}"
-            )
+            listing = await self._list_bucket(resource, namespace, component)
             by_name = {str((item.get("metadata") or {}).get("name")): item for item in listing.items}
             for obj in objs:
                 name = str(obj["metadata"]["name"])
@@ -244,6 +276,34 @@ class Applier:
             )
         )
         return found
+
+    async def _list_bucket(self, resource: Resource, namespace: str, component: str) -> ObjectList:
+        """One bucket's LIST, from the previous LIST's version on (``ListVersions``)."""
+        selector = f"{COMPONENT_LABEL}={component}"
+        versions = self._list_versions
+        key = (str(resource), namespace, component)
+        known = versions.get(key) if versions is not None else None
+        listing: ObjectList | None = None
+        if known:
+            try:
+                listing = await self.client.list_all(
+                    resource,
+                    namespace or None,
+                    label_selector=selector,
+                    resource_version=known,
+                    resource_version_match=NOT_OLDER_THAN,
+                )
+            except KubeError as exc:
+                if is_connection_error(exc):
+                    raise
+        if listing is None:
+            listing = await self.client.list_all(resource, namespace or None, label_selector=selector)
+        if versions is not None:
+            if listing.resource_version:
+                versions[key] = listing.resource_version
+            else:
+                versions.pop(key, None)
+        return listing
 
     async def _sync_one(
         self,

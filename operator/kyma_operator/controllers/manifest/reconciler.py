@@ -220,7 +220,8 @@ class ManifestReconciler(ManifestUninstall):
             return await self._fail(manifest, report, exc.message)
         resources = (True, f"{len(objects)} objects rendered from {what}")
         extra = [st.note_condition(note, self._now()) for note in raw.notes]
-        applier = Applier.configured(skr, discovery, self.config, self.clock)
+        versions = self.memories[report.request].list_versions
+        applier = Applier.configured(skr, discovery, self.config, self.clock, versions)
         synced = list(manifest.status.synced) if manifest.status else []
         ref = raw.digest
         # the guard compares with the reference the synced list itself records (one status write
