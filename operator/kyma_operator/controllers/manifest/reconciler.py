@@ -220,8 +220,12 @@ class ManifestReconciler(ManifestUninstall):
             return await self._fail(manifest, report, exc.message)
         resources = (True, f"{len(objects)} objects rendered from {what}")
         extra = [st.note_condition(note, self._now()) for note in raw.notes]
+        # a runtime event reports a change just made: its reconcile reads consistently (ListVersions)
+        woken_by_event = ManifestTrigger.RUNTIME_EVENT in ManifestTrigger.of(report.triggers)
         versions = self.memories[report.request].list_versions
-        applier = Applier.configured(skr, discovery, self.config, self.clock, versions)
+        applier = Applier.configured(
+            skr, discovery, self.config, self.clock, versions, consistent_lists=woken_by_event
+        )
         synced = list(manifest.status.synced) if manifest.status else []
         ref = raw.digest
         # the guard compares with the reference the synced list itself records (one status write

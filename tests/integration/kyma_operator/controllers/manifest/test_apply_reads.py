@@ -76,7 +76,8 @@ async def test_a_list_goes_on_from_the_previous_lists_version_and_still_finds_dr
         try:
             await client.create(NAMESPACES, {"metadata": {"name": ns}})
             versions: ListVersions = {}
-            applier = Applier(client, Discovery(client), field_manager="reads-test", list_versions=versions)
+            discovery = Discovery(client)
+            applier = Applier(client, discovery, field_manager="reads-test", list_versions=versions)
             await applier.sync(_objects(ns, "YQ=="), fresh=True)
             assert versions == {}  # a first install reads nothing
 
@@ -104,6 +105,24 @@ async def test_a_list_goes_on_from_the_previous_lists_version_and_still_finds_dr
             assert (await applier.sync(_objects(ns, "YQ=="))).applied == []
             reads = [(verb, resource) for verb, resource, _ in sent]
             assert reads == [("list", "configmaps"), ("list", "configmaps"), ("get", "secrets")]
+            assert versions[key] not in ("", "not-a-version")
+
+            # a sync that must read consistently (woken by a runtime event) ignores the kept
+            # version and keeps the new one
+            versions[key] = "not-a-version"
+            consistent = Applier(
+                client,
+                discovery,
+                field_manager="reads-test",
+                list_versions=versions,
+                consistent_lists=True,
+            )
+            sent.clear()
+            assert (await consistent.sync(_objects(ns, "YQ=="))).applied == []
+            assert [(verb, resource) for verb, resource, _ in sent] == [
+                ("list", "configmaps"),
+                ("get", "secrets"),
+            ]
             assert versions[key] not in ("", "not-a-version")
         finally:
             await client.delete(NAMESPACES, ns)
