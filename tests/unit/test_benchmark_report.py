@@ -35,9 +35,9 @@ def test_recorded_figures_are_read_and_judged() -> None:
         "NOT met",
     )
     assert _verdict("module enabled -> module Ready") == (
-        "p50 / p99 per step 1: 10.6 / 20.2, 2: 25.0 / 65.5, 3: 89.8 / 234.2, 5a: 72.6 / 130.3, "
-        "5b: 17.7 / 50.6, 5c: 14.0 / 21.7 ms",
-        "NOT met",
+        "p50 / p99 per step 1: 6.9 / 8.8, 2: 14.1 / 24.6, 3: 37.9 / 64.8, 5a: 24.8 / 58.8, "
+        "5b: 8.1 / 24.3, 5c: 7.3 / 16.0 ms",
+        "met",
     )
 
 
