@@ -44,6 +44,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from kyma_operator.api.meta import State
+from kyma_operator.controllers.manifest.config import DEFAULT_WORKLOAD_WATCHES
 from kyma_operator.controllers.manifest.readiness import deployment_readiness, manager_of
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.runtime.clock import Clock, RealClock
@@ -54,9 +55,6 @@ from kyma_operator.runtime.resources import DEPLOYMENTS, STATEFULSETS, Resource
 from kyma_operator.runtime.source import Enqueuer
 
 log = logging.getLogger(__name__)
-
-DEFAULT_LIMIT: Final = 256
-"""Workloads followed at once: each holds one connection to its runtime's API server."""
 
 OUTCOMES: Final = ("turned", "gone", "expired", "failed", "refused", "left")
 """How a watch ends (the ``outcome`` label): the workload turned (Ready, or Error by the readiness
@@ -118,7 +116,7 @@ class WorkloadWatches:
     def __init__(
         self,
         *,
-        limit: int = DEFAULT_LIMIT,
+        limit: int = DEFAULT_WORKLOAD_WATCHES,
         duration: float = 10.0,
         clock: Clock | None = None,
         registry: CollectorRegistry | None = None,
