@@ -5,10 +5,10 @@ that module objects changed in the runtime reach their Manifest through signed e
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -133,6 +133,12 @@ class Setup:
 
         await eventually(created, f"Deployment {name} created")
         await self.make_available(name)
+
+
+class MakeSetup(Protocol):
+    """The ``make_setup`` fixture: a ``manifest_setup`` with the test's operator settings."""
+
+    def __call__(self, **config: Any) -> Awaitable[Setup]: ...
 
 
 @contextlib.asynccontextmanager

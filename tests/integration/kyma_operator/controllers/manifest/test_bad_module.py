@@ -6,7 +6,6 @@ With a verification key, unsigned and wrongly signed component versions are not 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kyma_operator.modules.registry import RegistryClient
 from kyma_operator.modules.signing import generate_key, public_key_pem
-from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS
-from tests.controlplane.cluster import APIServer, free_port
+from tests.controlplane.cluster import free_port
 from tests.integration.kyma_operator.controllers.manifest import module as m
-from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.integration.kyma_operator.controllers.manifest.harness import MakeSetup, Setup
 from tests.integration.kyma_operator.controllers.manifest.published import Published
 from tests.polling import eventually
 from tests.registry.server import LocalRegistry
@@ -132,27 +130,11 @@ async def test_bad_content_and_registry_failures_change_nothing_and_recover(
 
 
 @pytest.fixture
-async def signed_setup(
-    kcp_client: KubeClient,
-    kcp_namespace: str,
-    skr_client: KubeClient,
-    skr_crds: tuple[APIServer, APIServer],
-    oci_registry: LocalRegistry,
-    tmp_path: Path,
-) -> AsyncIterator[tuple[Setup, rsa.RSAPrivateKey]]:
+async def signed_setup(make_setup: MakeSetup, tmp_path: Path) -> tuple[Setup, rsa.RSAPrivateKey]:
     key = generate_key()
     key_file = tmp_path / "verify.pem"
     key_file.write_bytes(public_key_pem(key.public_key()))
-    async with manifest_setup(
-        kcp_client,
-        kcp_namespace,
-        skr_client,
-        skr_crds[0].kubeconfig,
-        oci_registry,
-        tmp_path,
-        module_verification_key=key_file,
-    ) as s:
-        yield s, key
+    return await make_setup(module_verification_key=key_file), key
 
 
 async def test_only_verified_component_versions_are_installed(

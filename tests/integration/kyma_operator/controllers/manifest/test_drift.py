@@ -10,47 +10,28 @@ far longer than the test, so only the events can do it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from kyma_operator.controllers.manifest.report import ManifestReport
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.runtime.errors import NotFound
-from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import CONFIGMAPS
-from tests.controlplane.cluster import APIServer
-from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.integration.kyma_operator.controllers.manifest.harness import MakeSetup, Setup
 from tests.polling import eventually
-from tests.registry.server import LocalRegistry
 
 _EVENT = {ManifestTrigger.RUNTIME_EVENT, ManifestTrigger.RUNTIME_EVENT_REREAD}
 
 
 @pytest.fixture
-async def setup(
-    kcp_client: KubeClient,
-    kcp_namespace: str,
-    skr_client: KubeClient,
-    skr_crds: tuple[APIServer, APIServer],
-    oci_registry: LocalRegistry,
-    tmp_path: Path,
-) -> AsyncIterator[Setup]:
-    async with manifest_setup(
-        kcp_client,
-        kcp_namespace,
-        skr_client,
-        skr_crds[0].kubeconfig,
-        oci_registry,
-        tmp_path,
+async def setup(make_setup: MakeSetup) -> Setup:
+    return await make_setup(
         with_agent=True,
         kyma_unhealthy_interval=3600.0,
         kyma_healthy_interval=3600.0,
         manifest_processing_interval=3600.0,
-    ) as s:
-        yield s
+    )
 
 
 async def test_deleted_and_edited_module_objects_are_restored_by_the_agents_event(setup: Setup) -> None:

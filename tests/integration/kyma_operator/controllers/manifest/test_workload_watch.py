@@ -5,23 +5,13 @@ watch ends."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from kyma_operator.controllers.manifest.triggers import ManifestTrigger
 from kyma_operator.controllers.manifest.workloads import WorkloadWatches
-from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
 from kyma_operator.runtime.resources import DEPLOYMENTS
-from tests.controlplane.cluster import APIServer
 from tests.integration.kyma_operator.controllers.manifest import module as m
-from tests.integration.kyma_operator.controllers.manifest.harness import Setup, manifest_setup
+from tests.integration.kyma_operator.controllers.manifest.harness import MakeSetup, Setup
 from tests.polling import eventually
-from tests.registry.server import LocalRegistry
 
 ROLLING_OUT = {
     "status": {
@@ -40,33 +30,6 @@ ROLLING_OUT = {
     }
 }
 """A status the Deployment controller writes during a rollout: still Processing by our rule."""
-
-
-@pytest.fixture
-async def make_setup(
-    kcp_client: KubeClient,
-    kcp_namespace: str,
-    skr_client: KubeClient,
-    skr_crds: tuple[APIServer, APIServer],
-    oci_registry: LocalRegistry,
-    tmp_path: Path,
-) -> AsyncIterator[Any]:
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def make(**config: Any) -> Setup:
-            return await stack.enter_async_context(
-                manifest_setup(
-                    kcp_client,
-                    kcp_namespace,
-                    skr_client,
-                    skr_crds[0].kubeconfig,
-                    oci_registry,
-                    tmp_path,
-                    **config,
-                )
-            )
-
-        yield make
 
 
 def _watches(s: Setup) -> WorkloadWatches:
@@ -90,7 +53,7 @@ def _turned_reconciles(s: Setup, name: str) -> list[str]:
     ]
 
 
-async def test_the_workload_turning_wakes_its_manifest(make_setup: Any) -> None:
+async def test_the_workload_turning_wakes_its_manifest(make_setup: MakeSetup) -> None:
     # the poll would take five minutes: only the watch can make this Manifest Ready in the test
     s: Setup = await make_setup(manifest_processing_interval=300.0)
     await s.create(await s.publish())
@@ -116,7 +79,7 @@ async def test_the_workload_turning_wakes_its_manifest(make_setup: Any) -> None:
 
 
 async def test_a_long_rollout_is_followed_by_one_watch_opened_again_as_its_streams_end(
-    make_setup: Any,
+    make_setup: MakeSetup,
 ) -> None:
     # a poll every second extends the follow to 2 s from then: each stream asks the API server for
     # at most 2 s, so over a few seconds the one watch is re-opened from the last version it saw
@@ -139,7 +102,7 @@ async def test_a_long_rollout_is_followed_by_one_watch_opened_again_as_its_strea
 
 
 async def test_a_deleted_workload_is_put_back_and_a_deleted_manifest_ends_its_watch(
-    make_setup: Any,
+    make_setup: MakeSetup,
 ) -> None:
     s: Setup = await make_setup(manifest_processing_interval=300.0)
     await s.create(await s.publish())
@@ -170,7 +133,7 @@ async def test_a_deleted_workload_is_put_back_and_a_deleted_manifest_ends_its_wa
     assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 0
 
 
-async def test_beyond_the_limit_no_watch_is_opened(make_setup: Any) -> None:
+async def test_beyond_the_limit_no_watch_is_opened(make_setup: MakeSetup) -> None:
     s: Setup = await make_setup(manifest_processing_interval=300.0, manifest_workload_watches=1)
     await s.create(await s.publish(), "first")
     await s.wait_state("Processing", "first")
