@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -37,6 +38,8 @@ from kyma_operator.runtime.objects import JSON
 from kyma_operator.runtime.resources import CRDS, Resource
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 CRD_GROUP = "apiextensions.k8s.io"
 CRD_KIND = "CustomResourceDefinition"
@@ -85,17 +88,19 @@ serves it from its watch cache once the cache has caught up with etcd's current 
 the listed kind has had no change since other kinds were written, the cache learns that only from
 etcd's next progress notification, requested every 100 ms (``progressRequestPeriod`` of the
 apiserver's cacher). A module's ConfigMaps are quiet while its Deployment rolls out, so the LIST of
-the reconcile that finds the rollout done waited 70-90 ms of a 75 ms step at p50 (a trace of
-``benchmarks.enable_steps``, step 5a; ``benchmarks/results/enable_steps.md``).
+the reconcile that finds the rollout done took 72-90 ms in a trace of ``benchmarks.enable_steps``
+(step 5a, then 71-80 ms at p50; 18-25 ms with this; ``benchmarks/results/enable_steps.md``).
 
 A LIST with ``resourceVersionMatch=NotOlderThan`` and the previous LIST's resourceVersion is
 answered from the cache at once: never older than what this controller read before, but it can
 miss a change made milliseconds before it. So the reconcile woken by a runtime event, which reports
 just such a change, still lists consistently (``consistent_lists``): the listed kind has just
-changed, so the cache is fresh without a wait. From the cache, the 30 ms settle look found a
-deleted object instead: drift repair p99 31.5 -> 98.2 ms in ``benchmarks.manifest_bench``. Every
-other reconcile (the settle looks, the workload's turn, the safety net) lists from the cache;
-reading one of our own writes a moment old there costs one apply that changes nothing. A bucket
+changed, so its cache is fresh without a long wait. (The agent sends the event from the admission
+call, so that read usually comes before the write is stored: in a trace of 100 drifts of
+``benchmarks.manifest_bench`` every repair came from a later reconcile. Drift repair p50 was 19-24
+ms before and after; ``benchmarks/results/manifest.md``.) Every other reconcile (the settle looks,
+the workload's turn, the safety net) lists from the cache; reading one of our own writes a moment
+old there costs one apply that changes nothing. A bucket
 listed for the first time (a new process, a new module version) is read consistently; a refused
 version (an API server that does not know it) is forgotten and the LIST sent again without it."""
 
@@ -304,6 +309,13 @@ class Applier:
             except KubeError as exc:
                 if is_connection_error(exc):
                     raise
+                log.debug(
+                    "LIST %s in %r from version %s refused (%s): read consistently",
+                    resource,
+                    namespace,
+                    known,
+                    exc,
+                )
         if listing is None:
             listing = await self.client.list_all(resource, namespace or None, label_selector=selector)
         if versions is not None:
