@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from kyma_operator.api import names
 from kyma_operator.api.resources import KYMAS, MANIFESTS, MODULE_RELEASE_METAS
+from kyma_operator.controllers.kyma.status import WATCHER_HEARTBEAT
 from kyma_operator.runtime.errors import NotFound
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS
@@ -234,8 +235,22 @@ class Demo:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"reconciles did not settle within {deadline:.0f}s")
 
+    async def agent_seen(self) -> bool:
+        """The KCP Kyma's ``SKRWatcherHeartbeat`` condition is True: its reconciles have seen the
+        agent's heartbeats, so the heartbeat sweep (``controllers/kyma/heartbeat.py``, every 30 s)
+        has no health flip left to reconcile."""
+        runtime = self.system.runtimes[0].request
+        kyma = await self.kcp.get(KYMAS, runtime.name, runtime.namespace)
+        conditions = (kyma.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == WATCHER_HEARTBEAT and c.get("status") == "True" for c in conditions)
+
     async def run_outage(self) -> None:
         step = f"{self.outage:.0f} s outage"
+        # a Kyma reconciled before the agent's first heartbeat says "NoHeartbeat" until the next
+        # sweep flips it: that reconcile, in the outage, would read the edits the outage holds back
+        await self.measure(
+            step, "agent seen alive before the cut", time.monotonic(), self.agent_seen, STEP_DEADLINE
+        )
         await self.settle()
         self.say(f"demo: {step}: cutting the path from the agents to the listener (connections refused)")
         await self.relay.cut()

@@ -170,7 +170,10 @@ def operator_config(kcp: APIServer, runtimes: Sequence[Runtime], listener_port: 
         additional_dns_names=("127.0.0.1",),  # API servers call the agents by IP (webhook URL mode)
         agent_env=dict(AGENT_ENV),
         agent_readiness_poll=1.0,
-        heartbeat_max_silence=35.0,
+        # the demo's 30 s outage (``demo.py``) plus a heartbeat interval (10 s, ``AGENT_ENV``) and a
+        # margin: an agent cut off for that long is not yet taken for silent, whose health flip
+        # would reconcile its Kyma during the outage
+        heartbeat_max_silence=45.0,
         webhook_urls={runtime.kyma: runtime.webhook_url for runtime in runtimes},
         failure_base_delay=1.0,
         failure_max_delay=10.0,

@@ -88,6 +88,7 @@ DEMO_ROWS = [
     ("switch channel regular -> fast", "Manifest at 1.1.0"),
     ("switch channel regular -> fast", "Deployment rolled to 1.1.0"),
     ("switch channel regular -> fast", "module Ready (1.1.0)"),
+    ("3 s outage", "agent seen alive before the cut"),
     ("3 s outage", "no edit landed while cut"),
     ("3 s outage (from restore)", "Deployment restored"),
     ("3 s outage (from restore)", "ConfigMap restored"),
