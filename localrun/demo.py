@@ -237,8 +237,8 @@ class Demo:
 
     async def agent_seen(self) -> bool:
         """The KCP Kyma's ``SKRWatcherHeartbeat`` condition is True: its reconciles have seen the
-        agent's heartbeats, so the heartbeat sweep (``controllers/kyma/heartbeat.py``, every 30 s)
-        has no health flip left to reconcile."""
+        agent's heartbeats, so the heartbeat sweep (``controllers/kyma/heartbeat.py``, every second
+        in the local run) has no health flip left to reconcile."""
         runtime = self.system.runtimes[0].request
         kyma = await self.kcp.get(KYMAS, runtime.name, runtime.namespace)
         conditions = (kyma.get("status") or {}).get("conditions") or []

@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from kcp_listener.config import AuthMode, ServerKind
 from kyma_operator.api import names
-from kyma_operator.controllers.kyma.config import KymaControllerConfig
+from kyma_operator.controllers.kyma.config import DEFAULT_HEARTBEAT_SWEEP_INTERVAL, KymaControllerConfig
 from kyma_operator.controllers.kyma.descriptors import DescriptorSourceConfig
 from kyma_operator.controllers.kyma.maintenance import DEFAULT_MIN_WINDOW_SIZE, DEFAULT_POLICY_FILE
 from kyma_operator.controllers.manifest.config import (
@@ -162,6 +162,10 @@ class OperatorConfig(BaseModel):
     At least 600. Default: 7 days."""
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
+    heartbeat_sweep_interval: Seconds = DEFAULT_HEARTBEAT_SWEEP_INTERVAL
+    """Seconds between two looks at every runtime's agent health: a Kyma whose agent went silent or
+    came back since its last reconcile is reconciled then (its SKRWatcherHeartbeat condition and
+    safety-net interval); a look is one in-memory comparison per Kyma, no API call."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
     """Runtime events for one Kyma within this window after a forward become one trailing reconcile
     (the first goes at once); 0 disables throttling."""
@@ -406,6 +410,7 @@ class OperatorConfig(BaseModel):
             restricted_modules=self.restricted_modules,
             module_rollout_max_delay=self.module_upgrade_rollout_max_delay,
             checks_after_write=self.kyma_runtime_checks_after_write,
+            heartbeat_sweep_interval=self.heartbeat_sweep_interval,
             skr_image_pull_secret=self.skr_image_pull_secret,
             maintenance_policy_file=self.maintenance_policy_file,
             min_maintenance_window_size=self.min_maintenance_window_size,

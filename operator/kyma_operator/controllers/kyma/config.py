@@ -5,12 +5,17 @@ with the Manifest controller in ``common.clustermode``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from pydantic import Field
 
 from kyma_operator.api import names
 from kyma_operator.controllers.common.clustermode import single_cluster
 from kyma_operator.controllers.common.config import ControllerConfig
+
+DEFAULT_HEARTBEAT_SWEEP_INTERVAL: Final = 30.0
+"""Seconds between two comparisons of every runtime's agent health with what its Kyma's last
+reconcile saw (``heartbeat.HeartbeatSweep``)."""
 
 
 class KymaControllerConfig(ControllerConfig):
@@ -35,7 +40,7 @@ class KymaControllerConfig(ControllerConfig):
     """A reconcile woken by edits alone (``memory.woken_by_edits``) that writes Manifests leaves the
     runtime's agent and catalog checks to a reconcile this many seconds later, so that they do not
     compete with the new Manifests' install; 0: check in the same reconcile."""
-    heartbeat_sweep_interval: float = Field(default=30.0, gt=0)
+    heartbeat_sweep_interval: float = Field(default=DEFAULT_HEARTBEAT_SWEEP_INTERVAL, gt=0)
     module_rollout_max_delay: float = Field(default=300.0, ge=0)
     """Catalog changes reach the Kymas they concern spread over a random delay up to this (upstream
     ``--module-upgrade-rollout-max-delay``, 5 min); 0: at once."""

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kyma_operator.api import names
 from kyma_operator.controllers.common.heartbeat import AgentHealth
+from kyma_operator.controllers.kyma.config import DEFAULT_HEARTBEAT_SWEEP_INTERVAL
 from kyma_operator.runtime.bulk import bulk_adds
 from kyma_operator.runtime.clock import Clock, RealClock
 from kyma_operator.runtime.objects import JSON
@@ -62,7 +63,7 @@ class HeartbeatSweep:
         *,
         reason: str,
         namespace: str | None = None,
-        interval: float = 30.0,
+        interval: float = DEFAULT_HEARTBEAT_SWEEP_INTERVAL,
         clock: Clock | None = None,
     ) -> None:
         if interval <= 0:

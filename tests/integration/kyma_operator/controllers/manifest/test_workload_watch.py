@@ -82,7 +82,8 @@ async def test_a_long_rollout_is_followed_by_one_watch_opened_again_as_its_strea
     make_setup: MakeSetup,
 ) -> None:
     # a poll every second extends the follow to 2 s from then: each stream asks the API server for
-    # at most 2 s, so over a few seconds the one watch is re-opened from the last version it saw
+    # at most 2 s (its shortest stream is 1 s), so within that the one watch is re-opened from the
+    # last version it saw
     s: Setup = await make_setup(manifest_processing_interval=1.0)
     await s.create(await s.publish())
     await s.wait_state("Processing")
@@ -91,9 +92,7 @@ async def test_a_long_rollout_is_followed_by_one_watch_opened_again_as_its_strea
     await eventually(lambda: watches.following(request), "the Deployment followed")
     opened = watches.streams_opened
     await s.skr.patch_status(DEPLOYMENTS, "sample-operator", ROLLING_OUT, s.module_ns)
-    await eventually(
-        lambda: watches.streams_opened >= opened + 2, "the stream opened twice more", within=15.0
-    )
+    await eventually(lambda: watches.streams_opened > opened, "the stream opened again", within=15.0)
     assert len(watches) == 1
     assert _ended(s, "expired") == _ended(s, "failed") == _ended(s, "left") == 0
     await s.make_available()
