@@ -53,6 +53,12 @@ def _turned_reconciles(s: Setup, name: str) -> list[str]:
     ]
 
 
+async def _woken(s: Setup, name: str) -> list[str]:
+    """The outcomes of the reconciles the watch woke, once there is one: a reconcile's report is
+    recorded when it ends, after its writes (and its next follow) are visible."""
+    return await eventually(lambda: _turned_reconciles(s, name), f"a reconcile of {name} the watch woke")
+
+
 async def test_the_workload_turning_wakes_its_manifest(make_setup: MakeSetup) -> None:
     # the poll would take five minutes: only the watch can make this Manifest Ready in the test
     s: Setup = await make_setup(manifest_processing_interval=300.0)
@@ -71,10 +77,10 @@ async def test_the_workload_turning_wakes_its_manifest(make_setup: MakeSetup) ->
     await s.wait_state("Ready", within=10.0)
     # a reconcile that read the Deployment before its last write follows it again from there, so
     # more than one watch may see the turn; whatever it wakes reads the stored status
-    woken = _turned_reconciles(s, "sample")
-    assert woken and set(woken) == {"Ready"}
+    woken = await _woken(s, "sample")
+    assert set(woken) == {"Ready"}
+    await eventually(lambda: watches.following(request) is None, "no watch left")
     assert _ended(s, "turned") >= len(woken)
-    assert watches.following(request) is None
     assert registry.get_sample_value("kyma_operator_manifest_workload_watches") == 0
 
 
@@ -119,8 +125,8 @@ async def test_a_deleted_workload_is_put_back_and_a_deleted_manifest_ends_its_wa
 
     await eventually(followed_again, "the re-created Deployment followed")
     assert _ended(s, "gone") >= 1
-    woken = _turned_reconciles(s, "sample")
-    assert woken and set(woken) == {"Processing"}
+    woken = await _woken(s, "sample")
+    assert set(woken) == {"Processing"}
     assert await s.exists(DEPLOYMENTS, "sample-operator", s.module_ns)
 
     # the Manifest deleted while its workload rolls out: its watch ends (left by the deleting
@@ -148,5 +154,5 @@ async def test_beyond_the_limit_no_watch_is_opened(make_setup: MakeSetup) -> Non
     # the one watch still does its work
     await s.make_available()
     await s.wait_state("Ready", "first", within=10.0)
-    assert set(_turned_reconciles(s, "first")) == {"Ready"}
+    assert set(await _woken(s, "first")) == {"Ready"}
     assert _turned_reconciles(s, "second") == []
