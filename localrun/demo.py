@@ -237,8 +237,8 @@ class Demo:
 
     async def agent_seen(self) -> bool:
         """The KCP Kyma's ``SKRWatcherHeartbeat`` condition is True: its reconciles have seen the
-        agent's heartbeats, so the heartbeat sweep (``controllers/kyma/heartbeat.py``, every second
-        in the local run) has no health flip left to reconcile."""
+        agent's heartbeats (the agent's first heartbeat wakes a Kyma that saw it silent,
+        ``HeartbeatSweep.beat``), so no health flip is left for the heartbeat sweep to reconcile."""
         runtime = self.system.runtimes[0].request
         kyma = await self.kcp.get(KYMAS, runtime.name, runtime.namespace)
         conditions = (kyma.get("status") or {}).get("conditions") or []
@@ -246,8 +246,8 @@ class Demo:
 
     async def run_outage(self) -> None:
         step = f"{self.outage:.0f} s outage"
-        # a Kyma reconciled before the agent's first heartbeat says "NoHeartbeat" until the next
-        # sweep flips it: that reconcile, in the outage, would read the edits the outage holds back
+        # a Kyma reconciled before the agent's first heartbeat says "NoHeartbeat" until that heartbeat
+        # wakes it: such a reconcile, in the outage, would read the edits the outage holds back
         await self.measure(
             step, "agent seen alive before the cut", time.monotonic(), self.agent_seen, STEP_DEADLINE
         )

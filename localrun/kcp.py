@@ -174,9 +174,6 @@ def operator_config(kcp: APIServer, runtimes: Sequence[Runtime], listener_port: 
         # margin: an agent cut off for that long is not yet taken for silent, whose health flip
         # would reconcile its Kyma during the outage
         heartbeat_max_silence=45.0,
-        # the health flip of an agent's first heartbeat reaches its Kyma's condition within a
-        # second (one look at one or two Kymas): the demo waits for it before its outage
-        heartbeat_sweep_interval=1.0,
         webhook_urls={runtime.kyma: runtime.webhook_url for runtime in runtimes},
         failure_base_delay=1.0,
         failure_max_delay=10.0,

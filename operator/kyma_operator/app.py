@@ -555,6 +555,7 @@ async def build_operator(
             heartbeats=heartbeats,
             shards=sharding.coordinator if sharding is not None else None,
             leading_since=(lambda: elector.acquired_at) if (elector := manager.elector) is not None else None,
+            on_heartbeat=kyma.sweep.beat if kyma.sweep is not None else None,
         )
         for informer in listener.informers:
             manager.add_informer(informer)

@@ -49,10 +49,10 @@ from kcp_listener.handoff_auth import HandoffSigner, HandoffVerifier
 from kcp_listener.handoff_keys import HandoffKeyMetrics, HandoffKeyRing, HandoffKeySet
 from kcp_listener.handoff_server import HandoffApp, HandoffServer
 from kcp_listener.health import HeartbeatTracker
-from kcp_listener.intake import EventIntake
+from kcp_listener.intake import EventIntake, RouteKind
 from kcp_listener.keystore import KeyStore
 from kcp_listener.metrics import ListenerMetrics
-from kcp_listener.routing import Router
+from kcp_listener.routing import ObjectRef, Router
 from kcp_listener.server import ListenerServer
 from kyma_operator.listener.handoff_key import (
     SecretClient,
@@ -96,13 +96,17 @@ class OperatorListener:
         shards: ShardView | None = None,
         handoff_key: Callable[[], Awaitable[HandoffKeySet]] | None = None,
         leading_since: Callable[[], float] | None = None,
+        on_heartbeat: Callable[[str, str, str], object] | None = None,
     ) -> None:
         """``shards``: see the module docstring; ``handoff_key`` overrides where the shared keys come
         from, read once (default: the KCP Secret ``handoff_key.HANDOFF_KEY_SECRET``, created if
         absent, then watched: ``self.handoff_keys``).
         ``leading_since``: wall-clock time this process took the leader Lease (``LeaderElector.acquired_at``);
         unset: since the listener was built. Sharded, each shard's own time counts. Signed events
-        created before it (+ skew) are refused with 401 and Retry-After (replays across failovers)."""
+        created before it (+ skew) are refused with 401 and Retry-After (replays across failovers).
+        ``on_heartbeat(runtime_id, namespace, name)``: called with the runtime's Kyma after each
+        heartbeat is recorded (on the replica that holds the runtime's shard;
+        ``controllers.kyma.heartbeat.HeartbeatSweep.beat``)."""
         self.config = config
         self._clock = clock
         # Shared informers are passed in; an empty Informer is falsy, so test for None, never "or".
@@ -161,6 +165,7 @@ class OperatorListener:
             clock=clock,
             handoff=self.handoff,
             held_since=self._held_since(leading_since),
+            on_accepted=_heartbeats_only(on_heartbeat) if on_heartbeat is not None else None,
         )
         self.app = build_asgi(self.intake)
         self.server.app = self.app
@@ -243,3 +248,18 @@ class OperatorListener:
     async def shutdown(self) -> None:
         await self.server.shutdown()
         await self._stop_handoff()
+
+
+def _heartbeats_only(
+    on_heartbeat: Callable[[str, str, str], object],
+) -> Callable[[str, str, tuple[ObjectRef, ...], tuple[ObjectRef, ...]], None]:
+    """``EventIntake``'s ``on_accepted`` hook narrowed to heartbeats: ``on_heartbeat`` per Kyma."""
+
+    def accepted(
+        runtime_id: str, kind: str, kymas: tuple[ObjectRef, ...], _manifests: tuple[ObjectRef, ...]
+    ) -> None:
+        if kind == RouteKind.HEARTBEAT:
+            for kyma in kymas:
+                on_heartbeat(runtime_id, kyma.namespace, kyma.name)
+
+    return accepted

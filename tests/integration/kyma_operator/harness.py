@@ -222,11 +222,12 @@ async def create_runtime(
 
 @contextlib.asynccontextmanager
 async def runtime_agent(
-    running: RunningOperator, skr: KubeClient, runtime_id: str, port: int, directory: Path
+    running: RunningOperator, skr: KubeClient, runtime_id: str, port: int, directory: Path, **env: str
 ) -> AsyncIterator[Agent]:
     """The runtime's agent in this process, as a kubelet would run it: with the credentials the
     operator installed into the runtime (Secret ``skr-webhook-tls``), listening on ``port`` (the
-    webhook URL the operator was configured with); yields once the listener trusts its key."""
+    webhook URL the operator was configured with); yields once the listener trusts its key.
+    ``env``: more agent settings (``identity.e2e.agent_config``: no heartbeats, no resync at start)."""
     secret = await eventually(
         lambda: _get_or_none(skr, SECRETS, artefacts.SECRET_NAME, running.sync_namespace),
         "the agent Secret installed in the runtime",
@@ -245,7 +246,7 @@ async def runtime_agent(
 
     await eventually(accepting, f"the listener accepts {runtime_id}'s newly signed events")
     agent = Agent(
-        agent_config(files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(port))
+        agent_config(files, kcp_addr=running.operator.kcp_addr, scheme="http", WEBHOOK_PORT=str(port), **env)
     )
     stop = asyncio.Event()
     task = asyncio.create_task(agent.run(stop))

@@ -2,13 +2,15 @@
 
 SKR API server --admission--> agent (in-process, credentials read back from the Secret the operator
 installed) --signed event--> listener (inside the operator) --> targeted Kyma reconcile. A second
-runtime with its own Kyma is set up the same way and must not be reconciled.
+runtime with its own Kyma is set up the same way and must not be reconciled. And the agent's first
+heartbeat wakes its Kyma, whose last reconcile saw no agent, without waiting for the sweep.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from kyma_operator.controllers.kyma.status import WATCHER_HEARTBEAT
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.kube import KubeClient
 from kyma_operator.runtime.request import Request
@@ -21,6 +23,7 @@ from tests.integration.kyma_operator.harness import (
     runtime_agent,
     settled,
 )
+from tests.integration.kyma_operator.modules_env import condition_of
 from tests.polling import eventually
 
 
@@ -68,3 +71,47 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
             sent = agent.metrics.registry
             await eventually(lambda: sent.get_sample_value("watcher_events_sent_total"), "the agent's count")
             assert sent.get_sample_value("watcher_events_sent_total") == 1
+
+
+async def test_the_agents_first_heartbeat_wakes_its_kyma_before_any_sweep(
+    kcp_client: KubeClient,
+    kcp_namespace: str,
+    skr_client: KubeClient,
+    skr_crds: tuple[APIServer, APIServer],
+    tmp_path: Path,
+) -> None:
+    ns = kcp_namespace
+    skr_a, _ = skr_crds
+    agent_port = free_port()
+    config = operator_config(
+        ns,
+        listener_enabled=True,
+        webhook_urls={"kyma-a": f"https://127.0.0.1:{agent_port}"},
+        heartbeat_sweep_interval=3600.0,  # the sweep cannot be what wakes the Kyma here
+    )
+    async with running_operator(kcp_client, config, skrs=(skr_client,)) as running:
+        await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr_a.kubeconfig)
+        await settled(running, "kyma-a")
+        sweep = running.operator.kyma.sweep
+        assert sweep is not None
+        before = condition_of(await kcp_client.get(KYMAS, "kyma-a", ns), WATCHER_HEARTBEAT)
+        assert before is not None and before["status"] == "False", before
+        mark = len(running.reports)
+        # one heartbeat at the agent's start, the next an hour later; no resync event at start
+        async with runtime_agent(
+            running, skr_client, "rt-a", agent_port, tmp_path / "ssl", HEARTBEAT_INTERVAL="3600"
+        ):
+            woken = await running.wait_report(
+                lambda r: r.request.name == "kyma-a" and KymaTrigger.HEARTBEAT in r.triggers,
+                what="kyma-a reconciled because its agent's heartbeat arrived",
+                after=mark,
+            )
+
+            async def alive() -> dict[str, object] | None:
+                found = condition_of(await kcp_client.get(KYMAS, "kyma-a", ns), WATCHER_HEARTBEAT)
+                return found if found is not None and found["status"] == "True" else None
+
+            await eventually(alive, "SKRWatcherHeartbeat True in KCP")
+        assert woken.triggers == (KymaTrigger.HEARTBEAT,), woken.triggers
+        assert (sweep.sweeps, sweep.revived) == (0, 1)
+        assert running.routed == []  # no event was sent: the heartbeat alone woke it

@@ -10,6 +10,14 @@ healthy Kyma would notice only at its next 30-minute safety net. ``HeartbeatSwee
 gap: every ``interval`` it compares, in memory, each runtime's health with what the Kyma's last
 reconcile saw and enqueues the Kymas whose health flipped (no API call; 5,000 Kymas are 5,000
 dictionary look-ups).
+
+The other direction needs no timer: a heartbeat that arrives from a runtime whose Kyma's last
+reconcile saw its agent silent (never seen, or silent too long) is itself the news. The listener
+hands every recorded heartbeat to ``HeartbeatSweep.beat``, which enqueues that one Kyma at once, so
+``SKRWatcherHeartbeat`` turns True within a reconcile of the agent's first heartbeat instead of at
+the next sweep (up to ``--heartbeat-sweep-interval``, 30 s, later). One dictionary look-up per
+heartbeat; a Kyma not reconciled yet, or one that saw the agent alive, is left alone (its next
+reconcile reads the health anyway, and a Kyma under failure backoff is not woken early).
 """
 
 from __future__ import annotations
@@ -78,6 +86,8 @@ class HeartbeatSweep:
         self._queue: Enqueuer | None = None
         self.sweeps = 0
         self.enqueued = 0
+        self.revived = 0
+        """Kymas enqueued by ``beat`` (an agent seen alive again)."""
 
     def bind(self, queue: Enqueuer) -> None:
         if self._queue is not None:
@@ -110,6 +120,23 @@ class HeartbeatSweep:
             log.info("agent heartbeat health changed for %d runtime(s): reconciling their Kymas", count)
         self.enqueued += count
         return count
+
+    def beat(self, runtime_id: str, namespace: str, name: str) -> bool:
+        """A heartbeat of ``runtime_id``, the runtime of Kyma ``namespace/name``, was just recorded:
+        enqueue that Kyma when its last reconcile saw the agent silent and the agent counts as alive
+        now. Bulk work (``runtime/bulk.py``): after a listener outage every agent comes back within
+        one heartbeat interval, and those condition updates must not go before a user's change.
+        Returns whether the Kyma was enqueued."""
+        queue = self._queue
+        if queue is None:
+            return False
+        request = Request(namespace, name)
+        if self._observed.get(request) is not False or not self._health.healthy(runtime_id):
+            return False
+        with bulk_adds():
+            queue.add(request, self._reason)
+        self.revived += 1
+        return True
 
     async def run(self) -> None:
         while True:

@@ -102,6 +102,40 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     assert sweep.enqueued == 2
 
 
+def test_a_heartbeat_wakes_only_the_kyma_that_saw_its_agent_silent() -> None:
+    observed = ObservedHealth()
+    heartbeats = Heartbeats()
+    sweep = HeartbeatSweep(
+        Kymas(),
+        observed,
+        AgentHealth(heartbeats),
+        reason=KymaTrigger.HEARTBEAT,
+        interval=30,
+        clock=FakeClock(),
+    )
+    assert not sweep.beat("rt-a", KCP_NAMESPACE, "a")  # not bound to a controller yet
+    controller = Controller("kyma", Idle(), clock=FakeClock())
+    controller.add_source(sweep)
+    C = Request(KCP_NAMESPACE, "c")
+    observed.record(A, False)  # a's last reconcile saw its agent silent
+    observed.record(B, True)  # b's saw it alive
+    # c: never reconciled here -> left to its first reconcile (and to its failure backoff)
+    heartbeats.healthy = {"rt-a", "rt-b", "rt-c"}
+    assert [sweep.beat(rt, KCP_NAMESPACE, r.name) for rt, r in (("rt-a", A), ("rt-b", B), ("rt-c", C))] == [
+        True,
+        False,
+        False,
+    ]
+    assert controller.queue.bulk == 1  # bulk work: an outage's end revives every agent at once
+    assert controller.queue.get_nowait() == A
+    assert controller.triggers.take(A) == (KymaTrigger.HEARTBEAT,)
+    assert sweep.revived == 1 and sweep.enqueued == 0
+    # a beat that does not make the agent count as alive (a zero silence limit, say) wakes nothing
+    heartbeats.healthy = set()
+    assert not sweep.beat("rt-a", KCP_NAMESPACE, "a")
+    assert len(controller.queue) == 0
+
+
 def test_manifest_changes_reuse_the_runtime_round_even_with_a_re_read_pending() -> None:
     from kyma_operator.agentinstall.readiness import AgentStatus
     from kyma_operator.api.meta import State
