@@ -163,9 +163,10 @@ class OperatorConfig(BaseModel):
     heartbeat_max_silence: Seconds = DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
     """Seconds without an agent heartbeat after which a runtime's watcher counts as unhealthy."""
     heartbeat_sweep_interval: Seconds = DEFAULT_HEARTBEAT_SWEEP_INTERVAL
-    """Seconds between two looks at every runtime's agent health: a Kyma whose agent went silent or
-    came back since its last reconcile is reconciled then (its SKRWatcherHeartbeat condition and
-    safety-net interval); a look is one in-memory comparison per Kyma, no API call."""
+    """Seconds between two looks at every runtime's agent health: a Kyma whose agent went silent
+    since its last reconcile is reconciled then (its SKRWatcherHeartbeat condition and safety-net
+    interval); a look is one in-memory comparison per Kyma, no API call. An agent that comes back
+    does not wait for it: its heartbeat wakes its Kyma at once."""
     event_throttle_window: Annotated[float, Field(ge=0, le=60)] = 0.5
     """Runtime events for one Kyma within this window after a forward become one trailing reconcile
     (the first goes at once); 0 disables throttling."""
