@@ -114,4 +114,8 @@ async def test_the_agents_first_heartbeat_wakes_its_kyma_before_any_sweep(
             await eventually(alive, "SKRWatcherHeartbeat True in KCP")
         assert woken.triggers == (KymaTrigger.HEARTBEAT,), woken.triggers
         assert (sweep.sweeps, sweep.revived) == (0, 1)
+        changes = running.operator.manager.registry.get_sample_value(
+            "kyma_operator_agent_health_changes_total", {"now": "alive", "noticed_by": "heartbeat"}
+        )
+        assert changes == 1
         assert running.routed == []  # no event was sent: the heartbeat alone woke it

@@ -18,12 +18,18 @@ hands every recorded heartbeat to ``HeartbeatSweep.beat``, which enqueues that o
 the next sweep (up to ``--heartbeat-sweep-interval``, 30 s, later). One dictionary look-up per
 heartbeat; a Kyma not reconciled yet, or one that saw the agent alive, is left alone (its next
 reconcile reads the health anyway, and a Kyma under failure backoff is not woken early).
+
+``kyma_operator_agent_health_changes_total{now,noticed_by}`` counts the Kymas enqueued because
+their agent's health changed since their last reconcile: ``now`` alive or silent, ``noticed_by``
+heartbeat or sweep. A burst of ``now="silent"`` is an outage of the path from the runtimes.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter
 
 from kyma_operator.api import names
 from kyma_operator.controllers.common.heartbeat import AgentHealth
@@ -73,6 +79,7 @@ class HeartbeatSweep:
         namespace: str | None = None,
         interval: float = DEFAULT_HEARTBEAT_SWEEP_INTERVAL,
         clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
@@ -88,6 +95,18 @@ class HeartbeatSweep:
         self.enqueued = 0
         self.revived = 0
         """Kymas enqueued by ``beat`` (an agent seen alive again)."""
+        changes = Counter(
+            "kyma_operator_agent_health_changes_total",
+            "Kymas reconciled because their agent's health changed since their last reconcile, by "
+            "the health now (alive, silent) and what noticed it (heartbeat, sweep).",
+            ["now", "noticed_by"],
+            registry=registry,
+        )
+        self._changes = {
+            (alive, by): changes.labels("alive" if alive else "silent", by)
+            for alive in (True, False)
+            for by in ("heartbeat", "sweep")
+        }
 
     def bind(self, queue: Enqueuer) -> None:
         if self._queue is not None:
@@ -113,8 +132,9 @@ class HeartbeatSweep:
                     continue
                 request = Request(meta.get("namespace") or "", meta["name"])
                 seen = self._observed.get(request)
-                if seen is not None and seen != health.healthy(runtime_id):
+                if seen is not None and seen != (alive := health.healthy(runtime_id)):
                     queue.add(request, self._reason)
+                    self._changes[alive, "sweep"].inc()
                     count += 1
         if count:
             log.info("agent heartbeat health changed for %d runtime(s): reconciling their Kymas", count)
@@ -136,6 +156,7 @@ class HeartbeatSweep:
         with bulk_adds():
             queue.add(request, self._reason)
         self.revived += 1
+        self._changes[True, "heartbeat"].inc()
         return True
 
     async def run(self) -> None:

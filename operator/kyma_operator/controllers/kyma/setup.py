@@ -346,6 +346,7 @@ def build_kyma_controller(
             namespace=cfg.namespace,
             interval=cfg.heartbeat_sweep_interval,
             clock=clock,
+            registry=registry,
         )
         controller.add_source(sweep)
     if manifests is not None and cfg.modules:

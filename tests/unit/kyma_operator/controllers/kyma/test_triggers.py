@@ -74,6 +74,7 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     observed = ObservedHealth()
     clock = FakeClock()
     heartbeats = Heartbeats()
+    registry = CollectorRegistry()
     sweep = HeartbeatSweep(
         Kymas(kyma("a", "rt-a"), kyma("b", "rt-b"), kyma("c", "rt-c"), kyma("d", None)),
         observed,
@@ -82,6 +83,7 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
         namespace=KCP_NAMESPACE,
         interval=30,
         clock=clock,
+        registry=registry,
     )
     controller = Controller("kyma", Idle(), clock=clock)
     controller.add_source(sweep)
@@ -100,11 +102,25 @@ async def test_sweep_enqueues_only_kymas_whose_agent_health_flipped() -> None:
     assert sorted(controller.queue.get_nowait() for _ in range(2)) == [A, B]  # type: ignore[type-var]
     assert controller.triggers.take(A) == (KymaTrigger.HEARTBEAT,)
     assert sweep.enqueued == 2
+    assert health_changes(registry) == {("alive", "sweep"): 1, ("silent", "sweep"): 1}
+
+
+def health_changes(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+    """``kyma_operator_agent_health_changes_total`` by (now, noticed_by), the non-zero ones."""
+    found = {}
+    for now in ("alive", "silent"):
+        for by in ("heartbeat", "sweep"):
+            labels = {"now": now, "noticed_by": by}
+            value = registry.get_sample_value("kyma_operator_agent_health_changes_total", labels)
+            if value:
+                found[now, by] = value
+    return found
 
 
 def test_a_heartbeat_wakes_only_the_kyma_that_saw_its_agent_silent() -> None:
     observed = ObservedHealth()
     heartbeats = Heartbeats()
+    registry = CollectorRegistry()
     sweep = HeartbeatSweep(
         Kymas(),
         observed,
@@ -112,6 +128,7 @@ def test_a_heartbeat_wakes_only_the_kyma_that_saw_its_agent_silent() -> None:
         reason=KymaTrigger.HEARTBEAT,
         interval=30,
         clock=FakeClock(),
+        registry=registry,
     )
     assert not sweep.beat("rt-a", KCP_NAMESPACE, "a")  # not bound to a controller yet
     controller = Controller("kyma", Idle(), clock=FakeClock())
@@ -130,6 +147,7 @@ def test_a_heartbeat_wakes_only_the_kyma_that_saw_its_agent_silent() -> None:
     assert controller.queue.get_nowait() == A
     assert controller.triggers.take(A) == (KymaTrigger.HEARTBEAT,)
     assert sweep.revived == 1 and sweep.enqueued == 0
+    assert health_changes(registry) == {("alive", "heartbeat"): 1}
     # a beat that does not make the agent count as alive (a zero silence limit, say) wakes nothing
     heartbeats.healthy = set()
     assert not sweep.beat("rt-a", KCP_NAMESPACE, "a")
