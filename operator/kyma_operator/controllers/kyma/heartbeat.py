@@ -19,9 +19,10 @@ the next sweep (up to ``--heartbeat-sweep-interval``, 30 s, later). One dictiona
 heartbeat; a Kyma not reconciled yet, or one that saw the agent alive, is left alone (its next
 reconcile reads the health anyway, and a Kyma under failure backoff is not woken early).
 
-``kyma_operator_agent_health_changes_total{now,noticed_by}`` counts the Kymas enqueued because
-their agent's health changed since their last reconcile: ``now`` alive or silent, ``noticed_by``
-heartbeat or sweep. A burst of ``now="silent"`` is an outage of the path from the runtimes.
+``kyma_operator_agent_health_changes_total{now,noticed_by}`` counts these enqueues (a Kyma whose
+agent's health differs from what its last reconcile saw): ``now`` alive or silent, ``noticed_by``
+heartbeat or sweep. A Kyma still queued when the next heartbeat or sweep comes is counted again (the
+queue runs it once). A burst of ``now="silent"`` is an outage of the path from the runtimes.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ class HeartbeatSweep:
         """Kymas enqueued by ``beat`` (an agent seen alive again)."""
         changes = Counter(
             "kyma_operator_agent_health_changes_total",
-            "Kymas reconciled because their agent's health changed since their last reconcile, by "
-            "the health now (alive, silent) and what noticed it (heartbeat, sweep).",
+            "Kymas enqueued because their agent's health differs from what their last reconcile "
+            "saw, by the health now (alive, silent) and what noticed it (heartbeat, sweep).",
             ["now", "noticed_by"],
             registry=registry,
         )
