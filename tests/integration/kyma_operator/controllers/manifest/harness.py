@@ -175,6 +175,11 @@ async def manifest_setup(
     try:
         async with running_operator(kcp, operator_config(ns, **overrides), skrs=(skr,)) as running:
             await create_runtime(kcp, ns, KYMA, "rt-a", skr_kubeconfig)
+            # A Manifest reconciled before its Kyma reached the operator's cache is an orphan
+            # (Error "orphaned manifest detected") until the Kyma arrives: the tests' Manifests
+            # belong to a Kyma the operator already sees (a fresh-clone CI run read that Error)
+            kymas = running.operator.kyma.kymas
+            await eventually(lambda: kymas.get(ns, KYMA), f"the operator caches Kyma {KYMA}")
             setup = Setup(running, kcp, skr, ns, module_ns, group, RegistryModules(registry, ns))
             if not with_agent:
                 yield setup
