@@ -339,11 +339,15 @@ async def build_operator(
     kcp_addr: str | None = None,
     manifest_source: ManifestSource | None = None,
     maintenance_clock: Callable[[], datetime.datetime] | None = None,
+    listener_leading_since: Callable[[], float] | None = None,
 ) -> Operator:
     """Everything wired into one Manager (not started). ``kcp_addr`` skips the Gateway look-up;
     ``manifest_source`` is where the Manifest controller reads raw manifests (default: the module
     registry source from the configuration); ``maintenance_clock``: the time maintenance windows are
-    judged by (default ``wall_clock``)."""
+    judged by (default ``wall_clock``); ``listener_leading_since``: the wall-clock time from which
+    the (unsharded) listener counts its hold on the runtimes' events, for its replay rule (default:
+    when this process took the leader Lease, else when the listener was built; a test in a fresh
+    namespace, where no listener held them before, passes 0.0 instead of waiting out the skew)."""
     ns = config.namespace
     agent_addr = ""
     if config.watcher_enabled:
@@ -554,7 +558,8 @@ async def build_operator(
             manifests=manifests,
             heartbeats=heartbeats,
             shards=sharding.coordinator if sharding is not None else None,
-            leading_since=(lambda: elector.acquired_at) if (elector := manager.elector) is not None else None,
+            leading_since=listener_leading_since
+            or ((lambda: elector.acquired_at) if (elector := manager.elector) is not None else None),
             on_heartbeat=kyma.sweep.beat if kyma.sweep is not None else None,
         )
         for informer in listener.informers:

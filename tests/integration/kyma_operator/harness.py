@@ -189,6 +189,9 @@ async def running_operator(
         manifest_source=manifest_source,
         maintenance_clock=maintenance_clock,
         wall_clock=wall_clock,
+        # each test's namespace is new: no listener held its runtimes' events before, so there are
+        # no predecessor's replays to refuse and an agent's first signed event needs no wait
+        listener_leading_since=lambda: 0.0,
     )
     running = RunningOperator(operator, config.namespace)
     operator.kyma.reconciler.observers.append(running.reports.append)
@@ -240,7 +243,8 @@ async def runtime_agent(
     def accepting() -> bool:
         # A listener refuses signatures created before it took the runtime's events + skew (the
         # replay rule across restarts and failovers, kcp_listener.intake); these tests measure the
-        # event path of a listener that serves, so the agent starts once it accepts.
+        # event path of a listener that serves, so the agent starts once it accepts (at once for
+        # ``running_operator``'s listener, which holds the fresh namespace's runtimes since 0.0).
         after = intake.accepts_signed_after(runtime_id)
         return after is not None and int(time.time()) > after
 
