@@ -9,7 +9,9 @@ heartbeat wakes its Kyma, whose last reconcile saw no agent, without waiting for
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from kyma_operator.config import OperatorConfig
 from kyma_operator.controllers.kyma.status import WATCHER_HEARTBEAT
 from kyma_operator.controllers.kyma.triggers import KymaTrigger
 from kyma_operator.runtime.kube import KubeClient
@@ -27,6 +29,12 @@ from tests.integration.kyma_operator.modules_env import condition_of
 from tests.polling import eventually
 
 
+def _with_listener(ns: str, agent_port: int, **overrides: Any) -> OperatorConfig:
+    """The operator with its listener; kyma-a's agent listens on ``agent_port``."""
+    webhook_urls = {"kyma-a": f"https://127.0.0.1:{agent_port}"}
+    return operator_config(ns, listener_enabled=True, webhook_urls=webhook_urls, **overrides)
+
+
 async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
     kcp_client: KubeClient,
     kcp_namespace: str,
@@ -38,9 +46,7 @@ async def test_runtime_kyma_edit_reconciles_exactly_that_kyma(
     ns = kcp_namespace
     skr_a, skr_b = skr_crds
     agent_port = free_port()
-    config = operator_config(
-        ns, listener_enabled=True, webhook_urls={"kyma-a": f"https://127.0.0.1:{agent_port}"}
-    )
+    config = _with_listener(ns, agent_port)
     async with running_operator(kcp_client, config, skrs=(skr_client, skr_b_client)) as running:
         await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr_a.kubeconfig)
         await create_runtime(kcp_client, ns, "kyma-b", "rt-b", skr_b.kubeconfig)
@@ -83,12 +89,8 @@ async def test_the_agents_first_heartbeat_wakes_its_kyma_before_any_sweep(
     ns = kcp_namespace
     skr_a, _ = skr_crds
     agent_port = free_port()
-    config = operator_config(
-        ns,
-        listener_enabled=True,
-        webhook_urls={"kyma-a": f"https://127.0.0.1:{agent_port}"},
-        heartbeat_sweep_interval=3600.0,  # the sweep cannot be what wakes the Kyma here
-    )
+    # an hour between sweeps: the sweep cannot be what wakes the Kyma here
+    config = _with_listener(ns, agent_port, heartbeat_sweep_interval=3600.0)
     async with running_operator(kcp_client, config, skrs=(skr_client,)) as running:
         await create_runtime(kcp_client, ns, "kyma-a", "rt-a", skr_a.kubeconfig)
         await settled(running, "kyma-a")
