@@ -600,8 +600,8 @@ def main() -> None:
         nargs="*",
         default=[],
         type=Path,
-        help="other checkouts whose listener (on its default server) the xfcc scenario measures in the "
-        "same rounds, interleaved with this one's and the Go listener",
+        help="other checkouts whose listener (on the first --xfcc-server) the xfcc scenario measures in "
+        "the same rounds, interleaved with this one's and the Go listener",
     )
     parser.add_argument(
         "--xfcc-sinks",

@@ -21,7 +21,8 @@ What it measures (DESIGN.md §7: "in xfcc mode >= 1.5x the upstream Go listener 
 * Ours is measured twice: with the two real runtime ``Controller``s in the process (what the
   operator runs) and with a counting sink (like the Go server's consumer, which only counts).
   ``--xfcc-server uvicorn direct`` measures both of this checkout's servers, ``--xfcc-baseline DIR``
-  another checkout's listener, each in every round (interleaved with the Go listener).
+  another checkout's listener (on the first ``--xfcc-server``), each in every round (interleaved
+  with the Go listener).
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def xfcc(args: argparse.Namespace, runtime_ids: list[str], tmp: Path) -> None:
         )
         for server in args.xfcc_server
     ]
-    variants += [(str(tree.name), tree, {}) for tree in args.xfcc_baseline]
+    # a baseline runs on the same server as ours (listener_server's own default is uvicorn)
+    variants += [(str(tree.name), tree, {"server": args.xfcc_server[0]}) for tree in args.xfcc_baseline]
     sinks = {"controllers": "+ controllers", "count": "alone"}
     kinds = [
         (f"{label} {sinks[sink]}", tree, {"sink": sink, **options})

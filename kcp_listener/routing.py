@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from kyma_wire.events import AgentEvent, Operation
 
@@ -48,9 +48,12 @@ _KYMA_GROUP = "operator.kyma-project.io"
 _KYMA_KIND = "Kyma"
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class ObjectRef:
-    """One object a routed event asks to reconcile: ``namespace/name`` (Kyma or Manifest)."""
+class ObjectRef(NamedTuple):
+    """One object a routed event asks to reconcile: ``namespace/name`` (Kyma or Manifest).
+
+    A named tuple for the reason the operator's ``Request`` is one: built for every routed target
+    and a dict key on the way, it hashes and compares in C.
+    """
 
     namespace: str
     name: str
