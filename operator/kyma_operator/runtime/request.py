@@ -16,9 +16,10 @@ class Request(NamedTuple):
     A named tuple, not a dataclass: requests are dict and set keys on every hot path (the work
     queue, the intake's throttle, the rate limiter), and a fresh request for a key already stored
     is compared with it. A tuple hashes and compares in C; a frozen dataclass calls a generated
-    Python ``__eq__`` and our ``__hash__``. Three look-ups of a fresh request in a 5,000-key dict:
-    526 ns -> 152 ns; creating one: 481 ns -> 227 ns (``benchmarks/queue_bench.py --requests``).
-    Ordered, hashed and pickled as ``(namespace, name)``.
+    Python ``__eq__`` and our ``__hash__``. Two adds of fresh requests, take and done per key:
+    3.0 -> 1.7 us (``benchmarks/queue_bench.py --requests``, the dataclass as the other tree).
+    Ordered, hashed and pickled as ``(namespace, name)``; like any tuple it equals a tuple of the
+    same two strings (the listener's ``ObjectRef`` too), so a dict keys on one of the two types.
     """
 
     namespace: str
