@@ -33,16 +33,16 @@ def _runtime_class(tree: Path | None, module: str, name: str) -> Any:
     own module names)."""
     if tree is None:
         return getattr(importlib.import_module(f"kyma_operator.runtime.{module}"), name)
-    saved = {name: module for name, module in sys.modules.items() if name.startswith("kyma_operator")}
-    for name in saved:
-        del sys.modules[name]
+    saved = {key: loaded for key, loaded in sys.modules.items() if key.startswith("kyma_operator")}
+    for key in saved:
+        del sys.modules[key]
     sys.path.insert(0, str(tree / "operator"))
     try:
         return getattr(importlib.import_module(f"kyma_operator.runtime.{module}"), name)
     finally:
         sys.path.pop(0)
-        for name in [n for n in sys.modules if n.startswith("kyma_operator")]:
-            del sys.modules[name]
+        for key in [k for k in sys.modules if k.startswith("kyma_operator")]:
+            del sys.modules[key]
         sys.modules.update(saved)
 
 
