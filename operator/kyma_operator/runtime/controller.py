@@ -386,7 +386,7 @@ class Controller:
                 self.triggers.note(request, result.reason)
             if result.requeue_after:
                 self.queue.forget(request)
-                self.queue.add_after(request, result.requeue_after)
+                self.queue.add_after(request, result.requeue_after, early=result.early)
                 if metrics is not None:
                     metrics.reconcile_requeue_after.inc()
             elif result.requeue:

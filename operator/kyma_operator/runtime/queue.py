@@ -3,7 +3,7 @@
 Why not ``asyncio.Queue``: a controller needs (1) dedup: a key added many times before a worker
 takes it is processed once, (2) exclusivity: a key re-added while a worker processes it waits in a
 dirty set and is queued again only when that worker calls ``done`` — so the same key is never in
-two workers at once, (3) delayed adds (one heap, one timer) and (4) per-key rate-limited retries.
+two workers at once, (3) delayed adds (heaps, one timer) and (4) per-key rate-limited retries.
 
 Two lanes, like controller-runtime's priority queue (v0.20): a key is added either *now* (an event:
 a watched object changed, the listener reported a runtime change) or as *bulk* work (``low=True``:
@@ -17,6 +17,17 @@ faster than the workers delays bulk work (safety-net resyncs) but cannot starve 
 reported for controller-runtime's queue, kubernetes-sigs/controller-runtime#3496). A key queued
 as bulk that gets an event moves to the event lane (the entry it leaves behind in the bulk deque is
 skipped when reached); a key queued for an event stays there when bulk work asks for it again.
+
+A delayed add may carry an ``early`` allowance: when the timer fires for another key's deadline,
+every key whose allowance has begun falls due with it. Why: periodic safety-net requeues
+(``Result.periodic``) fall due as spread out as the reconciles that scheduled them. A start-up round
+that shared the CPU with other processes, or shards acquired one by one, left every later resync of
+that replica scattered over seconds, with idle gaps between its reconciles, round after round (on
+the VM measured, a reconcile after an idle gap costs more CPU: ``benchmarks/results/scale.md``).
+With an allowance the keys due shortly after the first one run back to back, and so does every
+later round. Nothing falls due before the first pending deadline (an allowance only lets a key join
+a timer that fires anyway), and requeues that already run back to back stay as they were: the
+workers reach each key about at its deadline.
 """
 
 from __future__ import annotations
@@ -88,6 +99,10 @@ class WorkQueue(Generic[K]):
         # Delayed adds: heap of (ready_at, seq, key); _waiting holds the authoritative ready time.
         self._delayed: list[tuple[float, int, K]] = []
         self._waiting: dict[K, float] = {}
+        # Delayed adds that may fall due early: heap of (earliest, seq, key); _earliest holds the
+        # authoritative earliest time of a pending key (absent: no allowance).
+        self._early: list[tuple[float, int, K]] = []
+        self._earliest: dict[K, float] = {}
         self._seq = itertools.count()
         self._timer: TimerHandle | None = None
         self._timer_at: float | None = None
@@ -153,12 +168,13 @@ class WorkQueue(Generic[K]):
             self._metrics.bulk_depth.set(self._bulk_queued)
         self._wake_one()
 
-    def add_after(self, key: K, delay: float, *, low: bool = True) -> None:
+    def add_after(self, key: K, delay: float, *, low: bool = True, early: float = 0.0) -> None:
         """Add ``key`` after ``delay`` seconds; an earlier pending delayed add of the same key wins.
 
         Bulk work when it falls due, unless ``low`` is False (a request put back for a moment that
         was an event keeps its place ahead of bulk work); one event add among the pending ones of a
-        key makes its due add an event.
+        key makes its due add an event. ``early``: seconds before its deadline the key may fall due
+        together with another key whose deadline came (see the module docstring); 0: exactly then.
         """
         if self._shutting_down:
             return
@@ -172,7 +188,14 @@ class WorkQueue(Generic[K]):
         if current is not None and current <= ready_at:
             return
         self._waiting[key] = ready_at
-        heapq.heappush(self._delayed, (ready_at, next(self._seq), key))
+        seq = next(self._seq)
+        heapq.heappush(self._delayed, (ready_at, seq, key))
+        if early > 0:
+            earliest = ready_at - min(early, delay)
+            self._earliest[key] = earliest
+            heapq.heappush(self._early, (earliest, seq, key))
+        else:
+            self._earliest.pop(key, None)
         if self._timer_at is None or ready_at < self._timer_at:
             self._schedule(ready_at)
 
@@ -208,19 +231,34 @@ class WorkQueue(Generic[K]):
         now = self._clock.now()
         while self._delayed:
             ready_at, _, key = self._delayed[0]
-            if self._waiting.get(key) != ready_at:  # superseded by an earlier add_after
+            if self._waiting.get(key) != ready_at:  # superseded, or fell due early
                 heapq.heappop(self._delayed)
                 continue
             if ready_at > now:
+                break
+            heapq.heappop(self._delayed)
+            self._fall_due(key)
+        # Keys whose early allowance has begun fall due with the one whose deadline came. Their
+        # entries in ``_delayed`` stay behind and are skipped (no longer in ``_waiting``).
+        while self._early and self._early[0][0] <= now:
+            earliest, _, key = heapq.heappop(self._early)
+            if self._earliest.get(key) == earliest:
+                self._fall_due(key)
+        while self._delayed:
+            ready_at, _, key = self._delayed[0]
+            if self._waiting.get(key) == ready_at:
                 self._schedule(ready_at)
                 return
             heapq.heappop(self._delayed)
-            del self._waiting[key]
-            if key in self._delayed_events:
-                self._delayed_events.discard(key)
-                self.add(key)
-            else:
-                self.add(key, low=True)
+
+    def _fall_due(self, key: K) -> None:
+        del self._waiting[key]
+        self._earliest.pop(key, None)
+        if key in self._delayed_events:
+            self._delayed_events.discard(key)
+            self.add(key)
+        else:
+            self.add(key, low=True)
 
     # -- taking --------------------------------------------------------------------------------
 
@@ -328,6 +366,11 @@ class WorkQueue(Generic[K]):
         """When a delayed add of ``key`` becomes due (clock time), or None."""
         return self._waiting.get(key)
 
+    def earliest_at(self, key: K) -> float | None:
+        """From when ``key``'s pending delayed add may fall due with another key's (its deadline less
+        its early allowance); None when it has none or nothing is pending."""
+        return self._earliest.get(key)
+
     @property
     def shutting_down(self) -> bool:
         return self._shutting_down
@@ -361,6 +404,8 @@ class WorkQueue(Generic[K]):
                 self._timer_at = None
             self._delayed.clear()
             self._waiting.clear()
+            self._early.clear()
+            self._earliest.clear()
             self._delayed_events.clear()
             for waiter in self._waiters:
                 if not waiter.done():

@@ -219,8 +219,22 @@ async def test_window_begins_by_the_clock(
         await eventually(requeues, "two requeues at the window's begin while the clock stands", within=30)
         manifest = await env.manifest()
         assert manifest is not None and _version(manifest) == OLD
+        queue = env.running.operator.kyma.controller.queue
+        request = env.running.request(KYMA)
+
+        def waiting() -> bool:
+            return queue.ready_at(request) is not None
+
+        await eventually(waiting, "the requeue for the window's begin pending", within=10)
+        assert queue.earliest_at(request) is None, "the wait for a window must not come early"
         now[0] = window + datetime.timedelta(minutes=5)
         await _upgraded(env)
+
+        def periodic() -> bool:  # settled: the safety net (an hour) may come 5 % early
+            ready_at, earliest = queue.ready_at(request), queue.earliest_at(request)
+            return ready_at is not None and earliest is not None and ready_at - earliest > 60.0
+
+        await eventually(periodic, "the safety net pending with its early allowance", within=30)
 
 
 async def test_maintenance_windows_initial_installation(

@@ -311,7 +311,7 @@ class ManifestReconciler(ManifestUninstall):
         await self._write_status(manifest, outcome, report)
         report.set(readiness.state.value, readiness.message)
         if readiness.state is State.READY:
-            return Result(requeue_after=self._ready_interval(kyma))
+            return Result(requeue_after=self._ready_interval(kyma), periodic=True)
         if readiness.state is State.ERROR:
             return Result(requeue=True)
         workload = Workload.of(applied.live)

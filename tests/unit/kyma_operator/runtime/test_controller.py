@@ -338,3 +338,26 @@ async def test_watch_applies_predicates_and_enqueues_old_and_new_owner(
     }
     _drive(controller, iter([("delete", (child("k3", 1),))]))
     assert controller.queue.get_nowait() == Request("ns", "k3")
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+async def test_a_periodic_requeue_may_run_a_little_early_with_another_request(periodic: bool) -> None:
+    other = Request("ns", "other")
+    reconciler = ScriptedReconciler(
+        [Result(requeue_after=100.0, periodic=periodic), Result(requeue_after=97.0)]
+    )
+    assert Result(requeue_after=100.0, periodic=periodic).early == (5.0 if periodic else 0.0)
+    async with running(reconciler) as (controller, clock):
+        controller.enqueue(REQ, "test")
+        controller.enqueue(other, "test")
+        await settle()
+        assert [r for r, _ in reconciler.calls] == [REQ, other]
+        clock.advance(96.9)
+        await settle()
+        assert len(reconciler.calls) == 2
+        clock.advance(0.1)  # t = 97: other's deadline; REQ (due at 100) may come from 95 if periodic
+        await settle()
+        assert reconciler.calls[2:] == ([(other, 97.0), (REQ, 97.0)] if periodic else [(other, 97.0)])
+        clock.advance(3.0)
+        await settle()
+        assert len(reconciler.calls) == 4, "exactly one more reconcile of REQ either way"

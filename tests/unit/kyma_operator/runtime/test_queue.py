@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -220,3 +221,73 @@ async def test_metrics_are_reported() -> None:
     assert registry.get_sample_value("workqueue_queue_duration_seconds_sum", labels) == 2.0
     assert registry.get_sample_value("workqueue_work_duration_seconds_sum", labels) == 3.0
     assert registry.get_sample_value("workqueue_unfinished_work_seconds", labels) == 0.0
+
+
+def _due(queue: WorkQueue[str]) -> set[str]:
+    """Every key handed out now (and done at once)."""
+    keys = set()
+    while (key := queue.get_nowait()) is not None:
+        keys.add(key)
+        queue.done(key)
+    return keys
+
+
+async def test_keys_within_their_early_allowance_fall_due_with_a_deadline() -> None:
+    clock = FakeClock(start=0.0)
+    queue = make_queue(clock)
+    queue.add_after("a", 10.0, early=3.0)
+    queue.add_after("b", 12.0, early=3.0)  # may come from 9.0
+    queue.add_after("c", 14.0, early=3.0)  # may come from 11.0
+    queue.add_after("x", 11.5)  # no allowance: exactly at its deadline
+    clock.advance(9.999)
+    assert _due(queue) == set(), "an allowance alone never fires: nothing before the first deadline"
+    clock.advance(0.001)
+    assert _due(queue) == {"a", "b"}
+    assert queue.waiting == 2
+    assert queue.ready_at("c") == 14.0
+    clock.advance(1.4)
+    assert _due(queue) == set(), "x has no allowance: it does not come with anything early"
+    clock.advance(0.1)
+    assert _due(queue) == {"x", "c"}
+    clock.advance(10.0)
+    assert _due(queue) == set(), "the deadlines of keys that fell due early must not add them again"
+    assert queue.waiting == 0
+
+
+async def test_an_earlier_add_without_allowance_takes_the_allowance_away() -> None:
+    clock = FakeClock(start=0.0)
+    queue = make_queue(clock)
+    queue.add_after("a", 10.0, early=8.0)  # may come from 2.0
+    queue.add_after("a", 5.0)  # earlier, exact: wins, and its allowance is gone
+    queue.add_after("a", 9.0, early=8.0)  # later: ignored
+    queue.add_after("z", 4.0)
+    clock.advance(4.0)
+    assert _due(queue) == {"z"}
+    clock.advance(1.0)
+    assert _due(queue) == {"a"}
+    assert queue.waiting == 0
+
+
+async def test_an_early_release_follows_the_plain_model_over_random_adds() -> None:
+    """The queue against a plain simulation: the timer fires at the earliest deadline among the
+    keys still waiting, and then every key whose deadline or earliest time has come falls due."""
+    rng = random.Random(7)
+    for _ in range(20):
+        clock = FakeClock(start=0.0)
+        queue = make_queue(clock)
+        pending: dict[str, tuple[float, float]] = {}
+        for i in range(60):
+            delay = rng.uniform(0.5, 50.0)
+            early = rng.choice([0.0, 0.0, rng.uniform(0.0, 10.0)])
+            queue.add_after(f"k{i}", delay, early=early)
+            pending[f"k{i}"] = (delay, delay - min(early, delay))
+        while pending:
+            fire = min(deadline for deadline, _ in pending.values())
+            expected = {
+                key for key, (deadline, earliest) in pending.items() if min(deadline, earliest) <= fire
+            }
+            clock.advance(fire - clock.now())
+            assert _due(queue) == expected
+            for key in expected:
+                del pending[key]
+        assert queue.waiting == 0
