@@ -123,6 +123,15 @@ class ReconcileCpu:
     """CPU seconds of all of them."""
     median: float
     """CPU seconds of the median reconcile."""
+    window: float
+    """Seconds of the window they were read from."""
+
+    @property
+    def busy(self) -> float | None:
+        """Share of the window spent in reconciles: a resync that runs back to back is busy about
+        95 % of its window; one scattered like a start-up round that shared the CPU with other
+        processes, less (and each of its reconciles dearer; ``results/scale.md``)."""
+        return self.total / self.window if self.window > 0 else None
 
 
 def in_reconciles(trace: TraceReader, replica: str, opened: float, closed: float) -> ReconcileCpu | None:
@@ -130,7 +139,7 @@ def in_reconciles(trace: TraceReader, replica: str, opened: float, closed: float
     spent = sorted(cpu for at, who, cpu in trace.cpu if who == replica and opened <= at <= closed)
     if not spent:
         return None
-    return ReconcileCpu(len(spent), sum(spent), spent[(len(spent) - 1) // 2])
+    return ReconcileCpu(len(spent), sum(spent), spent[(len(spent) - 1) // 2], closed - opened)
 
 
 def cpu_between(samples: list[tuple[float, float]], opened: float, closed: float) -> float:

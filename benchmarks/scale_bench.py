@@ -903,12 +903,15 @@ async def measure_resync(
 
 
 def _in_reconciles(trace: TraceReader, replica: str, opened: float, closed: float) -> str:
-    """``; in its N reconciles X s, median Y ms`` from the trace's ``end`` lines, or nothing (a trace
-    of an operator whose ``end`` lines carry no CPU: ``--operator-tree`` of an older checkout)."""
+    """``; in its N reconciles X s (B % of the window), median Y ms`` from the trace's ``end`` lines
+    (B about 95 %: back to back), or nothing (a trace of an operator whose ``end`` lines carry no
+    CPU: ``--operator-tree`` of an older checkout)."""
     spent = in_reconciles(trace, replica, opened, closed)
     if spent is None:
         return ""
-    return f"; in its {spent.reconciles} reconciles {spent.total:.2f} s, median {spent.median * 1000:.3f} ms"
+    busy = f" ({spent.busy:.0%} of the window)" if spent.busy is not None else ""
+    median = spent.median * 1000
+    return f"; in its {spent.reconciles} reconciles {spent.total:.2f} s{busy}, median {median:.3f} ms"
 
 
 async def measure_staggered_resyncs(

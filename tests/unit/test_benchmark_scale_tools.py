@@ -100,7 +100,11 @@ def test_reconciles_cpu_is_read_from_end_lines_within_the_window(tmp_path: Path)
     assert spent is not None
     assert (spent.reconciles, spent.median) == (3, 0.002)
     assert spent.total == pytest.approx(0.006)
-    assert in_reconciles(trace, "r1", 100, 103) == in_reconciles(trace, "r1", 101.5, 101.5)
+    assert spent.busy == pytest.approx(0.002)  # 6 ms of reconciles in a 3 s window
+    wide, narrow = in_reconciles(trace, "r1", 100, 103), in_reconciles(trace, "r1", 101.5, 101.5)
+    assert wide is not None and narrow is not None
+    assert (wide.reconciles, wide.median) == (narrow.reconciles, narrow.median) == (1, 0.007)
+    assert narrow.busy is None  # a window of no length has no share
     assert in_reconciles(trace, "r2", 100, 103) is None
 
 
