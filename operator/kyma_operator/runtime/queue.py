@@ -229,15 +229,10 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         now = self._clock.now()
-        while self._delayed:
-            ready_at, _, key = self._delayed[0]
-            if self._waiting.get(key) != ready_at:  # superseded, or fell due early
-                heapq.heappop(self._delayed)
-                continue
-            if ready_at > now:
-                break
-            heapq.heappop(self._delayed)
-            self._fall_due(key)
+        while self._delayed and self._delayed[0][0] <= now:
+            ready_at, _, key = heapq.heappop(self._delayed)
+            if self._waiting.get(key) == ready_at:  # else superseded, or fell due early
+                self._fall_due(key)
         # Keys whose early allowance has begun fall due with the one whose deadline came. Their
         # entries in ``_delayed`` stay behind and are skipped (no longer in ``_waiting``).
         while self._early and self._early[0][0] <= now:

@@ -383,7 +383,7 @@ class KymaReconciler:
         settle = memory.settle.after(look, step.found_nothing and not failed, delays, self.clock.now())
         if failed:
             return Result(requeue=True)
-        periodic = interval = self._interval(kyma, outcome.state)
+        safety_net = interval = self._interval(kyma, outcome.state)
         if step.agent_requeue is not None:
             interval = min(interval, max(1.0, step.agent_requeue))
         if report.wake_after is not None:  # an upgrade waits for a maintenance window to begin
@@ -392,7 +392,7 @@ class KymaReconciler:
         if due is not None and due > self.clock.now():  # no Result.reason: the next reconcile takes notes
             interval = min(interval, due - self.clock.now())
         if settle is None:  # the safety net may come a little early; a time something is due may not
-            return Result(requeue_after=interval, periodic=interval == periodic)
+            return Result(requeue_after=interval, periodic=interval == safety_net)
         if look is not None:
             self.settle_rereads += 1
         return Result(requeue_after=min(interval, settle), reason=KymaTrigger.RUNTIME_EVENT_REREAD)
