@@ -4,6 +4,7 @@ parallel renders, and the failure paths (Helm's message, a missing binary, a hun
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -80,9 +81,12 @@ async def test_a_missing_binary_names_the_flag(tmp_path: Path) -> None:
 
 
 async def test_a_hung_helm_is_killed_after_the_timeout(tmp_path: Path) -> None:
-    # a stand-in process that never finishes: the engine must not wait for it
+    # a stand-in process that never finishes (it opens a FIFO nobody writes to: blocked, no timer
+    # of its own): the engine must not wait for it
+    never_written = tmp_path / "never-written"
+    os.mkfifo(never_written)
     hung = tmp_path / "hung-helm"
-    hung.write_text("#!/bin/sh\nexec sleep 600\n")
+    hung.write_text(f"#!/bin/sh\nexec cat {never_written}\n")
     hung.chmod(0o755)
     engine = HelmEngine(hung, timeout=0.5)
     with pytest.raises(HelmError, match=r"did not finish within 0.5 s \(killed\)"):
