@@ -339,8 +339,11 @@ async def test_a_secret_labelled_apart_from_its_kyma_is_unlabelled_and_then_labe
     await kcp_client.create(SECRETS, secret)
     name = f"k{i}-kubeconfig"
 
-    # a caches it but has no Kyma for it: removes the label; b finds it among the unlabelled
+    # a caches it but has no Kyma for it: removes the label; b finds it among the unlabelled. The
+    # labelling runs in a reconcile of a cached Kyma: b's Kyma and Secret caches are two watches,
+    # the Secret's (through a's write) can come first, so b caching the Kyma is waited for too
     await eventually(lambda: b.secrets.unlabelled.get(kcp_namespace, name), "the Secret unlabelled")
+    await eventually(lambda: b.kymas.get(kcp_namespace, f"k{i}"), "b caches the Kyma")
     labelling = ShardLabelling(Done(), kcp_client, b.kymas, SHARDS, b.manifests, secrets=b.secrets)
     await labelling.reconcile(Request(kcp_namespace, f"k{i}"))
 
@@ -362,6 +365,7 @@ async def test_a_secret_labelled_apart_from_its_kyma_is_unlabelled_and_then_labe
     j = next(j for j in range(i + 1, 1000) if shard_of(f"rt-{j}", SHARDS) in b.coordinator.held())
     await kcp_client.create(KYMAS, kyma_body(kcp_namespace, j, labelled=False))
     await eventually(lambda: a.kymas.get(kcp_namespace, f"k{j}"), "a sees the unlabelled Kyma")
+    await eventually(lambda: b.kymas.get(kcp_namespace, f"k{j}"), "b sees the unlabelled Kyma")
     secret = secret_body(kcp_namespace, j, labelled=False)
     secret["metadata"]["labels"][SHARD_LABEL] = str(stale)
     await kcp_client.create(SECRETS, secret)
