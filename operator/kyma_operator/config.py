@@ -38,7 +38,7 @@ from kyma_operator.controllers.manifest.config import (
 from kyma_operator.listener.handoff_key_rotation import MIN_ROTATION_INTERVAL
 from kyma_operator.remote.cache import DEFAULT_IDLE_TTL
 from kyma_operator.runtime.leader import LeaderElectionConfig
-from kyma_operator.runtime.sharding import ShardingConfig, default_replica_id
+from kyma_operator.runtime.sharding import ShardingConfig, default_replica_id, request_timeout_for
 from kyma_operator.runtime.shardmap import DEFAULT_SHARDS
 from kyma_wire.events import DEFAULT_HEARTBEAT_MAX_SILENCE_SECONDS
 from kyma_wire.logs import LogFormat
@@ -399,6 +399,7 @@ class OperatorConfig(BaseModel):
             lease_duration=self.leader_elect_lease_duration,
             renew_deadline=self.leader_elect_renew_deadline,
             retry_period=self.leader_elect_retry_period,
+            request_timeout=request_timeout_for(self.leader_elect_retry_period),
         )
 
     def kyma_controller(self) -> KymaControllerConfig:

@@ -96,6 +96,18 @@ def default_replica_id() -> str:
     return (os.environ.get("POD_NAME") or socket.gethostname()).lower()
 
 
+LEASE_REQUEST_TIMEOUT = 5.0
+"""Longest a shard or membership Lease request may take with the usual timings (``request_timeout_for``)."""
+
+
+def request_timeout_for(retry_period: float) -> float:
+    """How long one Lease request of a round may take: 5 s, or one retry period when that is longer.
+    Why: with long Lease timings (a slow API server, or a process slowed 50-140x under valgrind by
+    ``benchmarks/instruction_count.py``) the 5 s cut failed renewals that the timings allowed and
+    fenced shards; a round still starts every retry period, so no request needs longer than one."""
+    return max(LEASE_REQUEST_TIMEOUT, retry_period)
+
+
 @dataclass(frozen=True)
 class ShardingConfig:
     """Where the Leases live and how long they last (the leader election's ratios)."""
@@ -108,7 +120,7 @@ class ShardingConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-    request_timeout: float = 5.0
+    request_timeout: float = LEASE_REQUEST_TIMEOUT
     drain_timeout: float = 60.0
     """Longest wait for a shard's in-flight reconciles before it is released anyway (logged)."""
 

@@ -117,6 +117,17 @@ def test_sharding_flags() -> None:
         load_config(["--shards=0"], {})
 
 
+def test_lease_requests_may_take_a_retry_period_when_that_is_longer_than_5_s() -> None:
+    assert load_config(["--sharding"], {}).sharding_config().request_timeout == 5.0  # 10/7/1.5 s
+    deployment = ["--sharding", "--leader-elect-lease-duration=60", "--leader-elect-renew-deadline=40"]
+    assert (
+        load_config([*deployment, "--leader-elect-retry-period=5"], {}).sharding_config().request_timeout == 5
+    )
+    slow = ["--sharding", "--leader-elect-lease-duration=900", "--leader-elect-renew-deadline=240"]
+    config = load_config([*slow, "--leader-elect-retry-period=30"], {}).sharding_config()
+    assert (config.retry_period, config.request_timeout) == (30, 30)
+
+
 def test_shard_scoped_caches_only_with_sharding_and_off_by_default() -> None:
     assert not load_config(["--sharding"], {}).shard_scoped_caches
     assert load_config(["--sharding", "--shard-scoped-caches"], {}).shard_scoped_caches
