@@ -58,12 +58,20 @@ import tempfile
 import time
 import tracemalloc
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from benchmarks.etcd_fleet import GROUP, Cloner, Etcd, Seed
+from benchmarks.instruction_count import (
+    CallgrindMissing,
+    CountedResync,
+    CountLedger,
+    callgrind_prefix,
+    count_resync,
+    require_callgrind,
+)
 from benchmarks.lease_probe import summarize
 from benchmarks.resync_window import (
     TraceReader,
@@ -496,8 +504,10 @@ async def start_group(
     flags: Sequence[str],
     env: dict[str, str] | None,
     flags_of: Callable[[int], Sequence[str]] = lambda i: (),
+    prefix: Sequence[str] = (),
 ) -> list[Watched]:
-    """Start ``spec``'s replicas with ``flags``, and ``flags_of(i)`` for replica i."""
+    """Start ``spec``'s replicas with ``flags``, and ``flags_of(i)`` for replica i; ``prefix``: a
+    command each runs under (``--count-instructions``: valgrind)."""
     watched = []
     for i in range(spec.replicas):
         own = [*flags, *flags_of(i)]
@@ -506,7 +516,7 @@ async def start_group(
             own += [f"--shard-scoped-caches={str(spec.scoped).lower()}"]  # explicit: the default changed
         else:  # a cold start, not a wait for the killed predecessor's Lease to expire
             own += ["--leader-elect=false"]
-        process = await OperatorProcess.start(kubeconfig, namespace, *own, env_extra=env)
+        process = await OperatorProcess.start(kubeconfig, namespace, *own, env_extra=env, prefix=prefix)
         watched.append(Watched(process, time.monotonic()))
     return watched
 
@@ -676,9 +686,11 @@ async def measure_run(
     base: dict[int, int] | None,
     etcd_url: str,
     plane_pids: dict[str, int],
+    ledger: CountLedger | None = None,
 ) -> None:
     """One restart of ``spec`` on the fleet: RSS, CPU to the first full round, and (with
-    ``--resync-interval``) the CPU of the periodic full resync that follows."""
+    ``--resync-interval``) the CPU of the periodic full resync that follows (``ledger``: also counted
+    in instructions, ``--count-instructions``)."""
     flags = [*KYMA_FLAGS, *lease_flags(args)]
     trace: TraceReader | None = None
 
@@ -710,7 +722,8 @@ async def measure_run(
     plane_start = dict(plane_peak)
     sampler = asyncio.create_task(_sample_peaks(plane_pids, plane_peak))
     try:
-        watched = await start_group(kubeconfig, namespace, spec, flags, env, resync_flags)
+        prefix = callgrind_prefix(ledger.out_dir) if ledger is not None else []
+        watched = await start_group(kubeconfig, namespace, spec, flags, env, resync_flags, prefix)
         prober = None
         if args.event_probes and trace is not None:
             prober = asyncio.create_task(
@@ -751,7 +764,7 @@ async def measure_run(
         if args.memprobe:
             await memprobe(watched)
         if trace is not None and args.resync_interval:
-            await measure_resync(args, watched, trace, expected, start_up_done)
+            await measure_resync(args, watched, trace, expected, start_up_done, spec, ledger)
     finally:
         sampler.cancel()
         print(
@@ -864,16 +877,104 @@ async def _follow_trace(
     return window
 
 
-async def measure_resync(
-    args: argparse.Namespace, watched: list[Watched], trace: TraceReader, expected: int, start_up_done: float
-) -> None:
-    if args.stagger_resyncs and len(watched) > 1:
-        await measure_staggered_resyncs(args, watched, trace, start_up_done)
+def trace_names(watched: list[Watched], trace: TraceReader) -> list[str]:
+    """Each replica's name in the reconcile trace: ``r<i>`` when sharded (``--replica-id``), else the
+    one name the single replica's lines carry."""
+    if len(watched) > 1:
+        return [f"r{i}" for i in range(len(watched))]
+    seen = sorted({who for _, _, who in trace.starts})
+    if len(seen) != 1:
+        raise RuntimeError(f"one replica, but the trace names {seen}")
+    return seen
+
+
+def start_counting(
+    ledger: CountLedger | None,
+    watched: list[Watched],
+    trace: TraceReader,
+    since: list[float],
+    start_up_done: float,
+    deadline: float,
+) -> list[asyncio.Task[CountedResync]]:
+    """With ``--count-instructions``: one task per replica that counts its resync (from ``since[i]``
+    on) in instructions (``instruction_count.count_resync``)."""
+    if ledger is None:
+        return []
+    names = trace_names(watched, trace)
+
+    def alive(w: Watched) -> Callable[[], None]:
+        def check() -> None:
+            if w.process.process.returncode is not None:
+                raise RuntimeError(f"operator exited: {w.process.text()[-3000:]}")
+
+        return check
+
+    return [
+        asyncio.create_task(
+            count_resync(
+                w.process.pid, names[i], trace, since[i], start_up_done, ledger.out_dir, deadline, alive(w)
+            )
+        )
+        for i, w in enumerate(watched)
+    ]
+
+
+@contextlib.asynccontextmanager
+async def counting_resyncs(
+    ledger: CountLedger | None, spec: RunSpec, tasks: list[asyncio.Task[CountedResync]]
+) -> AsyncIterator[None]:
+    """Around a resync's measurement: then print each replica's counted resync and its share of the
+    one-replica count of this run; cancel the counting if the measurement fails."""
+    try:
+        yield
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+    if ledger is None:
         return
-    since = min(w.started for w in watched) + args.resync_interval
-    if start_up_done > since:
+    for i, task in enumerate(tasks):
+        counted = await task
+        share = ledger.record(spec.replicas == 1 and not spec.sharded, counted)
+        print(f"  replica {i} counted (callgrind): {counted.describe()}{share}", flush=True)
+
+
+async def measure_resync(
+    args: argparse.Namespace,
+    watched: list[Watched],
+    trace: TraceReader,
+    expected: int,
+    start_up_done: float,
+    spec: RunSpec,
+    ledger: CountLedger | None = None,
+) -> None:
+    """The periodic full resync after the start-up round: each replica's CPU in it (one window, or
+    each replica's own with ``--stagger-resyncs``), and with ``ledger`` its instructions."""
+    staggered = bool(args.stagger_resyncs) and len(watched) > 1
+    if staggered:
+        since = [w.started + resync_interval(args, i) for i, w in enumerate(watched)]
+    else:
+        since = [min(w.started for w in watched) + args.resync_interval] * len(watched)
+    if start_up_done > min(since):
         print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
         return
+    counting = start_counting(ledger, watched, trace, since, start_up_done, max(since) + args.timeout)
+    async with counting_resyncs(ledger, spec, counting):
+        if staggered:
+            await timed_staggered_resyncs(args, watched, trace, start_up_done, since)
+        else:
+            await timed_resync(args, watched, trace, expected, start_up_done, since[0])
+
+
+async def timed_resync(
+    args: argparse.Namespace,
+    watched: list[Watched],
+    trace: TraceReader,
+    expected: int,
+    start_up_done: float,
+    since: float,
+) -> None:
+    """The replicas' resyncs in one window, from the first reconcile at or after ``since``."""
     window = await _follow_trace(
         watched,
         trace,
@@ -914,14 +1015,16 @@ def _in_reconciles(trace: TraceReader, replica: str, opened: float, closed: floa
     return f"; in its {spent.reconciles} reconciles {spent.total:.2f} s{busy}, median {median:.3f} ms"
 
 
-async def measure_staggered_resyncs(
-    args: argparse.Namespace, watched: list[Watched], trace: TraceReader, start_up_done: float
+async def timed_staggered_resyncs(
+    args: argparse.Namespace,
+    watched: list[Watched],
+    trace: TraceReader,
+    start_up_done: float,
+    since_of: list[float],
 ) -> None:
-    """Each replica's own resync window, one after the other (``--stagger-resyncs``)."""
-    since = {f"r{i}": w.started + resync_interval(args, i) for i, w in enumerate(watched)}
-    if start_up_done > min(since.values()):
-        print("  resync: not measured, the start-up round took longer than --resync-interval", flush=True)
-        return
+    """Each replica's own resync window, one after the other (``--stagger-resyncs``): replica i's
+    from its first reconcile at or after ``since_of[i]``."""
+    since = {f"r{i}": at for i, at in enumerate(since_of)}
     windows = await _follow_trace(
         watched,
         trace,
@@ -1017,6 +1120,7 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
         for spec in specs:
             for code in codes:
                 runs.append((f"restart, {spec.label()} (converged fleet), {code[0]}", spec, code))
+        ledger = CountLedger(args.count_instructions) if args.count_instructions else None
         if args.memprobe:
             probe = Path(tempfile.mkdtemp(prefix="scale-memprobe-")) / "summary.txt"
             os.environ["KLM_MEMPROBE_FILE"] = str(probe)
@@ -1038,6 +1142,7 @@ async def kymas_scenario(args: argparse.Namespace) -> None:
                     base,
                     plane.etcd_url,
                     {"kube-apiserver": kcp_server.pid or 0, "etcd": plane.etcd_pid or 0},
+                    ledger,
                 )
             except (
                 RuntimeError,
@@ -1363,6 +1468,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     kymas.add_argument(
         "--probe-spacing", type=float, default=0.5, help="seconds between two --event-probes writes"
     )
+    kymas.add_argument(
+        "--count-instructions",
+        type=Path,
+        metavar="DIR",
+        help="with --resync-interval: run the operators under valgrind's callgrind and count each "
+        "replica's resync in instructions too (benchmarks/instruction_count.py; dumps kept in DIR; "
+        "50-140x slower: use long --lease-timings, e.g. 900/240/30)",
+    )
     kymas.add_argument("--logs", type=Path, help="keep each operator's output in this directory")
     kymas.add_argument(
         "--timeout",
@@ -1387,6 +1500,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.scenario == "kymas":
         if args.fleet_via == "etcd" and args.seeds < 2:
             sys.exit("--fleet-via etcd needs at least 2 --seeds (one cloned, one to check the clone against)")
+        if args.count_instructions:
+            if not args.resync_interval:
+                sys.exit("--count-instructions counts the resync: give --resync-interval too")
+            try:
+                require_callgrind()
+            except CallgrindMissing as exc:
+                sys.exit(str(exc))
+            args.count_instructions.mkdir(parents=True, exist_ok=True)
         if max(args.replicas) > 1 and "--sharding" not in _operator_help():
             sys.exit("--replicas > 1 needs the operator's --sharding flags (not on this branch yet)")
         asyncio.run(kymas_scenario(args))

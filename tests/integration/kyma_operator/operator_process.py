@@ -14,6 +14,7 @@ import signal
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,12 +56,20 @@ class OperatorProcess:
 
     @classmethod
     async def start(
-        cls, kubeconfig: Path, namespace: str, *extra: str, env_extra: dict[str, str] | None = None
+        cls,
+        kubeconfig: Path,
+        namespace: str,
+        *extra: str,
+        env_extra: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> OperatorProcess:
+        """Start the operator; ``prefix``: a command it runs under (e.g. valgrind, from
+        ``benchmarks/instruction_count.py``)."""
         health, metrics, listener, handoff = free_port(), free_port(), free_port(), free_port()
         env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{REPO_ROOT}:{REPO_ROOT / 'operator'}"}
         env.update(env_extra or {})
         process = await asyncio.create_subprocess_exec(
+            *prefix,
             sys.executable,
             "-m",
             "kyma_operator",
