@@ -882,6 +882,7 @@ def trace_names(watched: list[Watched], trace: TraceReader) -> list[str]:
     one name the single replica's lines carry."""
     if len(watched) > 1:
         return [f"r{i}" for i in range(len(watched))]
+    trace.read()
     seen = sorted({who for _, _, who in trace.starts})
     if len(seen) != 1:
         raise RuntimeError(f"one replica, but the trace names {seen}")
