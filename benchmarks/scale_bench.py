@@ -26,7 +26,10 @@ and as the leader's rollout view keeps it (``fleet_view.rollout_manifest``).
 straight into etcd (``etcd_fleet.py``: minutes instead of hours at 5 modules; no first start then).
 ``--runs 1 3scoped 5scoped 3plain``: one restart per configuration; ``--base``: each configuration
 on an empty fleet first (the fixed RSS base); ``--resync-interval S``: the CPU of each replica's
-periodic full resync (``resync_window.py``); ``--memprobe N``: where each operator's memory goes.
+periodic full resync (``resync_window.py``); ``--count-instructions DIR``: that resync also counted
+in machine instructions under valgrind's callgrind (``instruction_count.py``: CPU-seconds of the same
+work vary by up to 31 % between restarts on this VM, instructions by 0.2 %); ``--memprobe N``: where
+each operator's memory goes.
 
 ``runtimes``: one etcd, a KCP and the largest ``--runtimes`` count of real runtime API servers
 (sharing the etcd, each its own prefix). For each count N (and 0): N Kymas in a fresh namespace,
