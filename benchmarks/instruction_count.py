@@ -180,6 +180,7 @@ async def count_resync(
     """Count ``replica``'s resync (process ``pid``, resync reconciles from ``since`` on): switch
     callgrind on at its first resync reconcile, dump once its window closed. ``alive()`` raises if
     the operator exited."""
+    trace.read()
     if _started_after(trace, replica, since):
         raise RuntimeError(
             f"{replica}: its resync began before counting could start (raise --resync-interval)"
